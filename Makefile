@@ -1,0 +1,41 @@
+# Two entry points: `make demo` (the main job) and `make test` (the whole suite).
+# Both create .venv and install what they need; torch is pinned first so nothing pulls a CUDA build.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export USER ?= traincard
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: demo test venv system-packages lint bench
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[metaflow,hf,lightning,accelerate,gpu,otlp,prometheus,store,dev]' --config-settings editable_mode=compat
+	touch $@
+
+venv: $(BIN)/.installed
+
+# Debian packages for the browser and Prometheus tests (root or sudo; skipped when present).
+system-packages:
+	@if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null || ! command -v promtool >/dev/null; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver prometheus >/dev/null; \
+	fi
+
+demo: venv
+	cd examples && $(abspath $(BIN))/python hf_finetune_flow.py run
+	@echo
+	@echo "See the card:  cd examples && ../$(BIN)/python hf_finetune_flow.py card view train"
+	@echo "Live, during a run (in a second terminal): cd examples && ../$(BIN)/python hf_finetune_flow.py card server  -> http://localhost:8324"
+
+test: venv system-packages
+	$(BIN)/python -m pytest -q
+
+lint: venv
+	$(BIN)/ruff check traincard_otel tests benchmarks examples
+	$(BIN)/mypy
+
+bench: venv
+	$(BIN)/python -m benchmarks

@@ -1,0 +1,1 @@
+STEP_DECORATORS_DESC = [("traincard", ".traincard_decorator.TraincardDecorator")]

@@ -1,0 +1,3 @@
+from traincard_otel.metaflow.decorator import TraincardDecorator
+
+__all__ = ["TraincardDecorator"]

@@ -1,0 +1,32 @@
+"""traincard-otel: OpenTelemetry-native training observability for Metaflow.
+
+One line, ``traincard_otel.instrument(trainer)``, turns a training run into OpenTelemetry
+signals that feed a live Metaflow card (``@card(type="traincard")``) through the task's
+datastore and, when ``OTEL_*`` variables ask for it, an existing OTLP stack.
+"""
+
+from __future__ import annotations
+
+from ._instrument import instrument
+from ._load import load
+from ._pipeline import active_reporter, configure, shutdown
+from ._reporter import Phase, Reporter
+from ._version import __version__
+from .exceptions import ConfigError, MissingDependencyError, TraincardError
+from .store.reader import RunData, Series
+
+__all__ = [
+    "ConfigError",
+    "MissingDependencyError",
+    "Phase",
+    "Reporter",
+    "RunData",
+    "Series",
+    "TraincardError",
+    "__version__",
+    "active_reporter",
+    "configure",
+    "instrument",
+    "load",
+    "shutdown",
+]

@@ -1,0 +1,124 @@
+"""Settings: one frozen dataclass, one resolution order (argument > environment > default)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from . import environment_variables as ev
+from .exceptions import ConfigError
+
+T = TypeVar("T")
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Resolved configuration of one process."""
+
+    service_name: str | None = None
+    store: str | None = None
+    flush_interval_s: float = 2.0
+    system_interval_s: float = 2.0
+    system: bool = True
+    buffer_cap: int = 200_000
+    report_ranks: str = "0"
+    refresh_interval_s: float = 3.0
+    shutdown_timeout_s: float = 3.0
+    hourly_cost: float | None = None
+    attempt: int | None = None
+    sdk_disabled: bool = False
+    traces_exporters: tuple[str, ...] = ()
+    metrics_exporters: tuple[str, ...] = ()
+    logs_exporters: tuple[str, ...] = ()
+    metric_export_interval_ms: float = 60_000.0
+
+
+def _parse_bool(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a boolean; use true or false")
+
+
+def _parse_positive(kind: Callable[[str], T]) -> Callable[[str, str], T]:
+    def parse(name: str, raw: str) -> T:
+        try:
+            value = kind(raw.strip())
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not a number") from None
+        if value <= 0:  # type: ignore[operator]
+            raise ConfigError(f"{name}={raw!r} must be greater than 0")
+        return value
+
+    return parse
+
+
+def _parse_exporters(name: str, raw: str) -> tuple[str, ...]:
+    if raw.strip().lower() == "none":
+        return ()
+    names = tuple(part.strip().lower() for part in raw.split(",") if part.strip())
+    if "none" in names:
+        raise ConfigError(f"{name}={raw!r}: 'none' must be the whole value, not part of a list")
+    return names
+
+
+def _parse_report_ranks(name: str, raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in {"0", "all"}:
+        raise ConfigError(f"{name}={raw!r}: use 0 (rank 0 reports training metrics) or all")
+    return value
+
+
+_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    "service_name": ("OTEL_SERVICE_NAME", lambda n, r: r.strip() or None),
+    "store": (ev.TRAINCARD_STORE, lambda n, r: r.strip() or None),
+    "flush_interval_s": (ev.TRAINCARD_FLUSH_INTERVAL, _parse_positive(float)),
+    "system_interval_s": (ev.TRAINCARD_SYSTEM_INTERVAL, _parse_positive(float)),
+    "system": (ev.TRAINCARD_SYSTEM, _parse_bool),
+    "buffer_cap": (ev.TRAINCARD_BUFFER_CAP, _parse_positive(int)),
+    "report_ranks": (ev.TRAINCARD_REPORT_RANKS, _parse_report_ranks),
+    "refresh_interval_s": (ev.TRAINCARD_REFRESH_INTERVAL, _parse_positive(float)),
+    "shutdown_timeout_s": (ev.TRAINCARD_SHUTDOWN_TIMEOUT, _parse_positive(float)),
+    "hourly_cost": (ev.TRAINCARD_HOURLY_COST, _parse_positive(float)),
+    "attempt": (ev.TRAINCARD_ATTEMPT, lambda n, r: int(r)),
+    "sdk_disabled": ("OTEL_SDK_DISABLED", _parse_bool),
+    "traces_exporters": ("OTEL_TRACES_EXPORTER", _parse_exporters),
+    "metrics_exporters": ("OTEL_METRICS_EXPORTER", _parse_exporters),
+    "logs_exporters": ("OTEL_LOGS_EXPORTER", _parse_exporters),
+    "metric_export_interval_ms": ("OTEL_METRIC_EXPORT_INTERVAL", _parse_positive(float)),
+}
+
+
+def resolve(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Build :class:`Settings` from explicit ``overrides``, then the environment, then defaults.
+
+    Raises:
+        ConfigError: an argument name is unknown or an environment variable cannot be parsed.
+    """
+    env = os.environ if environ is None else environ
+    overrides = dict(overrides or {})
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    unknown = set(overrides) - fields
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {sorted(unknown)}; known: {sorted(fields)}")
+    values: dict[str, Any] = {}
+    for field, (var, parse) in _ENV.items():
+        if overrides.get(field) is not None:
+            values[field] = overrides[field]
+            continue
+        raw = env.get(var)
+        if raw is not None and raw.strip() != "":
+            values[field] = parse(var, raw)
+    # OTEL_SDK_DISABLED is the spec's kill switch; an explicit False argument must not undo it.
+    if "OTEL_SDK_DISABLED" in env and env["OTEL_SDK_DISABLED"].strip():
+        values["sdk_disabled"] = values.get("sdk_disabled") or _parse_bool(
+            "OTEL_SDK_DISABLED", env["OTEL_SDK_DISABLED"]
+        )
+    return Settings(**values)

@@ -1,0 +1,60 @@
+"""instrument(obj): find the framework from the object's classes and wire its adapter.
+
+Frameworks are recognised by the top-level module of the object's class hierarchy, so nothing
+is imported to check: whoever holds a Trainer has already imported its framework.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Protocol
+
+from ._pipeline import configure
+from ._safety import warn_once
+
+SUPPORTED = "transformers.Trainer (and subclasses such as trl.SFTTrainer)"
+
+
+class Handle(Protocol):
+    """What :func:`instrument` returns: ``close()`` flushes and detaches the adapter."""
+
+    def close(self) -> None: ...
+
+
+_instrumented: weakref.WeakKeyDictionary[Any, Handle] = weakref.WeakKeyDictionary()
+
+
+def _roots(obj: object) -> set[str]:
+    return {cls.__module__.split(".", 1)[0] for cls in type(obj).__mro__}
+
+
+def instrument(obj: Any, **settings: Any) -> Handle:
+    """Report everything ``obj`` (a training framework object) does to the card and OTel.
+
+    Args:
+        obj: a ``transformers.Trainer`` (or subclass).
+        **settings: passed to :func:`traincard_otel.configure` if telemetry is not set up yet.
+
+    Returns:
+        A handle; ``handle.close()`` flushes (also done at exit). Instrumenting the same object
+        twice returns the first handle and reports nothing twice.
+
+    Raises:
+        TypeError: ``obj`` is not a supported framework object.
+    """
+    try:
+        existing = _instrumented.get(obj)
+    except TypeError:
+        existing = None
+    if existing is not None:
+        warn_once(f"instrument-twice:{id(obj)}", "traincard: %r is already instrumented", type(obj).__name__)
+        return existing
+    roots = _roots(obj)
+    if "transformers" in roots:
+        from .adapters.huggingface import attach
+
+        handle: Handle = attach(obj, configure(**settings))
+    else:
+        raise TypeError(f"traincard_otel.instrument() does not support {type(obj).__qualname__}; supported: {SUPPORTED}")
+    _instrumented[obj] = handle
+    return handle

@@ -1,0 +1,344 @@
+"""The pump: a background thread turning the reporter's queue into OpenTelemetry signals.
+
+Per-step rows become ``traincard.metrics`` log events, phases become spans with their real start
+and end times, checkpoints become events (log-based, mirrored as span events). Validation and
+conversion of values (tensors, numpy scalars) happen here, off the training thread.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry._logs import Logger, SeverityNumber
+from opentelemetry.metrics import Meter
+from opentelemetry.trace import Span, Status, StatusCode
+
+from . import _reporter as R
+from ._safety import report_internal_error, under_pytest, warn_once
+from .exporters.store import METRICS_EVENT, STEP_EVENT
+from .telemetry.failure import classify
+
+SYSTEM_EVENT = "traincard.system"
+
+_SEVERITY = {
+    "DEBUG": SeverityNumber.DEBUG,
+    "INFO": SeverityNumber.INFO,
+    "WARNING": SeverityNumber.WARN,
+    "ERROR": SeverityNumber.ERROR,
+    "CRITICAL": SeverityNumber.FATAL,
+}
+
+
+def _ns(t: float) -> int:
+    return int(t * 1e9)
+
+
+def to_float(value: Any) -> float | None:
+    """A reported value as a float, or None if it is not a number (tensors, numpy included)."""
+    if type(value) is float:
+        return value
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            out = item()
+        except (ValueError, RuntimeError, TypeError):
+            return None
+        return float(out) if isinstance(out, (int, float)) else None
+    return None
+
+
+def _dir_size(path: str) -> int | None:
+    try:
+        if os.path.isfile(path):
+            return os.path.getsize(path)
+        total = 0
+        for dirpath, _dirs, files in os.walk(path):
+            for f in files:
+                try:
+                    total += os.path.getsize(os.path.join(dirpath, f))
+                except OSError:
+                    continue
+        return total if os.path.isdir(path) else None
+    except OSError:
+        return None
+
+
+class Pump:
+    """Drains a :class:`~traincard_otel._reporter.Reporter` queue into OTel every ``period_s``."""
+
+    def __init__(
+        self,
+        reporter: R.Reporter,
+        *,
+        tracer: trace.Tracer,
+        logger: Logger,
+        meter: Meter,
+        run_span: Span,
+        last_system: Callable[[], Mapping[str, float]],
+        period_s: float = 0.25,
+    ) -> None:
+        self.reporter = reporter
+        self.tracer, self.logger, self.run_span = tracer, logger, run_span
+        self.last_system = last_system
+        self.period_s = period_s
+        self.last_metrics: dict[str, float] = {}
+        self.rejected: dict[str, int] = {}
+        self.failure: dict[str, Any] | None = None
+        self.checkpoints = 0
+        self._best: tuple[str, float, bool] | None = None  # metric, value, greater_is_better
+        self._phases: dict[int, Span] = {}
+        self._phase_names: dict[int, str] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="traincard-pump", daemon=True)
+        self._step_hist = meter.create_histogram(
+            "traincard.step.duration", unit="s", description="Wall time per optimizer step"
+        )
+        self._steps = meter.create_counter("traincard.steps", unit="{step}", description="Steps completed")
+        self._ckpts = meter.create_counter("traincard.checkpoints", unit="{checkpoint}")
+        self._failures = meter.create_counter("traincard.failures", unit="{failure}")
+        meter.create_observable_gauge(
+            "traincard.metric", callbacks=[self._observe_metrics], unit="1", description="Last reported value"
+        )
+        meter.create_observable_gauge("traincard.step", callbacks=[self._observe_step], unit="{step}")
+        meter.create_observable_gauge("traincard.epoch", callbacks=[self._observe_epoch], unit="{epoch}")
+        meter.create_observable_gauge("traincard.heartbeat", callbacks=[self._observe_heartbeat], unit="s")
+        self._throughput: dict[str, float] = {}
+        meter.create_observable_gauge(
+            "traincard.throughput.tokens", callbacks=[self._observe_tput("tokens")], unit="{token}/s"
+        )
+        meter.create_observable_gauge(
+            "traincard.throughput.samples", callbacks=[self._observe_tput("samples")], unit="{sample}/s"
+        )
+
+    # -- observable callbacks (run on the metric reader's thread) --------------------------------
+    def _observe_metrics(self, _options: Any) -> list[Any]:
+        from opentelemetry.metrics import Observation
+
+        return [
+            Observation(v, {"traincard.metric.name": k}) for k, v in list(self.last_metrics.items()) if math.isfinite(v)
+        ]
+
+    def _observe_step(self, _options: Any) -> list[Any]:
+        from opentelemetry.metrics import Observation
+
+        return [] if self.reporter.step is None else [Observation(self.reporter.step)]
+
+    def _observe_epoch(self, _options: Any) -> list[Any]:
+        from opentelemetry.metrics import Observation
+
+        epoch = self.reporter.progress_fields.get("epoch")
+        return [] if epoch is None else [Observation(epoch)]
+
+    def _observe_heartbeat(self, _options: Any) -> list[Any]:
+        from opentelemetry.metrics import Observation
+
+        return [Observation(self.reporter.heartbeat_at)]
+
+    def _observe_tput(self, kind: str) -> Callable[[Any], list[Any]]:
+        def cb(_options: Any) -> list[Any]:
+            from opentelemetry.metrics import Observation
+
+            v = self._throughput.get(kind)
+            return [] if v is None else [Observation(v)]
+
+        return cb
+
+    # -- thread ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.period_s)
+            self._wake.clear()
+            self.drain()
+
+    def drain(self) -> None:
+        """Translate everything queued so far (thread-safe; also called at flush and shutdown)."""
+        with self._lock:
+            for item in self.reporter.drain():
+                try:
+                    self._handle(item)
+                except Exception as exc:
+                    if under_pytest():
+                        raise
+                    report_internal_error("pump", exc)
+
+    def stop(self, timeout_s: float) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout_s)
+        self.drain()
+
+    # -- translation ------------------------------------------------------------------------------
+    def _ctx(self) -> otel_context.Context:
+        span = self._phases[max(self._phases)] if self._phases else self.run_span
+        return trace.set_span_in_context(span)
+
+    def _emit(self, t: float, event: str | None, body: Any, attributes: Mapping[str, Any] | None = None,
+              severity: SeverityNumber = SeverityNumber.INFO, severity_text: str = "INFO") -> None:
+        self.logger.emit(
+            timestamp=_ns(t), context=self._ctx(), severity_number=severity, severity_text=severity_text,
+            body=body, attributes=dict(attributes or {}), event_name=event,
+        )
+
+    def _handle(self, item: tuple[Any, ...]) -> None:
+        kind = item[0]
+        if kind == R.METRICS:
+            self._metrics(*item[1:])
+        elif kind == R.STEP:
+            self._step(*item[1:])
+        elif kind == R.LOG:
+            _, t, level, line, tb = item
+            attrs = {"exception.stacktrace": tb} if tb else {}
+            self._emit(t, None, line, attrs, _SEVERITY.get(level, SeverityNumber.INFO), level)
+        elif kind == R.PHASE_START:
+            _, t, name, token = item
+            span = self.tracer.start_span(
+                f"training.{name}", context=trace.set_span_in_context(self.run_span), start_time=_ns(t),
+                attributes={"traincard.phase": name, "traincard.step": self.reporter.step or 0},
+            )
+            self._phases[token], self._phase_names[token] = span, name
+        elif kind == R.PHASE_END:
+            _, t, token, err = item
+            span = self._phases.pop(token, None)
+            self._phase_names.pop(token, None)
+            if span is not None:
+                if err:
+                    span.set_status(Status(StatusCode.ERROR, f"{err[0]}: {err[1]}"))
+                span.end(end_time=_ns(t))
+        elif kind == R.CHECKPOINT:
+            self._checkpoint(*item[1:])
+        elif kind == R.SYSTEM:
+            _, t, stats = item
+            clean = {str(k): f for k, v in stats.items() if (f := to_float(v)) is not None}
+            self._emit(t, SYSTEM_EVENT, clean)
+        elif kind == R.EVENT:
+            _, t, name, attrs, body = item
+            self._emit(t, name, body, attrs)
+        elif kind == R.FAILURE:
+            self._failure(*item[1:])
+
+    def _reject(self, reason: str, message: str, *args: object) -> None:
+        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+        warn_once(f"reject:{reason}", "traincard: " + message + " (reported once; later ones are counted)", *args)
+
+    def _metrics(self, t: float, step: int | None, phase: str | None, values: dict[str, Any],
+                 tags: Mapping[str, Any] | None) -> None:
+        if tags is not None and not (
+            isinstance(tags, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items())
+        ):
+            self._reject("bad_tags", "metric tags must map strings to strings; got %r, report dropped", tags)
+            return
+        if step is not None and not isinstance(step, int):
+            step_f = to_float(step)
+            step = int(step_f) if step_f is not None else None
+        clean: dict[str, float] = {}
+        for name, raw in values.items():
+            if not isinstance(name, str) or not name.strip():
+                self._reject("bad_name", "metric names must be non-empty strings; got %r", name)
+                continue
+            value = to_float(raw)
+            if value is None:
+                self._reject(f"not_a_number:{name}", "metric %r is not a number (%s); value dropped",
+                             name, type(raw).__name__)
+                continue
+            if not math.isfinite(value):
+                warn_once(f"nonfinite:{name}", "traincard: metric %r is %s at step %s (recorded)", name, value, step)
+            clean[name] = value
+        if not clean:
+            return
+        step = self.reporter.step if step is None else step
+        self.last_metrics.update(clean)
+        body: dict[str, Any] = {"step": step, "phase": phase, "values": clean}
+        if tags:
+            body["tags"] = dict(tags)
+        self._emit(t, METRICS_EVENT, body, {"traincard.step": step if step is not None else -1})
+
+    def _step(self, t: float, step: int, duration: float | None, samples: int | None, tokens: int | None) -> None:
+        self._steps.add(1)
+        body: dict[str, Any] = {"s": step}
+        if duration is not None and duration > 0:
+            self._step_hist.record(duration)
+            body["d"] = duration
+            if samples:
+                body["n"] = samples
+                self._throughput["samples"] = samples / duration
+            if tokens:
+                body["tok"] = tokens
+                self._throughput["tokens"] = tokens / duration
+        self._emit(t, STEP_EVENT, body)
+
+    def _checkpoint(self, t: float, path: str, step: int | None, meta: dict[str, Any]) -> None:
+        size = _dir_size(path)
+        metric, value = meta.get("metric"), to_float(meta.get("value"))
+        best = meta.get("best")
+        if best is None and metric and value is not None:
+            greater = bool(meta.get("greater_is_better", False))
+            if self._best is None or self._best[0] != metric:
+                best = True
+            else:
+                best = value > self._best[1] if greater else value < self._best[1]
+            if best:
+                self._best = (str(metric), value, greater)
+        attrs: dict[str, Any] = {"traincard.checkpoint.path": path, "traincard.step": step if step is not None else -1,
+                                 "traincard.checkpoint.best": bool(best)}
+        if size is not None:
+            attrs["traincard.checkpoint.size"] = size
+        if metric:
+            attrs["traincard.checkpoint.metric"] = str(metric)
+        if value is not None:
+            attrs["traincard.checkpoint.metric_value"] = value
+        self.checkpoints += 1
+        self._ckpts.add(1, {"traincard.checkpoint.best": bool(best)})
+        span = self._phases[max(self._phases)] if self._phases else self.run_span
+        span.add_event("traincard.checkpoint.saved", attrs, timestamp=_ns(t))
+        self._emit(t, "traincard.checkpoint.saved", None, attrs)
+
+    def _failure(self, t: float, exc: BaseException, text: str) -> None:
+        if self.failure is not None:
+            return  # recorded once, whichever hook saw it first
+        system = dict(self.last_system())
+        exc_type = type(exc).__name__
+        verdict = classify(exc_type, str(exc), text, system)
+        phase = self._phase_names[max(self._phase_names)] if self._phase_names else None
+        self.failure = {
+            "type": exc_type, "message": str(exc), "traceback": text, "time": t, "phase": phase,
+            "step": self.reporter.step, "last_metrics": dict(self.last_metrics), "last_system": system,
+            "verdict": verdict,
+        }
+        self.run_span.record_exception(exc, timestamp=_ns(t))
+        self.run_span.set_status(Status(StatusCode.ERROR, f"{exc_type}: {exc}"))
+        self._failures.add(1, {"error.type": exc_type, "traincard.failure.verdict": verdict["kind"] or "none"})
+        self._emit(
+            t, "traincard.run.failed", self.failure,
+            {"exception.type": exc_type, "exception.message": str(exc), "exception.stacktrace": text},
+            SeverityNumber.ERROR, "ERROR",
+        )
+
+    def close_open_phases(self, t: float) -> None:
+        with self._lock:
+            for token in sorted(self._phases, reverse=True):
+                self._phases.pop(token).end(end_time=_ns(t))
+            self._phase_names.clear()
+
+    def status_fields(self) -> dict[str, Any]:
+        return {
+            "last_metrics": dict(self.last_metrics),
+            "rejected": dict(self.rejected),
+            "failure": self.failure,
+            "checkpoints": self.checkpoints,
+            "phase": self._phase_names[max(self._phase_names)] if self._phase_names else None,
+        }

@@ -1,0 +1,206 @@
+"""Hugging Face ``transformers.Trainer`` adapter (TRL/PEFT trainers are Trainer subclasses).
+
+A ``TrainerCallback`` maps Trainer events to the reporter: every ``on_log`` dict with its
+step, train/eval/save phases with their real durations, checkpoints from ``on_save`` with the
+best-model metric, status fields for the ETA, and heartbeats. Token and sample counts come
+from the batches themselves (``training_step`` is wrapped on the instance) because the Trainer
+only logs throughput at the end of training.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from typing import Any
+
+from .._optional import require
+from .._reporter import Phase, Reporter
+from .._safety import guarded
+from ..exceptions import TraincardError
+
+transformers = require("transformers", "hf")
+TrainerCallback = transformers.TrainerCallback
+
+MIN_VERSION = (4, 40)
+
+
+def _check_version() -> None:
+    parts = tuple(int(p) for p in transformers.__version__.split(".")[:2] if p.isdigit())
+    if parts < MIN_VERSION:
+        raise TraincardError(
+            f"transformers {transformers.__version__} is too old; traincard-otel supports >= "
+            f"{'.'.join(map(str, MIN_VERSION))}"
+        )
+
+
+def _numeric(logs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+class TraincardCallback(TrainerCallback):  # type: ignore[misc]
+    """Reports a Trainer's metrics, phases, checkpoints and progress to a :class:`Reporter`."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter = reporter
+        self._train: Phase | None = None
+        self._eval: Phase | None = None
+        self._save: Phase | None = None
+        self._pending_save = False
+        self._last_step_end: float | None = None
+        self._samples = 0
+        self._tokens = 0
+        self._last_eval: dict[str, float] = {}
+
+    # -- counters fed by the wrapped training_step -------------------------------------------
+    def count_batch(self, inputs: Any) -> None:
+        ids = inputs.get("input_ids") if isinstance(inputs, dict) else None
+        shape = getattr(ids, "shape", None)
+        if shape is not None and len(shape) >= 1:
+            self._samples += int(shape[0])
+            self._tokens += int(ids.numel()) if len(shape) >= 2 else 0
+
+    # -- Trainer events --------------------------------------------------------------------------
+    @guarded("hf.on_train_begin", None)
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        world = max(int(getattr(args, "world_size", 1) or 1), 1)
+        batch = int(args.per_device_train_batch_size) * int(args.gradient_accumulation_steps) * world
+        self.reporter.progress(
+            step=state.global_step, max_steps=state.max_steps, num_epochs=args.num_train_epochs,
+            batch_size=batch, world_size=world, epoch=state.epoch or 0.0,
+        )
+        if state.global_step > 0:
+            self.reporter.event(
+                "traincard.run.resumed",
+                {"traincard.step": state.global_step, "traincard.resume.source": "resume_from_checkpoint"},
+            )
+        self._train = self.reporter.phase("train")
+        self._last_step_end = time.perf_counter()
+
+    @guarded("hf.on_step_end", None)
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        now = time.perf_counter()
+        duration = now - self._last_step_end if self._last_step_end is not None else None
+        self._last_step_end = now
+        tokens = self._tokens or None
+        self.reporter.step_end(state.global_step, duration_s=duration, samples=self._samples or None, tokens=tokens)
+        self._samples = self._tokens = 0
+        self.reporter.progress(epoch=state.epoch)
+        self._pending_save = bool(control.should_save)
+        if control.should_evaluate:
+            self._open_eval()
+        elif self._pending_save:
+            self._open_save()
+
+    @guarded("hf.on_epoch_end", None)
+    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.reporter.progress(epoch=state.epoch)
+        self._pending_save = self._pending_save or bool(control.should_save)
+        if control.should_evaluate and self._eval is None:
+            self._open_eval()
+        elif self._pending_save and self._save is None:
+            self._open_save()
+
+    def _open_eval(self) -> None:
+        if self._eval is None:
+            self._eval = self.reporter.phase("eval")
+
+    def _open_save(self) -> None:
+        if self._save is None:
+            self._save = self.reporter.phase("save")
+
+    @guarded("hf.on_prediction_step", None)
+    def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._open_eval()  # trainer.evaluate() called directly, outside the training loop
+        self.reporter.heartbeat()
+
+    @guarded("hf.on_evaluate", None)
+    def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any) -> None:
+        if metrics:
+            self._last_eval.update({k: float(v) for k, v in _numeric(metrics).items()})
+        if self._eval is not None:
+            self._eval.end()
+            self._eval = None
+        if self._pending_save:
+            self._open_save()
+        self._last_step_end = time.perf_counter()  # evaluation time is not step time
+
+    @guarded("hf.on_save", None)
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+        meta: dict[str, Any] = {}
+        metric = getattr(args, "metric_for_best_model", None)
+        if metric:
+            key = metric if metric.startswith("eval_") else f"eval_{metric}"
+            meta.update(metric=key, greater_is_better=bool(args.greater_is_better))
+            if key in self._last_eval:
+                meta["value"] = self._last_eval[key]
+            if state.best_model_checkpoint:
+                meta["best"] = os.path.abspath(state.best_model_checkpoint) == os.path.abspath(path)
+        self.reporter.checkpoint(path, step=state.global_step, metadata=meta)
+        if self._save is not None:
+            self._save.end()
+            self._save = None
+        self._pending_save = False
+        self._last_step_end = time.perf_counter()
+
+    @guarded("hf.on_log", None)
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+        if not logs:
+            return
+        values = _numeric(logs)
+        if not values:
+            return
+        phase = "eval" if any(k.startswith("eval_") for k in values) else "train"
+        self.reporter.metrics(values, step=state.global_step, phase=phase)
+
+    @guarded("hf.on_train_end", None)
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        for ph in (self._save, self._eval, self._train):
+            if ph is not None:
+                ph.end()
+        self._save = self._eval = self._train = None
+        self.reporter.flush(timeout_s=2.0)
+
+
+class HFHandle:
+    """Returned by :func:`traincard_otel.instrument` for a Trainer."""
+
+    def __init__(self, trainer: Any, callback: TraincardCallback) -> None:
+        self.trainer, self.callback = trainer, callback
+
+    def close(self) -> None:
+        """Detach the callback and flush what was reported."""
+        self.trainer.remove_callback(self.callback)
+        self.callback.reporter.flush()
+
+
+def attach(trainer: Any, reporter: Reporter) -> HFHandle:
+    """Add the callback to ``trainer`` and wrap ``train``/``training_step`` on the instance."""
+    _check_version()
+    callback = TraincardCallback(reporter)
+    trainer.add_callback(callback)
+    step_fn = trainer.training_step
+    train_fn = trainer.train
+
+    @functools.wraps(step_fn)
+    def training_step(*args: Any, **kwargs: Any) -> Any:
+        inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
+        try:
+            callback.count_batch(inputs)
+        except Exception:  # counting is best effort; the step itself must run
+            pass
+        return step_fn(*args, **kwargs)
+
+    @functools.wraps(train_fn)
+    def train(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return train_fn(*args, **kwargs)
+        except BaseException as exc:
+            if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                reporter.failure(exc)
+            raise
+
+    trainer.training_step = training_step
+    trainer.train = train
+    return HFHandle(trainer, callback)

@@ -1,0 +1,55 @@
+"""The ``traincard`` card type for Metaflow: ``@card(type="traincard")``.
+
+Live: ``render_runtime`` draws the page once from the store; afterwards the step process pushes
+small payloads (:mod:`traincard_otel.metaflow.refresher`) that ``refresh`` hands to the page's
+``metaflow_card_update``. Final: ``render`` reads the whole store (every attempt and rank),
+downsamples, and writes a static page. Errors become a readable error card, never a crash.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+from metaflow.cards import MetaflowCard
+
+from .render import error_html, render_target
+
+
+class TraincardCard(MetaflowCard):  # type: ignore[misc]
+    """Live training dashboard. Options: ``hourly_cost`` (price per hour, shows cost and cost at ETA)."""
+
+    type = "traincard"
+    ALLOW_USER_COMPONENTS = False
+    RUNTIME_UPDATABLE = True
+    RELOAD_POLICY = MetaflowCard.RELOAD_POLICY_NEVER
+
+    def __init__(self, options: Mapping[str, Any] | None = None, components: Any = None, graph: Any = None,
+                 flow: Any = None, **kwargs: Any) -> None:
+        self._options = dict(options or {})
+
+    def _hourly(self) -> float | None:
+        raw = self._options.get("hourly_cost")
+        try:
+            return float(raw) if raw is not None else None
+        except (TypeError, ValueError):
+            return None
+
+    def _render(self, task: Any, *, live: bool, final: bool) -> str:
+        try:
+            return render_target(task, live=live, final=final, hourly_cost=self._hourly())
+        except Exception:
+            return error_html("traincard could not read this task's telemetry", traceback.format_exc())
+
+    def render_runtime(self, task: Any, data: Any) -> str:
+        return self._render(task, live=True, final=False)
+
+    def refresh(self, task: Any, data: Any) -> Any:
+        return (data or {}).get("user")
+
+    def render(self, task: Any) -> str:
+        return self._render(task, live=False, final=True)
+
+
+CARDS = [TraincardCard]

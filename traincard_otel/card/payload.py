@@ -1,0 +1,331 @@
+"""RunData -> the card payload (``docs/card-payload.md``). Pure: no Metaflow, no I/O.
+
+Series are downsampled for display with min/max per bucket, so spikes and extremes stay visible
+at any run length; live payloads carry only each series' tail and stay small.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..store.reader import RunData, Series
+
+SCHEMA_VERSION = 1
+MAX_POINTS = 2000  # per series in a full render (min and max of 1000 buckets)
+LIVE_TAIL = 200  # per series in a live update
+LOG_TAIL = 300
+LIVE_LOG_TAIL = 80
+
+# Logged once at the end by the HF Trainer, or shown in the status panel: not worth a chart.
+_NOT_CHARTED = {"epoch", "total_flos", "train_runtime", "train_samples_per_second", "train_steps_per_second",
+                "train_loss", "train_tokens_per_second"}
+
+_SYSTEM_CHARTS: list[tuple[str, str, str, tuple[str, ...]]] = [
+    # (chart id, title, unit, metric names)
+    ("cpu", "CPU utilization", "%", ("system.cpu.utilization", "process.cpu.utilization")),
+    ("memory", "Memory used", "GB", ("system.memory.usage", "process.memory.usage", "system.memory.limit")),
+    ("disk", "Disk throughput", "MB/s", ("system.disk.io",)),
+    ("network", "Network throughput", "MB/s", ("system.network.io",)),
+    ("gpu_util", "GPU utilization", "%", ("hw.gpu.utilization",)),
+    ("gpu_mem", "GPU memory used", "GB", ("hw.gpu.memory.usage", "hw.gpu.memory.limit")),
+    ("gpu_temp", "GPU temperature", "°C", ("hw.temperature",)),
+    ("gpu_power", "GPU power", "W", ("hw.power",)),
+]
+_RATE_METRICS = {"system.disk.io", "system.network.io"}
+_SCALE = {"%": 100.0, "GB": 1e-9, "MB/s": 1e-6}
+
+
+def _finite(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+def downsample(xs: Sequence[float], ys: Sequence[float], max_points: int = MAX_POINTS) -> tuple[list, list]:
+    """Keep the min and the max of each bucket, in x order (spikes survive any zoom level)."""
+    n = len(xs)
+    if n <= max_points:
+        return list(xs), [_finite(y) for y in ys]
+    buckets = max_points // 2
+    size = n / buckets
+    out_x: list[float] = []
+    out_y: list[float | None] = []
+    for b in range(buckets):
+        lo, hi = int(b * size), min(int((b + 1) * size), n)
+        if lo >= hi:
+            continue
+        idx = [i for i in range(lo, hi) if math.isfinite(ys[i])]
+        if not idx:
+            out_x.append(xs[lo])
+            out_y.append(None)
+            continue
+        i_min = min(idx, key=ys.__getitem__)
+        i_max = max(idx, key=ys.__getitem__)
+        for i in sorted({i_min, i_max}):
+            out_x.append(xs[i])
+            out_y.append(ys[i])
+    return out_x, out_y
+
+
+def _xy(series: Series, live: bool, by: str = "step") -> tuple[list, list]:
+    if by == "step":
+        pairs = [(s, v) for s, v in zip(series.steps, series.values, strict=False) if s is not None]
+    else:
+        pairs = list(zip(series.times, series.values, strict=False))
+    if live:
+        pairs = pairs[-LIVE_TAIL:]
+    xs = [p[0] for p in pairs]
+    ys = [p[1] for p in pairs]
+    if live:
+        return xs, [_finite(y) for y in ys]
+    return downsample(xs, ys)
+
+
+def _chart_name(metric: str) -> tuple[str, str]:
+    """(chart, series label): ``eval_loss`` joins ``loss`` as its eval series."""
+    if metric.startswith("eval_"):
+        return metric[5:], "eval"
+    if metric.startswith("train_") and metric not in _NOT_CHARTED:
+        return metric[6:], "train"
+    return metric, "train"
+
+
+def training_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
+    charts: dict[str, dict[str, Any]] = {}
+    for key, series in sorted(data.metrics.items()):
+        if series.name in _NOT_CHARTED:
+            continue
+        chart_id, label = _chart_name(series.name)
+        if series.tags:
+            label = ",".join(f"{k}={v}" for k, v in sorted(series.tags.items()))
+        ranks = sorted(set(series.ranks))
+        chart = charts.setdefault(chart_id, {"id": chart_id, "title": chart_id, "group": "training", "unit": "",
+                                             "x": "step", "series": []})
+        if len(ranks) > 1:
+            for rank in ranks:
+                sub = _subset(series, [i for i, r in enumerate(series.ranks) if r == rank])
+                xs, ys = _xy(sub, live)
+                chart["series"].append({"label": f"{label} rank {rank}", "x": xs, "y": ys})
+        else:
+            xs, ys = _xy(series, live)
+            chart["series"].append({"label": label, "x": xs, "y": ys})
+    out = sorted(charts.values(), key=lambda c: (_CHART_ORDER.get(c["id"], 99), c["id"]))
+    out.extend(_throughput_charts(data, live))
+    return out
+
+
+_CHART_ORDER = {"loss": 0, "learning_rate": 1, "lr": 1, "grad_norm": 2}
+
+
+def _subset(series: Series, idx: Iterable[int]) -> Series:
+    idx = list(idx)
+    return Series(
+        name=series.name, tags=series.tags, steps=[series.steps[i] for i in idx],
+        values=[series.values[i] for i in idx], times=[series.times[i] for i in idx],
+        attempts=[series.attempts[i] for i in idx], ranks=[series.ranks[i] for i in idx],
+    )
+
+
+def _throughput_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
+    out = []
+    for name, title in (("tokens_per_second", "tokens/s"), ("samples_per_second", "samples/s")):
+        series = [s for s in data.throughput.values() if s.name == name]
+        if series:
+            out.append({"id": name, "title": title, "group": "training", "unit": "", "x": "step", "series": [
+                {"label": f"rank {s.tags.get('rank', '0')}", "x": xy[0], "y": xy[1]}
+                for s in series for xy in [_xy(s, live)]
+            ]})
+    if data.step_times:
+        out.append({"id": "step_time", "title": "step time per rank (s)", "group": "training", "unit": "s",
+                    "x": "step", "series": [
+                        {"label": f"rank {rank}", "x": xy[0], "y": xy[1]}
+                        for rank, s in sorted(data.step_times.items()) for xy in [_xy(s, live)]
+                    ]})
+    return out
+
+
+def _rate(series: Series) -> Series:
+    out = Series(name=series.name, tags=series.tags)
+    for i in range(1, len(series.values)):
+        dt = series.times[i] - series.times[i - 1]
+        dv = series.values[i] - series.values[i - 1]
+        if dt > 0 and dv >= 0 and series.attempts[i] == series.attempts[i - 1]:
+            out.times.append(series.times[i])
+            out.values.append(dv / dt)
+            out.steps.append(None)
+            out.attempts.append(series.attempts[i])
+            out.ranks.append(series.ranks[i])
+    return out
+
+
+def _system_label(series: Series, multi_node: bool) -> str:
+    tags = {k: v for k, v in series.tags.items() if k not in {"unit", "hw.name", "hw.vendor", "hw.type", "hw.gpu.task"}}
+    parts = [series.name.split(".")[0] if series.name.startswith(("process.", "system.")) else ""]
+    parts += [v for k, v in sorted(tags.items())]
+    if series.name.endswith(".limit"):
+        parts.append("limit")
+    if multi_node and series.ranks:
+        parts.append(f"node@rank{series.ranks[-1]}")
+    return " ".join(p for p in parts if p) or series.name
+
+
+def system_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
+    multi_node = len({r for s in data.system.values() for r in s.ranks}) > 1
+    out = []
+    for chart_id, title, unit, names in _SYSTEM_CHARTS:
+        series_out = []
+        for key, series in sorted(data.system.items()):
+            if series.name not in names:
+                continue
+            if series.name in ("system.memory.usage",) and series.tags.get("system.memory.state") not in (None, "used"):
+                continue
+            s = _rate(series) if series.name in _RATE_METRICS else series
+            xs, ys = _xy(s, live, by="time")
+            scale = _SCALE.get(unit, 1.0)
+            series_out.append({"label": _system_label(series, multi_node), "x": xs,
+                               "y": [None if y is None else y * scale for y in ys]})
+        if series_out:
+            out.append({"id": chart_id, "title": title, "group": "system", "unit": unit, "x": "time",
+                        "series": series_out})
+    return out
+
+
+def _markers(data: RunData) -> list[dict[str, Any]]:
+    out = []
+    for ev in data.events:
+        if ev["name"] == "traincard.run.started" and ev["attempt"] > 0 and ev["rank"] == 0:
+            step = _first_step(data, ev["attempt"])
+            if step is not None:
+                out.append({"x": step, "label": f"attempt {ev['attempt']} (retry)", "kind": "restart"})
+        elif ev["name"] in ("traincard.run.resumed", "traincard.run.rewind"):
+            step = ev["attributes"].get("traincard.step")
+            if step is not None:
+                out.append({"x": step, "label": f"resumed at step {step}", "kind": "rewind"})
+    return out
+
+
+def _first_step(data: RunData, attempt: int) -> int | None:
+    steps = [s for series in data.metrics.values() for s, a in zip(series.steps, series.attempts, strict=False)
+             if a == attempt and s is not None]
+    return min(steps) if steps else None
+
+
+def _eta(data: RunData, step: int | None, max_steps: int | None) -> float | None:
+    if step is None or not max_steps or step >= max_steps:
+        return None
+    series = data.step_times.get(0)
+    if series is None or len(series) < 2:
+        return None
+    recent = [d for d, a in zip(series.values[-50:], series.attempts[-50:], strict=False)
+              if a == series.attempts[-1]]
+    if not recent:
+        return None
+    per_step = sorted(recent)[len(recent) // 2]
+    return per_step * (max_steps - step)
+
+
+def run_status(data: RunData, now: float) -> dict[str, Any]:
+    st = data.status
+    progress = st.get("progress") or {}
+    started = min((s.get("started_at") or now for s in data.states), default=now)
+    updated = max((s.get("updated_at") or 0 for s in data.states), default=now)
+    running = st.get("status") == "running"
+    step = st.get("step", progress.get("step"))
+    max_steps = progress.get("max_steps")
+    elapsed = (now if running else updated) - started
+    eta = _eta(data, step, max_steps) if running else None
+    hourly = st.get("hourly_cost")
+    cost = None
+    if hourly:
+        so_far = hourly * elapsed / 3600
+        cost = {"hourly": hourly, "so_far": so_far, "at_eta": so_far + hourly * (eta or 0) / 3600}
+    return {
+        "title": data.source,
+        "status": st.get("status", "unknown"),
+        "phase": st.get("phase") or "",
+        "step": step,
+        "max_steps": max_steps,
+        "epoch": progress.get("epoch"),
+        "num_epochs": progress.get("num_epochs"),
+        "started_at": started,
+        "updated_at": updated,
+        "elapsed_s": elapsed,
+        "eta_s": eta,
+        "batch_size": progress.get("batch_size"),
+        "world_size": progress.get("world_size") or st.get("world_size"),
+        "attempt": st.get("attempt", 0),
+        "restarts": st.get("restarts", 0),
+        "heartbeat_age_s": (now - st["heartbeat_at"]) if running and st.get("heartbeat_at") else None,
+        "cost": cost,
+    }
+
+
+def _banners(data: RunData, status: dict[str, Any]) -> list[dict[str, str]]:
+    out = []
+    st = data.status
+    failure = st.get("failure")
+    if failure:
+        verdict = (failure.get("verdict") or {}).get("text")
+        text = f"Training failed: {failure.get('type')}: {failure.get('message', '')[:300]}"
+        out.append({"kind": "failed", "text": text + (f" — {verdict}" if verdict else "")})
+    if st.get("status") == "terminated":
+        out.append({"kind": "terminated", "text": f"Terminated by {st.get('terminated_by') or 'a signal'} "
+                    f"at step {status.get('step')}"})
+    if status["restarts"]:
+        out.append({"kind": "resumed", "text": f"Attempt {status['attempt']}: restarted {status['restarts']} "
+                    f"time(s); earlier attempts are kept on the charts"})
+    dropped = sum(data.stats.get("dropped", {}).values())
+    if dropped:
+        out.append({"kind": "dropped", "text": f"{dropped} telemetry records were dropped: "
+                    f"{data.stats['dropped']}"})
+    if data.stats.get("corrupt_segments"):
+        out.append({"kind": "info", "text": f"{data.stats['corrupt_segments']} unreadable store segment(s) skipped"})
+    return out
+
+
+def _logs(data: RunData, live: bool) -> list[dict[str, Any]]:
+    logs = sorted(data.logs, key=lambda r: r["time"])[-(LIVE_LOG_TAIL if live else LOG_TAIL):]
+    return [{"time": r["time"], "level": r["level"], "rank": r["rank"], "message": r["message"],
+             "traceback": r.get("traceback")} for r in logs]
+
+
+def _system_section(data: RunData) -> dict[str, Any]:
+    notes: list[str] = []
+    for s in data.states:
+        for note in s.get("notes") or []:
+            if note not in notes:
+                notes.append(note)
+    latest = []
+    last_system = data.status.get("last_system") or {}
+    for key, value in list(last_system.items())[:24]:
+        latest.append({"name": key, "label": key, "value": value, "unit": ""})
+    return {"notes": notes, "latest": latest}
+
+
+def build_payload(data: RunData, *, live: bool = False, final: bool = False,
+                  now: float | None = None, hourly_cost: float | None = None) -> dict[str, Any]:
+    """The card payload for ``data``; ``live`` makes a small tail-only update."""
+    now = time.time() if now is None else now
+    status = run_status(data, now)
+    if hourly_cost and status["cost"] is None:
+        so_far = hourly_cost * status["elapsed_s"] / 3600
+        status["cost"] = {"hourly": hourly_cost, "so_far": so_far,
+                          "at_eta": so_far + hourly_cost * (status["eta_s"] or 0) / 3600}
+    failure = data.status.get("failure")
+    return {
+        "v": SCHEMA_VERSION,
+        "final": final,
+        "live": live,
+        "generated_at": now,
+        "run": status,
+        "banners": _banners(data, status),
+        "charts": training_charts(data, live) + system_charts(data, live),
+        "markers": _markers(data),
+        "checkpoints": data.checkpoints[-(20 if live else 500):],
+        "logs": _logs(data, live),
+        "failure": failure,
+        "system": _system_section(data),
+        "stats": {"dropped": data.stats.get("dropped", {}), "corrupt_segments": data.stats.get("corrupt_segments", 0),
+                  "segments": data.stats.get("segments", 0), "points": data.stats.get("records", 0)},
+    }

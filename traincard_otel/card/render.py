@@ -1,0 +1,34 @@
+"""Render the card for a store, a Metaflow task or a directory (used by the card and the CLI)."""
+
+from __future__ import annotations
+
+import html
+import time
+from typing import Any
+
+from ..store.reader import RunData
+from ._html import assemble_html
+from .payload import build_payload
+
+
+def render_data(data: RunData, *, live: bool, final: bool, hourly_cost: float | None = None) -> str:
+    """The card HTML for already-loaded ``data``."""
+    payload = build_payload(data, live=False, final=final, hourly_cost=hourly_cost)
+    return assemble_html(payload, live=live)
+
+
+def render_target(target: Any, *, live: bool = False, final: bool = True, hourly_cost: float | None = None) -> str:
+    """Load ``target`` (see :func:`traincard_otel.load`) and render its card."""
+    from .._load import load
+
+    return render_data(load(target), live=live, final=final, hourly_cost=hourly_cost)
+
+
+def error_html(title: str, message: str) -> str:
+    """A minimal card saying why the real one could not be drawn (never an exception)."""
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>traincard</title></head><body "
+        "style='font-family:system-ui,sans-serif;padding:1em'>"
+        f"<h3>{html.escape(title)}</h3><pre style='white-space:pre-wrap'>{html.escape(message)}</pre>"
+        f"<p style='color:#888'>rendered {html.escape(time.strftime('%Y-%m-%d %H:%M:%S'))}</p></body></html>"
+    )

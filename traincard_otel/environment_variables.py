@@ -1,0 +1,50 @@
+"""Environment variables read by traincard-otel.
+
+Precedence for every setting: an argument to :func:`traincard_otel.configure` beats the
+environment variable, which beats the default. Standard ``OTEL_*`` variables keep their meaning
+from the OpenTelemetry specification (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
+``OTEL_SDK_DISABLED``, ``OTEL_{TRACES,METRICS,LOGS}_EXPORTER``, ``OTEL_EXPORTER_OTLP_*``,
+``OTEL_METRIC_EXPORT_INTERVAL``).
+"""
+
+from __future__ import annotations
+
+TRAINCARD_DIR = "TRAINCARD_DIR"
+"""Directory of the telemetry store outside Metaflow. Default: ``./traincard-data/<run name>``."""
+
+TRAINCARD_STORE = "TRAINCARD_STORE"
+"""Where this process writes, set by the step process for its children (torchrun, accelerate
+launch): ``file://<dir>`` or ``metaflow://<ds-type>|<ds-root>|<prefix>``. ``off`` disables the
+store exporter. Default: the Metaflow task's datastore inside a step, else ``TRAINCARD_DIR``."""
+
+TRAINCARD_ATTEMPT = "TRAINCARD_ATTEMPT"
+"""Attempt number when not running under Metaflow (Metaflow's retry count wins). Default: 0."""
+
+TRAINCARD_FLUSH_INTERVAL = "TRAINCARD_FLUSH_INTERVAL"
+"""Seconds between store flushes; a ``kill -9`` loses at most this much. Default: 2."""
+
+TRAINCARD_SYSTEM_INTERVAL = "TRAINCARD_SYSTEM_INTERVAL"
+"""Seconds between system/GPU samples. Default: 2."""
+
+TRAINCARD_SYSTEM = "TRAINCARD_SYSTEM"
+"""``false`` turns off system and GPU sampling. Default: true."""
+
+TRAINCARD_BUFFER_CAP = "TRAINCARD_BUFFER_CAP"
+"""Most records held in memory waiting for the store; beyond it records are dropped and counted.
+Default: 200000."""
+
+TRAINCARD_REPORT_RANKS = "TRAINCARD_REPORT_RANKS"
+"""Which ranks report training metrics: ``0`` (default) or ``all``. Every rank always reports
+heartbeats, progress and step times."""
+
+TRAINCARD_REFRESH_INTERVAL = "TRAINCARD_REFRESH_INTERVAL"
+"""Seconds between live card updates pushed by the step process. Default: 3."""
+
+TRAINCARD_SHUTDOWN_TIMEOUT = "TRAINCARD_SHUTDOWN_TIMEOUT"
+"""Upper bound in seconds on flushing at exit, whatever the exporters do. Default: 3."""
+
+TRAINCARD_HOURLY_COST = "TRAINCARD_HOURLY_COST"
+"""Price per hour of the job's machines; the card then shows cost so far and at ETA. Default: unset."""
+
+TRAINCARD_RUN_NAME = "TRAINCARD_RUN_NAME"
+"""Name of the run directory under ``TRAINCARD_DIR`` outside Metaflow. Default: a timestamp."""

@@ -1,0 +1,183 @@
+"""OTel SDK exporters whose sink is the telemetry store (what the card reads).
+
+They are ordinary span / log-record / metric exporters of the one pipeline, so the card sees
+exactly what OTLP users see. Each converts SDK objects into compact store records (documented in
+``docs/architecture.md``) and hands them to a :class:`~traincard_otel.store.writer.StoreWriter`;
+``export`` never does I/O and never raises.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
+from opentelemetry.sdk.metrics.export import (
+    Gauge,
+    Histogram,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+    Sum,
+)
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import StatusCode
+
+from .._safety import report_internal_error, under_pytest
+from ..store.writer import Record, StoreWriter
+
+# Per-step rows are already stored as log events; storing their gauge again would double the store.
+_NOT_STORED_METRICS = frozenset({"traincard.metric"})
+
+METRICS_EVENT = "traincard.metrics"
+STEP_EVENT = "traincard.step.timing"
+
+_default_writer: StoreWriter | None = None
+_default_lock = threading.Lock()
+
+
+def _writer_or_default(writer: StoreWriter | None) -> StoreWriter:
+    """The exporters built by OTel entry points (no arguments) share one writer per process."""
+    global _default_writer
+    if writer is not None:
+        return writer
+    with _default_lock:
+        if _default_writer is None:
+            from .._pipeline import standalone_writer
+
+            _default_writer = standalone_writer()
+        return _default_writer
+
+
+def _seconds(ns: int | None) -> float:
+    return (ns or 0) / 1e9
+
+
+def _attrs(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in (attributes or {}).items()}
+
+
+def log_record_to_record(item: ReadableLogRecord) -> Record:
+    rec = item.log_record
+    t = _seconds(rec.timestamp or rec.observed_timestamp)
+    body: Any = rec.body
+    if rec.event_name == METRICS_EVENT and isinstance(body, Mapping):
+        return {"k": "m", "t": t, "s": body.get("step"), "p": body.get("phase"), "v": dict(body.get("values", {}))}
+    if rec.event_name == STEP_EVENT and isinstance(body, Mapping):
+        return {"k": "st", "t": t, **dict(body)}
+    if rec.event_name:
+        out: Record = {"k": "e", "t": t, "n": rec.event_name, "a": _attrs(rec.attributes)}
+        if body is not None:
+            out["b"] = body
+        return out
+    return {"k": "l", "t": t, "lvl": rec.severity_text or "INFO", "msg": str(body), "a": _attrs(rec.attributes)}
+
+
+def span_to_record(span: ReadableSpan) -> Record:
+    status = "error" if span.status.status_code is StatusCode.ERROR else "ok"
+    return {
+        "k": "s",
+        "n": span.name,
+        "t0": _seconds(span.start_time),
+        "t1": _seconds(span.end_time),
+        "st": status,
+        "a": _attrs(span.attributes),
+        "ev": [{"n": e.name, "t": _seconds(e.timestamp), "a": _attrs(e.attributes)} for e in span.events],
+    }
+
+
+def metrics_to_records(data: MetricsData) -> list[Record]:
+    out: list[Record] = []
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name in _NOT_STORED_METRICS:
+                    continue
+                kind = type(metric.data)
+                for point in metric.data.data_points:
+                    rec: Record = {"k": "x", "t": _seconds(point.time_unix_nano), "n": metric.name, "u": metric.unit}
+                    if point.attributes:
+                        rec["a"] = _attrs(point.attributes)
+                    if kind is Histogram:
+                        rec["c"], rec["v"] = point.count, point.sum  # type: ignore[union-attr]
+                    elif kind in (Gauge, Sum):
+                        rec["v"] = point.value  # type: ignore[union-attr]
+                    else:
+                        continue
+                    out.append(rec)
+    return out
+
+
+def _internal(where: str, exc: Exception) -> None:
+    if under_pytest():
+        raise exc
+    report_internal_error(where, exc)
+
+
+class TraincardLogExporter(LogRecordExporter):
+    """Log-record exporter writing per-step rows, events and log lines into the store."""
+
+    def __init__(self, writer: StoreWriter | None = None) -> None:
+        self._writer = _writer_or_default(writer)
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        try:
+            self._writer.add_many([log_record_to_record(r) for r in batch])
+        except Exception as exc:
+            _internal("store log exporter", exc)
+            return LogRecordExportResult.FAILURE
+        return LogRecordExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        return None
+
+
+class TraincardSpanExporter(SpanExporter):
+    """Span exporter writing the run and phase spans into the store."""
+
+    def __init__(self, writer: StoreWriter | None = None) -> None:
+        self._writer = _writer_or_default(writer)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            self._writer.add_many([span_to_record(s) for s in spans])
+        except Exception as exc:
+            _internal("store span exporter", exc)
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+class TraincardMetricExporter(MetricExporter):
+    """Metric exporter writing system, GPU and training metric points into the store."""
+
+    def __init__(self, writer: StoreWriter | None = None) -> None:
+        super().__init__()
+        self._writer = _writer_or_default(writer)
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        try:
+            self._writer.add_many(metrics_to_records(metrics_data))
+        except Exception as exc:
+            _internal("store metric exporter", exc)
+            return MetricExportResult.FAILURE
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        return None

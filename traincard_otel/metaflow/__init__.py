@@ -1,0 +1,1 @@
+"""Metaflow glue: the ``@traincard`` step decorator and the live-card refresher (import Metaflow)."""

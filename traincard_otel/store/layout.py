@@ -1,0 +1,49 @@
+"""Object names inside a task's ``traincard/`` folder. Pure path logic, no I/O.
+
+::
+
+    a<attempt>/r<rank>/<writer>/seg-<seq>.jsonl   immutable, one per flush
+    a<attempt>/r<rank>/<writer>/state.json        replaced atomically at every flush
+
+``writer`` is unique per process, so a rank restarted inside one attempt (torchrun elastic)
+never overwrites what the previous process wrote.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+STATE_NAME = "state.json"
+_SEGMENT = re.compile(r"^a(\d+)/r(\d+)/([A-Za-z0-9_-]+)/seg-(\d{8})\.jsonl$")
+_STATE = re.compile(r"^a(\d+)/r(\d+)/([A-Za-z0-9_-]+)/state\.json$")
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class ObjectName:
+    attempt: int
+    rank: int
+    writer: str
+    kind: str  # "segment" | "state"
+    seq: int = 0
+
+
+def writer_dir(attempt: int, rank: int, writer: str) -> str:
+    return f"a{attempt}/r{rank}/{writer}"
+
+
+def segment_name(attempt: int, rank: int, writer: str, seq: int) -> str:
+    return f"{writer_dir(attempt, rank, writer)}/seg-{seq:08d}.jsonl"
+
+
+def state_name(attempt: int, rank: int, writer: str) -> str:
+    return f"{writer_dir(attempt, rank, writer)}/{STATE_NAME}"
+
+
+def parse(path: str) -> ObjectName | None:
+    """Parse a relative object name; ``None`` for anything that is not ours (temp files...)."""
+    if m := _SEGMENT.match(path):
+        return ObjectName(int(m[1]), int(m[2]), m[3], "segment", int(m[4]))
+    if m := _STATE.match(path):
+        return ObjectName(int(m[1]), int(m[2]), m[3], "state")
+    return None

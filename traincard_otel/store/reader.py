@@ -1,0 +1,225 @@
+"""Read a task's store back: every attempt and rank merged into one timeline.
+
+Used by :func:`traincard_otel.load`, the card and the CLI. Segments are immutable, so parsed
+segments are cached per store and a live reader only fetches what is new. A segment that cannot
+be parsed is skipped and counted, never fatal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from . import layout
+from .backends import Backend
+
+Record = dict[str, Any]
+
+
+@dataclasses.dataclass
+class Series:
+    """One metric's points in report order (rows from every attempt and rank, each labelled)."""
+
+    name: str
+    tags: dict[str, str] = dataclasses.field(default_factory=dict)
+    steps: list[int | None] = dataclasses.field(default_factory=list)
+    values: list[float] = dataclasses.field(default_factory=list)
+    times: list[float] = dataclasses.field(default_factory=list)
+    attempts: list[int] = dataclasses.field(default_factory=list)
+    ranks: list[int] = dataclasses.field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+@dataclasses.dataclass
+class RunData:
+    """Everything one task recorded. ``metrics`` maps a metric name (with ``{tag=value}`` when
+    tagged) to its :class:`Series`; ``system`` maps a system metric key to a time series."""
+
+    source: str
+    metrics: dict[str, Series] = dataclasses.field(default_factory=dict)
+    step_times: dict[int, Series] = dataclasses.field(default_factory=dict)
+    throughput: dict[str, Series] = dataclasses.field(default_factory=dict)
+    system: dict[str, Series] = dataclasses.field(default_factory=dict)
+    phases: list[Record] = dataclasses.field(default_factory=list)
+    checkpoints: list[Record] = dataclasses.field(default_factory=list)
+    logs: list[Record] = dataclasses.field(default_factory=list)
+    events: list[Record] = dataclasses.field(default_factory=list)
+    states: list[Record] = dataclasses.field(default_factory=list)
+    stats: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def attempts(self) -> list[int]:
+        return sorted({int(s.get("attempt", 0)) for s in self.states})
+
+    @property
+    def status(self) -> Record:
+        """Status of the latest attempt, from rank 0's state (other ranks fill gaps)."""
+        if not self.states:
+            return {}
+        latest = max(self.attempts)
+        states = sorted((s for s in self.states if s.get("attempt") == latest), key=lambda s: s.get("rank", 0))
+        merged = dict(states[0])
+        merged["restarts"] = latest
+        merged["ranks"] = {s.get("rank", 0): s for s in states}
+        for s in states:
+            if s.get("failure") and not merged.get("failure"):
+                merged["failure"] = s["failure"]
+        return merged
+
+    @property
+    def failure(self) -> Record | None:
+        return self.status.get("failure")
+
+    def series(self, name: str) -> Series:
+        return self.metrics[name]
+
+
+_cache_lock = threading.Lock()
+_cache: OrderedDict[tuple[str, str], list[Record] | None] = OrderedDict()
+_CACHE_MAX = 20_000
+
+
+def _parse_segment(data: bytes) -> tuple[list[Record], bool]:
+    out, corrupt = [], False
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            corrupt = True
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+        else:
+            corrupt = True
+    return out, corrupt
+
+
+def _segments(backend: Backend, names: list[str], stats: dict[str, Any]) -> dict[str, list[Record]]:
+    spec = backend.spec
+    out: dict[str, list[Record]] = {}
+    missing = []
+    with _cache_lock:
+        for n in names:
+            if (spec, n) in _cache:
+                cached = _cache[(spec, n)]
+                if cached is None:
+                    stats["corrupt_segments"] += 1
+                else:
+                    out[n] = cached
+            else:
+                missing.append(n)
+    fetched = backend.read_many(missing) if missing else {}
+    with _cache_lock:
+        for n, data in fetched.items():
+            records, corrupt = _parse_segment(data)
+            if corrupt:
+                stats["corrupt_segments"] += 1
+                stats.setdefault("corrupt_names", []).append(n)
+            out[n] = records
+            _cache[(spec, n)] = None if (corrupt and not records) else records
+        while len(_cache) > _CACHE_MAX:
+            _cache.popitem(last=False)
+    return out
+
+
+def _series_key(name: str, tags: dict[str, str] | None) -> str:
+    if not tags:
+        return name
+    return name + "{" + ",".join(f"{k}={v}" for k, v in sorted(tags.items())) + "}"
+
+
+def read_store(backend: Backend, source: str | None = None) -> RunData:
+    """Read and merge everything under ``backend``."""
+    data = RunData(source=source or backend.spec)
+    stats: dict[str, Any] = {"segments": 0, "corrupt_segments": 0, "records": 0, "dropped": {}}
+    parsed = sorted((p, n) for n in backend.list() if (p := layout.parse(n)) is not None)
+    seg_names = [n for p, n in parsed if p.kind == "segment"]
+    state_names = [n for p, n in parsed if p.kind == "state"]
+    segments = _segments(backend, seg_names, stats)
+    for name, raw in backend.read_many(state_names).items():
+        try:
+            state = json.loads(raw)
+        except ValueError:
+            stats["corrupt_segments"] += 1
+            continue
+        data.states.append(state)
+        for reason, n in (state.get("dropped") or {}).items():
+            stats["dropped"][reason] = stats["dropped"].get(reason, 0) + int(n)
+        if state.get("hot_path_overflow"):
+            stats["dropped"]["buffer_full"] = stats["dropped"].get("buffer_full", 0) + int(state["hot_path_overflow"])
+    for p, name in parsed:
+        if p.kind != "segment" or name not in segments:
+            continue
+        stats["segments"] += 1
+        for rec in segments[name]:
+            stats["records"] += 1
+            _add(data, rec, p.attempt, p.rank)
+    data.stats = stats
+    return data
+
+
+def _append(series: Series, step: Any, value: Any, t: float, attempt: int, rank: int) -> None:
+    series.steps.append(step)
+    series.values.append(float(value) if value is not None else float("nan"))
+    series.times.append(t)
+    series.attempts.append(attempt)
+    series.ranks.append(rank)
+
+
+def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
+    kind, t = rec.get("k"), float(rec.get("t") or 0.0)
+    if kind == "m":
+        tags = rec.get("g")
+        for name, value in (rec.get("v") or {}).items():
+            key = _series_key(name, tags)
+            series = data.metrics.get(key)
+            if series is None:
+                series = data.metrics[key] = Series(name=name, tags=dict(tags or {}))
+            _append(series, rec.get("s"), value, t, attempt, rank)
+    elif kind == "st":
+        duration = rec.get("d")
+        if duration:
+            series = data.step_times.setdefault(rank, Series(name="step_time", tags={"rank": str(rank)}))
+            _append(series, rec.get("s"), duration, t, attempt, rank)
+            for field, name in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
+                if rec.get(field):
+                    key = _series_key(name, {"rank": str(rank)})
+                    tput = data.throughput.setdefault(key, Series(name=name, tags={"rank": str(rank)}))
+                    _append(tput, rec.get("s"), rec[field] / duration, t, attempt, rank)
+    elif kind == "x":
+        attrs = rec.get("a") or {}
+        key = _series_key(rec.get("n", "?"), {k: str(v) for k, v in attrs.items()})
+        series = data.system.get(key)
+        if series is None:
+            series = data.system[key] = Series(name=rec.get("n", "?"), tags={k: str(v) for k, v in attrs.items()})
+            series.tags["unit"] = str(rec.get("u", ""))
+        _append(series, None, rec.get("v"), t, attempt, rank)
+    elif kind == "s":
+        data.phases.append({**rec, "attempt": attempt, "rank": rank})
+    elif kind == "l":
+        data.logs.append({"time": t, "level": rec.get("lvl", "INFO"), "message": rec.get("msg", ""),
+                          "traceback": (rec.get("a") or {}).get("exception.stacktrace"),
+                          "attempt": attempt, "rank": rank})
+    elif kind == "e":
+        event = {"time": t, "name": rec.get("n"), "attributes": rec.get("a") or {}, "body": rec.get("b"),
+                 "attempt": attempt, "rank": rank}
+        data.events.append(event)
+        if event["name"] == "traincard.checkpoint.saved":
+            a = event["attributes"]
+            data.checkpoints.append({
+                "step": a.get("traincard.step"), "path": a.get("traincard.checkpoint.path"),
+                "size_bytes": a.get("traincard.checkpoint.size"), "time": t,
+                "best": bool(a.get("traincard.checkpoint.best")), "metric": a.get("traincard.checkpoint.metric"),
+                "value": a.get("traincard.checkpoint.metric_value"), "attempt": attempt, "rank": rank,
+            })
+        elif event["name"] == "traincard.system" and isinstance(event["body"], dict):
+            for name, value in event["body"].items():
+                series = data.system.setdefault(name, Series(name=name, tags={"unit": ""}))
+                _append(series, None, value, t, attempt, rank)

@@ -1,0 +1,188 @@
+"""One process's store writer: buffers records, writes an immutable segment per flush.
+
+Exporters call :meth:`StoreWriter.add` from SDK or pump threads; only the writer's own thread
+touches storage. A failed write keeps its segment for the next flush (same name, so a retry can
+never duplicate data); beyond ``max_pending`` records, new records are dropped and counted, and
+the counts are written to ``state.json`` for the card and :func:`traincard_otel.load`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from . import layout
+from .backends import Backend
+
+logger = logging.getLogger("traincard_otel")
+
+Record = dict[str, Any]
+
+
+def _json_default(obj: object) -> object:
+    return str(obj)
+
+
+def encode_lines(records: list[Record]) -> bytes:
+    # NaN/inf are kept (Python's json reads them back); the card turns them into gaps.
+    return "".join(json.dumps(r, separators=(",", ":"), default=_json_default) + "\n" for r in records).encode()
+
+
+class StoreWriter:
+    """Buffers records and flushes them to ``backend`` every ``flush_interval_s`` seconds."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        attempt: int,
+        rank: int,
+        flush_interval_s: float = 2.0,
+        max_pending: int = 200_000,
+        state_provider: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.attempt, self.rank = attempt, rank
+        self.writer_id = f"w{int(time.time()):x}{secrets.token_hex(3)}"
+        self.flush_interval_s = flush_interval_s
+        self.max_pending = max_pending
+        self.state_provider = state_provider
+        self.dropped: dict[str, int] = {}
+        self.segments_written = 0
+        self.records_written = 0
+        self.write_errors = 0
+        self.last_error: str | None = None
+        self._buffer: list[Record] = []
+        self._unwritten: list[tuple[int, bytes, int]] = []  # (seq, payload, n records) awaiting retry
+        self._next_seq = 1
+        self._lock = threading.Lock()
+        self._io_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- producers -------------------------------------------------------------------------
+    def add(self, record: Record) -> None:
+        with self._lock:
+            if len(self._buffer) + self._pending_unwritten() >= self.max_pending:
+                self.dropped["buffer_full"] = self.dropped.get("buffer_full", 0) + 1
+                return
+            self._buffer.append(record)
+
+    def add_many(self, records: list[Record]) -> None:
+        with self._lock:
+            room = self.max_pending - len(self._buffer) - self._pending_unwritten()
+            if room < len(records):
+                lost = len(records) - max(room, 0)
+                self.dropped["buffer_full"] = self.dropped.get("buffer_full", 0) + lost
+                records = records[: max(room, 0)]
+            self._buffer.extend(records)
+
+    def count_dropped(self, reason: str, n: int = 1) -> None:
+        with self._lock:
+            self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+    def _pending_unwritten(self) -> int:
+        return sum(n for _seq, _payload, n in self._unwritten)
+
+    # -- thread ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="traincard-store", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.flush_interval_s)
+            self._wake.clear()
+            self.flush_now()
+
+    def request_flush(self) -> None:
+        self._wake.set()
+
+    def flush_now(self) -> bool:
+        """Write buffered records and state; returns False if storage failed (data kept)."""
+        with self._io_lock:
+            with self._lock:
+                batch, self._buffer = self._buffer, []
+                if batch:
+                    self._unwritten.append((self._next_seq, encode_lines(batch), len(batch)))
+                    self._next_seq += 1
+            ok = self._write_segments()
+            ok = self._write_state() and ok
+            return ok
+
+    def _write_segments(self) -> bool:
+        while self._unwritten:
+            seq, payload, n = self._unwritten[0]
+            try:
+                self.backend.write(layout.segment_name(self.attempt, self.rank, self.writer_id, seq), payload)
+            except Exception as exc:
+                self._note_error(exc)
+                return False
+            with self._lock:
+                self._unwritten.pop(0)
+                self.segments_written += 1
+                self.records_written += n
+        return True
+
+    def _write_state(self) -> bool:
+        state: dict[str, Any] = dict(self.state_provider() if self.state_provider else {})
+        with self._lock:
+            state.update(
+                attempt=self.attempt,
+                rank=self.rank,
+                writer=self.writer_id,
+                flushed_at=time.time(),
+                segments=self.segments_written,
+                records=self.records_written,
+                dropped=dict(self.dropped),
+                pending=len(self._buffer) + self._pending_unwritten(),
+                write_errors=self.write_errors,
+                last_write_error=self.last_error,
+            )
+        try:
+            data = json.dumps(state, default=_json_default, allow_nan=True).encode()
+            self.backend.write(layout.state_name(self.attempt, self.rank, self.writer_id), data)
+        except Exception as exc:
+            self._note_error(exc)
+            return False
+        return True
+
+    def _note_error(self, exc: Exception) -> None:
+        self.write_errors += 1
+        first = self.last_error is None
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        if first:
+            logger.warning("traincard: writing telemetry to the store failed (will retry): %s", self.last_error)
+
+    def close(self, timeout_s: float = 3.0) -> bool:
+        """Stop the thread after a final flush, waiting at most ``timeout_s``.
+
+        What could not be written in time is counted as dropped (``unflushed_at_exit``) in the
+        process's memory only, since the store may be the thing that is down.
+        """
+        self._stop.set()
+        self._wake.set()
+        deadline = time.monotonic() + timeout_s
+        if self._thread is not None:
+            self._thread.join(max(0.0, deadline - time.monotonic()))
+        done = threading.Event()
+        result: list[bool] = [False]
+
+        def final() -> None:
+            result[0] = self.flush_now()
+            done.set()
+
+        threading.Thread(target=final, name="traincard-store-final", daemon=True).start()
+        done.wait(max(0.0, deadline - time.monotonic()))
+        if not done.is_set() or not result[0]:
+            lost = len(self._buffer) + self._pending_unwritten()
+            if lost:
+                logger.warning("traincard: %d telemetry records could not be written before exit", lost)
+            return False
+        return True
