@@ -1,8 +1,8 @@
 """Fine-tune a tiny GPT-2 with the Hugging Face Trainer in a Metaflow step, with the live card.
 
-    python examples/hf_finetune_flow.py run
-    python examples/hf_finetune_flow.py card server      # live, while it runs
-    python examples/hf_finetune_flow.py card view train  # after the run
+python examples/hf_finetune_flow.py run
+python examples/hf_finetune_flow.py card server      # live, while it runs
+python examples/hf_finetune_flow.py card view train  # after the run
 """
 
 import os
@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 class FinetuneFlow(FlowSpec):
-    max_steps = Parameter("max_steps", default=400, help="optimizer steps")
+    max_steps = Parameter("max_steps", default=1200, help="optimizer steps")
     fail_at = Parameter("fail_at", default=0, help="raise at this step (to see the failure card)")
 
     @step

@@ -9,11 +9,20 @@ from __future__ import annotations
 from typing import Any
 
 
-def tiny_gpt2(vocab: int = 64, n_layer: int = 2, n_embd: int = 64, n_head: int = 2, n_positions: int = 64) -> Any:
+def tiny_gpt2(
+    vocab: int = 64, n_layer: int = 2, n_embd: int = 64, n_head: int = 2, n_positions: int = 64
+) -> Any:
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(vocab_size=vocab, n_positions=n_positions, n_embd=n_embd, n_layer=n_layer,
-                        n_head=n_head, bos_token_id=0, eos_token_id=0)
+    config = GPT2Config(
+        vocab_size=vocab,
+        n_positions=n_positions,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     return GPT2LMHeadModel(config)
 
 
@@ -40,11 +49,26 @@ def training_args(output_dir: str, **overrides: Any) -> Any:
     from transformers import TrainingArguments
 
     args: dict[str, Any] = dict(
-        output_dir=output_dir, per_device_train_batch_size=16, per_device_eval_batch_size=32,
-        learning_rate=3e-3, lr_scheduler_type="cosine", warmup_steps=10, max_steps=200,
-        logging_steps=5, eval_strategy="steps", eval_steps=50, save_strategy="steps", save_steps=100,
-        save_total_limit=3, metric_for_best_model="eval_loss", greater_is_better=False,
-        report_to="none", use_cpu=True, dataloader_num_workers=0, disable_tqdm=True, seed=0,
+        output_dir=output_dir,
+        per_device_train_batch_size=16,
+        per_device_eval_batch_size=32,
+        learning_rate=3e-3,
+        lr_scheduler_type="cosine",
+        warmup_steps=10,
+        max_steps=200,
+        logging_steps=5,
+        eval_strategy="steps",
+        eval_steps=50,
+        save_strategy="steps",
+        save_steps=100,
+        save_total_limit=3,
+        metric_for_best_model="eval_loss",
+        greater_is_better=False,
+        report_to="none",
+        use_cpu=True,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        seed=0,
     )
     args.update(overrides)
     return TrainingArguments(**args)
@@ -54,6 +78,8 @@ def trainer(output_dir: str, max_steps: int = 200, **overrides: Any) -> Any:
     from transformers import Trainer
 
     return Trainer(
-        model=tiny_gpt2(), args=training_args(output_dir, max_steps=max_steps, **overrides),
-        train_dataset=ProgressionDataset(2048), eval_dataset=ProgressionDataset(128, seed=1),
+        model=tiny_gpt2(),
+        args=training_args(output_dir, max_steps=max_steps, **overrides),
+        train_dataset=ProgressionDataset(2048),
+        eval_dataset=ProgressionDataset(128, seed=1),
     )

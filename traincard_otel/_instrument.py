@@ -55,6 +55,8 @@ def instrument(obj: Any, **settings: Any) -> Handle:
 
         handle: Handle = attach(obj, configure(**settings))
     else:
-        raise TypeError(f"traincard_otel.instrument() does not support {type(obj).__qualname__}; supported: {SUPPORTED}")
+        raise TypeError(
+            f"traincard_otel.instrument() does not support {type(obj).__qualname__}; supported: {SUPPORTED}"
+        )
     _instrumented[obj] = handle
     return handle

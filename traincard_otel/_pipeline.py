@@ -140,7 +140,11 @@ class Pipeline:
         self.pump.start()
         self.reporter.event(
             "traincard.run.started",
-            {"traincard.attempt": self.attempt, "traincard.rank": rank.rank, "host.name": str(os.uname().nodename)},
+            {
+                "traincard.attempt": self.attempt,
+                "traincard.rank": rank.rank,
+                "host.name": str(os.uname().nodename),
+            },
         )
 
     # -- construction -------------------------------------------------------------------------
@@ -164,7 +168,9 @@ class Pipeline:
         for cls in exporter_classes("traces", s.traces_exporters):
             self.tracer_provider.add_span_processor(BatchSpanProcessor(cls()))
         for cls in exporter_classes("logs", s.logs_exporters):
-            self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(cls(), max_queue_size=65_536))
+            self.logger_provider.add_log_record_processor(
+                BatchLogRecordProcessor(cls(), max_queue_size=65_536)
+            )
         for cls in exporter_classes("metrics", s.metrics_exporters):
             if isinstance(cls, type) and issubclass(cls, MetricReader):
                 readers.append(cls())
@@ -199,8 +205,11 @@ class Pipeline:
         for s in getattr(snap, "samples", ()):
             key = s.name
             hw_id = s.attributes.get("hw.id")
-            other = [f"{k}={v}" for k, v in sorted(s.attributes.items()) if k not in {"hw.id", "hw.name", "hw.vendor",
-                                                                                        "hw.type", "hw.gpu.task"}]
+            other = [
+                f"{k}={v}"
+                for k, v in sorted(s.attributes.items())
+                if k not in {"hw.id", "hw.name", "hw.vendor", "hw.type", "hw.gpu.task"}
+            ]
             if hw_id is not None:
                 key += f"[{hw_id}]"
             if other:
@@ -262,7 +271,11 @@ class Pipeline:
                 self.status = "finished"
             end = time.time()
             self.pump.close_open_phases(end)
-            self.reporter.event(f"traincard.run.{self.status}", {"traincard.status": self.status})
+            if self.status != "failed":  # the failure event itself was emitted when it happened
+                attrs = {"traincard.status": self.status}
+                if self.terminated_by:
+                    attrs["traincard.signal"] = self.terminated_by
+                self.reporter.event(f"traincard.run.{self.status}", attrs)
             self.pump.drain()
             self.run_span.set_attribute("traincard.status", self.status)
             if self.status != "failed" and self.status != "finished":
@@ -313,9 +326,6 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     pipeline = _active
     if pipeline is not None:
         pipeline.terminated_by = signal.Signals(signum).name
-        pipeline.reporter.event(
-            "traincard.run.terminated", {"traincard.signal": pipeline.terminated_by}, body="terminated by signal"
-        )
         pipeline.shutdown(status="terminated")
     prev = _prev_sigterm
     if callable(prev):
@@ -380,8 +390,9 @@ def _start_card_refresher(pipeline: Pipeline, backend: Backend, mf: MetaflowIden
 
     if not traincard_cards():
         return
-    refresher = Refresher(backend, mf.pathspec, pipeline.settings.refresh_interval_s,
-                          hourly_cost=pipeline.settings.hourly_cost).start()
+    refresher = Refresher(
+        backend, mf.pathspec, pipeline.settings.refresh_interval_s, hourly_cost=pipeline.settings.hourly_cost
+    ).start()
     pipeline.on_shutdown.append(refresher.stop)
 
 
@@ -402,7 +413,10 @@ def standalone_writer() -> StoreWriter:
     settings = _config.resolve()
     backend = resolve_backend(settings, detect_metaflow()) or LocalBackend(default_local_dir())
     writer = StoreWriter(
-        backend, attempt=settings.attempt or 0, rank=detect_rank().rank, flush_interval_s=settings.flush_interval_s
+        backend,
+        attempt=settings.attempt or 0,
+        rank=detect_rank().rank,
+        flush_interval_s=settings.flush_interval_s,
     )
     writer.start()
     atexit.register(writer.close, settings.shutdown_timeout_s)

@@ -98,6 +98,7 @@ class Pump:
         self._best: tuple[str, float, bool] | None = None  # metric, value, greater_is_better
         self._phases: dict[int, Span] = {}
         self._phase_names: dict[int, str] = {}
+        self._failed_phase: str | None = None  # a phase that ended with an exception
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -127,7 +128,9 @@ class Pump:
         from opentelemetry.metrics import Observation
 
         return [
-            Observation(v, {"traincard.metric.name": k}) for k, v in list(self.last_metrics.items()) if math.isfinite(v)
+            Observation(v, {"traincard.metric.name": k})
+            for k, v in list(self.last_metrics.items())
+            if math.isfinite(v)
         ]
 
     def _observe_step(self, _options: Any) -> list[Any]:
@@ -187,11 +190,23 @@ class Pump:
         span = self._phases[max(self._phases)] if self._phases else self.run_span
         return trace.set_span_in_context(span)
 
-    def _emit(self, t: float, event: str | None, body: Any, attributes: Mapping[str, Any] | None = None,
-              severity: SeverityNumber = SeverityNumber.INFO, severity_text: str = "INFO") -> None:
+    def _emit(
+        self,
+        t: float,
+        event: str | None,
+        body: Any,
+        attributes: Mapping[str, Any] | None = None,
+        severity: SeverityNumber = SeverityNumber.INFO,
+        severity_text: str = "INFO",
+    ) -> None:
         self.logger.emit(
-            timestamp=_ns(t), context=self._ctx(), severity_number=severity, severity_text=severity_text,
-            body=body, attributes=dict(attributes or {}), event_name=event,
+            timestamp=_ns(t),
+            context=self._ctx(),
+            severity_number=severity,
+            severity_text=severity_text,
+            body=body,
+            attributes=dict(attributes or {}),
+            event_name=event,
         )
 
     def _handle(self, item: tuple[Any, ...]) -> None:
@@ -207,16 +222,19 @@ class Pump:
         elif kind == R.PHASE_START:
             _, t, name, token = item
             span = self.tracer.start_span(
-                f"training.{name}", context=trace.set_span_in_context(self.run_span), start_time=_ns(t),
+                f"training.{name}",
+                context=trace.set_span_in_context(self.run_span),
+                start_time=_ns(t),
                 attributes={"traincard.phase": name, "traincard.step": self.reporter.step or 0},
             )
             self._phases[token], self._phase_names[token] = span, name
         elif kind == R.PHASE_END:
             _, t, token, err = item
             span = self._phases.pop(token, None)
-            self._phase_names.pop(token, None)
+            name = self._phase_names.pop(token, None)
             if span is not None:
                 if err:
+                    self._failed_phase = name
                     span.set_status(Status(StatusCode.ERROR, f"{err[0]}: {err[1]}"))
                 span.end(end_time=_ns(t))
         elif kind == R.CHECKPOINT:
@@ -233,12 +251,21 @@ class Pump:
 
     def _reject(self, reason: str, message: str, *args: object) -> None:
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
-        warn_once(f"reject:{reason}", "traincard: " + message + " (reported once; later ones are counted)", *args)
+        warn_once(
+            f"reject:{reason}", "traincard: " + message + " (reported once; later ones are counted)", *args
+        )
 
-    def _metrics(self, t: float, step: int | None, phase: str | None, values: dict[str, Any],
-                 tags: Mapping[str, Any] | None) -> None:
+    def _metrics(
+        self,
+        t: float,
+        step: int | None,
+        phase: str | None,
+        values: dict[str, Any],
+        tags: Mapping[str, Any] | None,
+    ) -> None:
         if tags is not None and not (
-            isinstance(tags, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items())
+            isinstance(tags, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items())
         ):
             self._reject("bad_tags", "metric tags must map strings to strings; got %r, report dropped", tags)
             return
@@ -252,11 +279,17 @@ class Pump:
                 continue
             value = to_float(raw)
             if value is None:
-                self._reject(f"not_a_number:{name}", "metric %r is not a number (%s); value dropped",
-                             name, type(raw).__name__)
+                self._reject(
+                    f"not_a_number:{name}",
+                    "metric %r is not a number (%s); value dropped",
+                    name,
+                    type(raw).__name__,
+                )
                 continue
             if not math.isfinite(value):
-                warn_once(f"nonfinite:{name}", "traincard: metric %r is %s at step %s (recorded)", name, value, step)
+                warn_once(
+                    f"nonfinite:{name}", "traincard: metric %r is %s at step %s (recorded)", name, value, step
+                )
             clean[name] = value
         if not clean:
             return
@@ -267,7 +300,9 @@ class Pump:
             body["tags"] = dict(tags)
         self._emit(t, METRICS_EVENT, body, {"traincard.step": step if step is not None else -1})
 
-    def _step(self, t: float, step: int, duration: float | None, samples: int | None, tokens: int | None) -> None:
+    def _step(
+        self, t: float, step: int, duration: float | None, samples: int | None, tokens: int | None
+    ) -> None:
         self._steps.add(1)
         body: dict[str, Any] = {"s": step}
         if duration is not None and duration > 0:
@@ -293,8 +328,11 @@ class Pump:
                 best = value > self._best[1] if greater else value < self._best[1]
             if best:
                 self._best = (str(metric), value, greater)
-        attrs: dict[str, Any] = {"traincard.checkpoint.path": path, "traincard.step": step if step is not None else -1,
-                                 "traincard.checkpoint.best": bool(best)}
+        attrs: dict[str, Any] = {
+            "traincard.checkpoint.path": path,
+            "traincard.step": step if step is not None else -1,
+            "traincard.checkpoint.best": bool(best),
+        }
         if size is not None:
             attrs["traincard.checkpoint.size"] = size
         if metric:
@@ -313,19 +351,30 @@ class Pump:
         system = dict(self.last_system())
         exc_type = type(exc).__name__
         verdict = classify(exc_type, str(exc), text, system)
-        phase = self._phase_names[max(self._phase_names)] if self._phase_names else None
+        phase = self._phase_names[max(self._phase_names)] if self._phase_names else self._failed_phase
         self.failure = {
-            "type": exc_type, "message": str(exc), "traceback": text, "time": t, "phase": phase,
-            "step": self.reporter.step, "last_metrics": dict(self.last_metrics), "last_system": system,
+            "type": exc_type,
+            "message": str(exc),
+            "traceback": text,
+            "time": t,
+            "phase": phase,
+            "step": self.reporter.step,
+            "last_metrics": dict(self.last_metrics),
+            "last_system": system,
             "verdict": verdict,
         }
         self.run_span.record_exception(exc, timestamp=_ns(t))
         self.run_span.set_status(Status(StatusCode.ERROR, f"{exc_type}: {exc}"))
-        self._failures.add(1, {"error.type": exc_type, "traincard.failure.verdict": verdict["kind"] or "none"})
+        self._failures.add(
+            1, {"error.type": exc_type, "traincard.failure.verdict": verdict["kind"] or "none"}
+        )
         self._emit(
-            t, "traincard.run.failed", self.failure,
+            t,
+            "traincard.run.failed",
+            self.failure,
             {"exception.type": exc_type, "exception.message": str(exc), "exception.stacktrace": text},
-            SeverityNumber.ERROR, "ERROR",
+            SeverityNumber.ERROR,
+            "ERROR",
         )
 
     def close_open_phases(self, t: float) -> None:

@@ -95,7 +95,9 @@ class Reporter:
             self.overflow += 1
 
     # -- metrics -----------------------------------------------------------------------------
-    def metric(self, name: str, value: Any, step: int | None = None, tags: Mapping[str, str] | None = None) -> None:
+    def metric(
+        self, name: str, value: Any, step: int | None = None, tags: Mapping[str, str] | None = None
+    ) -> None:
         """Report one scalar (a float, int, 0-d tensor or numpy scalar) at ``step``.
 
         Bad values (NaN/inf are recorded; non-numbers, empty names and non-string tags are
@@ -121,7 +123,12 @@ class Reporter:
             self._put((METRICS, time.time(), step, phase, dict(values), tags))
 
     def step_end(
-        self, step: int, *, duration_s: float | None = None, samples: int | None = None, tokens: int | None = None
+        self,
+        step: int,
+        *,
+        duration_s: float | None = None,
+        samples: int | None = None,
+        tokens: int | None = None,
     ) -> None:
         """Mark an optimizer step as done: progress, step time and throughput (every rank)."""
         if self._on:

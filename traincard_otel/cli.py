@@ -1,9 +1,9 @@
 """``traincard`` command line: render, ls, tail and export a task's telemetry store.
 
-    traincard render <dir|Flow/run/step/task> -o card.html
-    traincard ls <target>
-    traincard tail <target> [-n 20]
-    traincard export <target> [--format csv|jsonl] [-o file]
+traincard render <dir|Flow/run/step/task> -o card.html
+traincard ls <target>
+traincard tail <target> [-n 20]
+traincard export <target> [--format csv|jsonl] [-o file]
 """
 
 from __future__ import annotations
@@ -32,10 +32,14 @@ def _ls(args: argparse.Namespace) -> int:
     data = load(args.target)
     print(f"{data.source}: {data.stats.get('segments', 0)} segments, {data.stats.get('records', 0)} records")
     for st in sorted(data.states, key=lambda s: (s.get("attempt", 0), s.get("rank", 0))):
-        print(f"  attempt {st.get('attempt')} rank {st.get('rank')} writer {st.get('writer')}: "
-              f"{st.get('status')} step {st.get('step')} host {st.get('host')}")
+        print(
+            f"  attempt {st.get('attempt')} rank {st.get('rank')} writer {st.get('writer')}: "
+            f"{st.get('status')} step {st.get('step')} host {st.get('host')}"
+        )
     for name, series in sorted(data.metrics.items()):
-        print(f"  metric {name}: {len(series)} points, last {series.values[-1]:.6g} at step {series.steps[-1]}")
+        print(
+            f"  metric {name}: {len(series)} points, last {series.values[-1]:.6g} at step {series.steps[-1]}"
+        )
     return 0
 
 
@@ -45,7 +49,7 @@ def _tail(args: argparse.Namespace) -> int:
     print(f"{data.source}: {st.get('status')} phase={st.get('phase')} step={st.get('step')}")
     for name, value in sorted((st.get("last_metrics") or {}).items()):
         print(f"  {name} = {value:.6g}")
-    for line in sorted(data.logs, key=lambda r: r["time"])[-args.n:]:
+    for line in sorted(data.logs, key=lambda r: r["time"])[-args.n :]:
         print(f"  [{line['level']}] rank {line['rank']}: {line['message']}")
     return 0
 
@@ -54,8 +58,16 @@ def _rows(data: Any) -> list[dict[str, Any]]:
     rows = []
     for name, s in sorted(data.metrics.items()):
         for i in range(len(s)):
-            rows.append({"metric": name, "step": s.steps[i], "value": s.values[i], "time": s.times[i],
-                         "attempt": s.attempts[i], "rank": s.ranks[i]})
+            rows.append(
+                {
+                    "metric": name,
+                    "step": s.steps[i],
+                    "value": s.values[i],
+                    "time": s.times[i],
+                    "attempt": s.attempts[i],
+                    "rank": s.ranks[i],
+                }
+            )
     return rows
 
 

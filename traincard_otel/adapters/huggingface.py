@@ -66,8 +66,12 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc]
         world = max(int(getattr(args, "world_size", 1) or 1), 1)
         batch = int(args.per_device_train_batch_size) * int(args.gradient_accumulation_steps) * world
         self.reporter.progress(
-            step=state.global_step, max_steps=state.max_steps, num_epochs=args.num_train_epochs,
-            batch_size=batch, world_size=world, epoch=state.epoch or 0.0,
+            step=state.global_step,
+            max_steps=state.max_steps,
+            num_epochs=args.num_train_epochs,
+            batch_size=batch,
+            world_size=world,
+            epoch=state.epoch or 0.0,
         )
         if state.global_step > 0:
             self.reporter.event(
@@ -83,7 +87,9 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc]
         duration = now - self._last_step_end if self._last_step_end is not None else None
         self._last_step_end = now
         tokens = self._tokens or None
-        self.reporter.step_end(state.global_step, duration_s=duration, samples=self._samples or None, tokens=tokens)
+        self.reporter.step_end(
+            state.global_step, duration_s=duration, samples=self._samples or None, tokens=tokens
+        )
         self._samples = self._tokens = 0
         self.reporter.progress(epoch=state.epoch)
         self._pending_save = bool(control.should_save)
@@ -198,6 +204,7 @@ def attach(trainer: Any, reporter: Reporter) -> HFHandle:
             return train_fn(*args, **kwargs)
         except BaseException as exc:
             if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                reporter.progress(step=trainer.state.global_step)  # other callbacks may have raised first
                 reporter.failure(exc)
             raise
 

@@ -25,8 +25,14 @@ class TraincardCard(MetaflowCard):  # type: ignore[misc]
     RUNTIME_UPDATABLE = True
     RELOAD_POLICY = MetaflowCard.RELOAD_POLICY_NEVER
 
-    def __init__(self, options: Mapping[str, Any] | None = None, components: Any = None, graph: Any = None,
-                 flow: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        options: Mapping[str, Any] | None = None,
+        components: Any = None,
+        graph: Any = None,
+        flow: Any = None,
+        **kwargs: Any,
+    ) -> None:
         self._options = dict(options or {})
 
     def _hourly(self) -> float | None:

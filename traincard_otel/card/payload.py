@@ -20,8 +20,15 @@ LOG_TAIL = 300
 LIVE_LOG_TAIL = 80
 
 # Logged once at the end by the HF Trainer, or shown in the status panel: not worth a chart.
-_NOT_CHARTED = {"epoch", "total_flos", "train_runtime", "train_samples_per_second", "train_steps_per_second",
-                "train_loss", "train_tokens_per_second"}
+_NOT_CHARTED = {
+    "epoch",
+    "total_flos",
+    "train_runtime",
+    "train_samples_per_second",
+    "train_steps_per_second",
+    "train_loss",
+    "train_tokens_per_second",
+}
 
 _SYSTEM_CHARTS: list[tuple[str, str, str, tuple[str, ...]]] = [
     # (chart id, title, unit, metric names)
@@ -100,8 +107,10 @@ def training_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
         if series.tags:
             label = ",".join(f"{k}={v}" for k, v in sorted(series.tags.items()))
         ranks = sorted(set(series.ranks))
-        chart = charts.setdefault(chart_id, {"id": chart_id, "title": chart_id, "group": "training", "unit": "",
-                                             "x": "step", "series": []})
+        chart = charts.setdefault(
+            chart_id,
+            {"id": chart_id, "title": chart_id, "group": "training", "unit": "", "x": "step", "series": []},
+        )
         if len(ranks) > 1:
             for rank in ranks:
                 sub = _subset(series, [i for i, r in enumerate(series.ranks) if r == rank])
@@ -121,9 +130,13 @@ _CHART_ORDER = {"loss": 0, "learning_rate": 1, "lr": 1, "grad_norm": 2}
 def _subset(series: Series, idx: Iterable[int]) -> Series:
     idx = list(idx)
     return Series(
-        name=series.name, tags=series.tags, steps=[series.steps[i] for i in idx],
-        values=[series.values[i] for i in idx], times=[series.times[i] for i in idx],
-        attempts=[series.attempts[i] for i in idx], ranks=[series.ranks[i] for i in idx],
+        name=series.name,
+        tags=series.tags,
+        steps=[series.steps[i] for i in idx],
+        values=[series.values[i] for i in idx],
+        times=[series.times[i] for i in idx],
+        attempts=[series.attempts[i] for i in idx],
+        ranks=[series.ranks[i] for i in idx],
     )
 
 
@@ -132,16 +145,35 @@ def _throughput_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
     for name, title in (("tokens_per_second", "tokens/s"), ("samples_per_second", "samples/s")):
         series = [s for s in data.throughput.values() if s.name == name]
         if series:
-            out.append({"id": name, "title": title, "group": "training", "unit": "", "x": "step", "series": [
-                {"label": f"rank {s.tags.get('rank', '0')}", "x": xy[0], "y": xy[1]}
-                for s in series for xy in [_xy(s, live)]
-            ]})
+            out.append(
+                {
+                    "id": name,
+                    "title": title,
+                    "group": "training",
+                    "unit": "",
+                    "x": "step",
+                    "series": [
+                        {"label": f"rank {s.tags.get('rank', '0')}", "x": xy[0], "y": xy[1]}
+                        for s in series
+                        for xy in [_xy(s, live)]
+                    ],
+                }
+            )
     if data.step_times:
-        out.append({"id": "step_time", "title": "step time per rank (s)", "group": "training", "unit": "s",
-                    "x": "step", "series": [
-                        {"label": f"rank {rank}", "x": xy[0], "y": xy[1]}
-                        for rank, s in sorted(data.step_times.items()) for xy in [_xy(s, live)]
-                    ]})
+        out.append(
+            {
+                "id": "step_time",
+                "title": "step time per rank (s)",
+                "group": "training",
+                "unit": "s",
+                "x": "step",
+                "series": [
+                    {"label": f"rank {rank}", "x": xy[0], "y": xy[1]}
+                    for rank, s in sorted(data.step_times.items())
+                    for xy in [_xy(s, live)]
+                ],
+            }
+        )
     return out
 
 
@@ -160,7 +192,11 @@ def _rate(series: Series) -> Series:
 
 
 def _system_label(series: Series, multi_node: bool) -> str:
-    tags = {k: v for k, v in series.tags.items() if k not in {"unit", "hw.name", "hw.vendor", "hw.type", "hw.gpu.task"}}
+    tags = {
+        k: v
+        for k, v in series.tags.items()
+        if k not in {"unit", "hw.name", "hw.vendor", "hw.type", "hw.gpu.task"}
+    }
     parts = [series.name.split(".")[0] if series.name.startswith(("process.", "system.")) else ""]
     parts += [v for k, v in sorted(tags.items())]
     if series.name.endswith(".limit"):
@@ -178,16 +214,32 @@ def system_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
         for key, series in sorted(data.system.items()):
             if series.name not in names:
                 continue
-            if series.name in ("system.memory.usage",) and series.tags.get("system.memory.state") not in (None, "used"):
+            if series.name in ("system.memory.usage",) and series.tags.get("system.memory.state") not in (
+                None,
+                "used",
+            ):
                 continue
             s = _rate(series) if series.name in _RATE_METRICS else series
             xs, ys = _xy(s, live, by="time")
             scale = _SCALE.get(unit, 1.0)
-            series_out.append({"label": _system_label(series, multi_node), "x": xs,
-                               "y": [None if y is None else y * scale for y in ys]})
+            series_out.append(
+                {
+                    "label": _system_label(series, multi_node),
+                    "x": xs,
+                    "y": [None if y is None else y * scale for y in ys],
+                }
+            )
         if series_out:
-            out.append({"id": chart_id, "title": title, "group": "system", "unit": unit, "x": "time",
-                        "series": series_out})
+            out.append(
+                {
+                    "id": chart_id,
+                    "title": title,
+                    "group": "system",
+                    "unit": unit,
+                    "x": "time",
+                    "series": series_out,
+                }
+            )
     return out
 
 
@@ -206,8 +258,12 @@ def _markers(data: RunData) -> list[dict[str, Any]]:
 
 
 def _first_step(data: RunData, attempt: int) -> int | None:
-    steps = [s for series in data.metrics.values() for s, a in zip(series.steps, series.attempts, strict=False)
-             if a == attempt and s is not None]
+    steps = [
+        s
+        for series in data.metrics.values()
+        for s, a in zip(series.steps, series.attempts, strict=False)
+        if a == attempt and s is not None
+    ]
     return min(steps) if steps else None
 
 
@@ -217,8 +273,11 @@ def _eta(data: RunData, step: int | None, max_steps: int | None) -> float | None
     series = data.step_times.get(0)
     if series is None or len(series) < 2:
         return None
-    recent = [d for d, a in zip(series.values[-50:], series.attempts[-50:], strict=False)
-              if a == series.attempts[-1]]
+    recent = [
+        d
+        for d, a in zip(series.values[-50:], series.attempts[-50:], strict=False)
+        if a == series.attempts[-1]
+    ]
     if not recent:
         return None
     per_step = sorted(recent)[len(recent) // 2]
@@ -270,24 +329,44 @@ def _banners(data: RunData, status: dict[str, Any]) -> list[dict[str, str]]:
         text = f"Training failed: {failure.get('type')}: {failure.get('message', '')[:300]}"
         out.append({"kind": "failed", "text": text + (f" — {verdict}" if verdict else "")})
     if st.get("status") == "terminated":
-        out.append({"kind": "terminated", "text": f"Terminated by {st.get('terminated_by') or 'a signal'} "
-                    f"at step {status.get('step')}"})
+        out.append(
+            {
+                "kind": "terminated",
+                "text": f"Terminated by {st.get('terminated_by') or 'a signal'} at step {status.get('step')}",
+            }
+        )
     if status["restarts"]:
-        out.append({"kind": "resumed", "text": f"Attempt {status['attempt']}: restarted {status['restarts']} "
-                    f"time(s); earlier attempts are kept on the charts"})
+        out.append(
+            {
+                "kind": "resumed",
+                "text": f"Attempt {status['attempt']}: restarted {status['restarts']} "
+                f"time(s); earlier attempts are kept on the charts",
+            }
+        )
     dropped = sum(data.stats.get("dropped", {}).values())
     if dropped:
-        out.append({"kind": "dropped", "text": f"{dropped} telemetry records were dropped: "
-                    f"{data.stats['dropped']}"})
+        out.append(
+            {"kind": "dropped", "text": f"{dropped} telemetry records were dropped: {data.stats['dropped']}"}
+        )
     if data.stats.get("corrupt_segments"):
-        out.append({"kind": "info", "text": f"{data.stats['corrupt_segments']} unreadable store segment(s) skipped"})
+        out.append(
+            {"kind": "info", "text": f"{data.stats['corrupt_segments']} unreadable store segment(s) skipped"}
+        )
     return out
 
 
 def _logs(data: RunData, live: bool) -> list[dict[str, Any]]:
-    logs = sorted(data.logs, key=lambda r: r["time"])[-(LIVE_LOG_TAIL if live else LOG_TAIL):]
-    return [{"time": r["time"], "level": r["level"], "rank": r["rank"], "message": r["message"],
-             "traceback": r.get("traceback")} for r in logs]
+    logs = sorted(data.logs, key=lambda r: r["time"])[-(LIVE_LOG_TAIL if live else LOG_TAIL) :]
+    return [
+        {
+            "time": r["time"],
+            "level": r["level"],
+            "rank": r["rank"],
+            "message": r["message"],
+            "traceback": r.get("traceback"),
+        }
+        for r in logs
+    ]
 
 
 def _system_section(data: RunData) -> dict[str, Any]:
@@ -303,15 +382,24 @@ def _system_section(data: RunData) -> dict[str, Any]:
     return {"notes": notes, "latest": latest}
 
 
-def build_payload(data: RunData, *, live: bool = False, final: bool = False,
-                  now: float | None = None, hourly_cost: float | None = None) -> dict[str, Any]:
+def build_payload(
+    data: RunData,
+    *,
+    live: bool = False,
+    final: bool = False,
+    now: float | None = None,
+    hourly_cost: float | None = None,
+) -> dict[str, Any]:
     """The card payload for ``data``; ``live`` makes a small tail-only update."""
     now = time.time() if now is None else now
     status = run_status(data, now)
     if hourly_cost and status["cost"] is None:
         so_far = hourly_cost * status["elapsed_s"] / 3600
-        status["cost"] = {"hourly": hourly_cost, "so_far": so_far,
-                          "at_eta": so_far + hourly_cost * (status["eta_s"] or 0) / 3600}
+        status["cost"] = {
+            "hourly": hourly_cost,
+            "so_far": so_far,
+            "at_eta": so_far + hourly_cost * (status["eta_s"] or 0) / 3600,
+        }
     failure = data.status.get("failure")
     return {
         "v": SCHEMA_VERSION,
@@ -322,10 +410,14 @@ def build_payload(data: RunData, *, live: bool = False, final: bool = False,
         "banners": _banners(data, status),
         "charts": training_charts(data, live) + system_charts(data, live),
         "markers": _markers(data),
-        "checkpoints": data.checkpoints[-(20 if live else 500):],
+        "checkpoints": data.checkpoints[-(20 if live else 500) :],
         "logs": _logs(data, live),
         "failure": failure,
         "system": _system_section(data),
-        "stats": {"dropped": data.stats.get("dropped", {}), "corrupt_segments": data.stats.get("corrupt_segments", 0),
-                  "segments": data.stats.get("segments", 0), "points": data.stats.get("records", 0)},
+        "stats": {
+            "dropped": data.stats.get("dropped", {}),
+            "corrupt_segments": data.stats.get("corrupt_segments", 0),
+            "segments": data.stats.get("segments", 0),
+            "points": data.stats.get("records", 0),
+        },
     }

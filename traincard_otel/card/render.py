@@ -17,7 +17,9 @@ def render_data(data: RunData, *, live: bool, final: bool, hourly_cost: float | 
     return assemble_html(payload, live=live)
 
 
-def render_target(target: Any, *, live: bool = False, final: bool = True, hourly_cost: float | None = None) -> str:
+def render_target(
+    target: Any, *, live: bool = False, final: bool = True, hourly_cost: float | None = None
+) -> str:
     """Load ``target`` (see :func:`traincard_otel.load`) and render its card."""
     from .._load import load
 

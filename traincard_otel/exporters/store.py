@@ -65,7 +65,16 @@ def log_record_to_record(item: ReadableLogRecord) -> Record:
     t = _seconds(rec.timestamp or rec.observed_timestamp)
     body: Any = rec.body
     if rec.event_name == METRICS_EVENT and isinstance(body, Mapping):
-        return {"k": "m", "t": t, "s": body.get("step"), "p": body.get("phase"), "v": dict(body.get("values", {}))}
+        row: Record = {
+            "k": "m",
+            "t": t,
+            "s": body.get("step"),
+            "p": body.get("phase"),
+            "v": dict(body.get("values", {})),
+        }
+        if body.get("tags"):
+            row["g"] = dict(body["tags"])
+        return row
     if rec.event_name == STEP_EVENT and isinstance(body, Mapping):
         return {"k": "st", "t": t, **dict(body)}
     if rec.event_name:
@@ -73,7 +82,13 @@ def log_record_to_record(item: ReadableLogRecord) -> Record:
         if body is not None:
             out["b"] = body
         return out
-    return {"k": "l", "t": t, "lvl": rec.severity_text or "INFO", "msg": str(body), "a": _attrs(rec.attributes)}
+    return {
+        "k": "l",
+        "t": t,
+        "lvl": rec.severity_text or "INFO",
+        "msg": str(body),
+        "a": _attrs(rec.attributes),
+    }
 
 
 def span_to_record(span: ReadableSpan) -> Record:
@@ -98,7 +113,12 @@ def metrics_to_records(data: MetricsData) -> list[Record]:
                     continue
                 kind = type(metric.data)
                 for point in metric.data.data_points:
-                    rec: Record = {"k": "x", "t": _seconds(point.time_unix_nano), "n": metric.name, "u": metric.unit}
+                    rec: Record = {
+                        "k": "x",
+                        "t": _seconds(point.time_unix_nano),
+                        "n": metric.name,
+                        "u": metric.unit,
+                    }
                     if point.attributes:
                         rec["a"] = _attrs(point.attributes)
                     if kind is Histogram:

@@ -34,30 +34,62 @@ class TraincardDecorator(StepDecorator):  # type: ignore[misc]
 
     name = "traincard"
     # None means: the TRAINCARD_* environment variable, else the package default.
-    defaults = {"refresh_interval": None, "flush_interval": None, "system": None, "attach_card": True,
-                "hourly_cost": None}
+    defaults = {
+        "refresh_interval": None,
+        "flush_interval": None,
+        "system": None,
+        "attach_card": True,
+        "hourly_cost": None,
+    }
 
-    def step_init(self, flow: Any, graph: Any, step_name: str, decorators: Any, environment: Any,
-                  flow_datastore: Any, logger: Any) -> None:
+    def step_init(
+        self,
+        flow: Any,
+        graph: Any,
+        step_name: str,
+        decorators: Any,
+        environment: Any,
+        flow_datastore: Any,
+        logger: Any,
+    ) -> None:
         self._flow_datastore = flow_datastore
         self._refresher: Refresher | None = None
-        has_card = any(getattr(d, "name", "") == "card" and d.attributes.get("type") == "traincard"
-                       for d in decorators)
+        has_card = any(
+            getattr(d, "name", "") == "card" and d.attributes.get("type") == "traincard" for d in decorators
+        )
         if self.attributes["attach_card"] and not has_card:
             from metaflow.decorators import _attach_decorators_to_step
 
-            _attach_decorators_to_step(getattr(flow, step_name), ["card:type=traincard,id=traincard,refresh_interval=1"])
+            _attach_decorators_to_step(
+                getattr(flow, step_name), ["card:type=traincard,id=traincard,refresh_interval=1"]
+            )
 
-    def task_pre_step(self, step_name: str, task_datastore: Any, metadata: Any, run_id: str, task_id: str,
-                      flow: Any, graph: Any, retry_count: int, max_user_code_retries: int, ubf_context: Any,
-                      inputs: Any) -> None:
+    def task_pre_step(
+        self,
+        step_name: str,
+        task_datastore: Any,
+        metadata: Any,
+        run_id: str,
+        task_id: str,
+        flow: Any,
+        graph: Any,
+        retry_count: int,
+        max_user_code_retries: int,
+        ubf_context: Any,
+        inputs: Any,
+    ) -> None:
         from metaflow import current
 
         fds = self._flow_datastore
         mf = MetaflowIdentity(
-            flow_name=current.flow_name, run_id=str(run_id), step_name=step_name, task_id=str(task_id),
-            retry_count=int(retry_count), origin_run_id=current.origin_run_id,
-            ds_type=fds.TYPE, ds_root=fds.datastore_root,
+            flow_name=current.flow_name,
+            run_id=str(run_id),
+            step_name=step_name,
+            task_id=str(task_id),
+            retry_count=int(retry_count),
+            origin_run_id=current.origin_run_id,
+            ds_type=fds.TYPE,
+            ds_root=fds.datastore_root,
         )
         backend = MetaflowBackend(fds.TYPE, fds.datastore_root, mf.store_prefix)
         attrs = self.attributes
@@ -77,23 +109,42 @@ class TraincardDecorator(StepDecorator):  # type: ignore[misc]
         current._update_env({"traincard": reporter})
         pipeline_settings = reporter.settings
         if reporter.enabled and pipeline_settings is not None:
-            self._refresher = Refresher(backend, mf.pathspec, pipeline_settings.refresh_interval_s,
-                                        hourly_cost=pipeline_settings.hourly_cost).start()
+            self._refresher = Refresher(
+                backend,
+                mf.pathspec,
+                pipeline_settings.refresh_interval_s,
+                hourly_cost=pipeline_settings.hourly_cost,
+            ).start()
 
-    def task_exception(self, exception: BaseException, step_name: str, flow: Any, graph: Any, retry_count: int,
-                       max_user_code_retries: int) -> None:
+    def task_exception(
+        self,
+        exception: BaseException,
+        step_name: str,
+        flow: Any,
+        graph: Any,
+        retry_count: int,
+        max_user_code_retries: int,
+    ) -> None:
         reporter = active_reporter()
         if reporter is not None:
             reporter.failure(exception)
 
-    def task_post_step(self, step_name: str, flow: Any, graph: Any, retry_count: int,
-                       max_user_code_retries: int) -> None:
+    def task_post_step(
+        self, step_name: str, flow: Any, graph: Any, retry_count: int, max_user_code_retries: int
+    ) -> None:
         reporter = active_reporter()
         if reporter is not None:
             reporter.flush()
 
-    def task_finished(self, step_name: str, flow: Any, graph: Any, is_task_ok: bool, retry_count: int,
-                      max_user_code_retries: int) -> None:
+    def task_finished(
+        self,
+        step_name: str,
+        flow: Any,
+        graph: Any,
+        is_task_ok: bool,
+        retry_count: int,
+        max_user_code_retries: int,
+    ) -> None:
         if self._refresher is not None:
             self._refresher.stop()
         shutdown()

@@ -30,7 +30,9 @@ def traincard_cards() -> list[Any]:
 class Refresher:
     """Every ``interval_s``: read the store, build a small live payload, refresh the cards."""
 
-    def __init__(self, backend: Backend, title: str, interval_s: float, hourly_cost: float | None = None) -> None:
+    def __init__(
+        self, backend: Backend, title: str, interval_s: float, hourly_cost: float | None = None
+    ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self.pushed = 0
         self._stop = threading.Event()

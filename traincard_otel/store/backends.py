@@ -88,7 +88,7 @@ class MetaflowBackend:
         if self._storage is None:
             from metaflow.plugins import DATASTORES
 
-            impls = [d for d in DATASTORES if d.TYPE == self.ds_type]
+            impls = [d for d in DATASTORES if self.ds_type == d.TYPE]
             if not impls:
                 raise ConfigError(f"Metaflow has no datastore of type {self.ds_type!r}")
             self._storage = impls[0](self.ds_root)

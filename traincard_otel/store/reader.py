@@ -62,7 +62,9 @@ class RunData:
         if not self.states:
             return {}
         latest = max(self.attempts)
-        states = sorted((s for s in self.states if s.get("attempt") == latest), key=lambda s: s.get("rank", 0))
+        states = sorted(
+            (s for s in self.states if s.get("attempt") == latest), key=lambda s: s.get("rank", 0)
+        )
         merged = dict(states[0])
         merged["restarts"] = latest
         merged["ranks"] = {s.get("rank", 0): s for s in states}
@@ -153,7 +155,9 @@ def read_store(backend: Backend, source: str | None = None) -> RunData:
         for reason, n in (state.get("dropped") or {}).items():
             stats["dropped"][reason] = stats["dropped"].get(reason, 0) + int(n)
         if state.get("hot_path_overflow"):
-            stats["dropped"]["buffer_full"] = stats["dropped"].get("buffer_full", 0) + int(state["hot_path_overflow"])
+            stats["dropped"]["buffer_full"] = stats["dropped"].get("buffer_full", 0) + int(
+                state["hot_path_overflow"]
+            )
     for p, name in parsed:
         if p.kind != "segment" or name not in segments:
             continue
@@ -198,27 +202,49 @@ def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
         key = _series_key(rec.get("n", "?"), {k: str(v) for k, v in attrs.items()})
         series = data.system.get(key)
         if series is None:
-            series = data.system[key] = Series(name=rec.get("n", "?"), tags={k: str(v) for k, v in attrs.items()})
+            series = data.system[key] = Series(
+                name=rec.get("n", "?"), tags={k: str(v) for k, v in attrs.items()}
+            )
             series.tags["unit"] = str(rec.get("u", ""))
         _append(series, None, rec.get("v"), t, attempt, rank)
     elif kind == "s":
         data.phases.append({**rec, "attempt": attempt, "rank": rank})
     elif kind == "l":
-        data.logs.append({"time": t, "level": rec.get("lvl", "INFO"), "message": rec.get("msg", ""),
-                          "traceback": (rec.get("a") or {}).get("exception.stacktrace"),
-                          "attempt": attempt, "rank": rank})
+        data.logs.append(
+            {
+                "time": t,
+                "level": rec.get("lvl", "INFO"),
+                "message": rec.get("msg", ""),
+                "traceback": (rec.get("a") or {}).get("exception.stacktrace"),
+                "attempt": attempt,
+                "rank": rank,
+            }
+        )
     elif kind == "e":
-        event = {"time": t, "name": rec.get("n"), "attributes": rec.get("a") or {}, "body": rec.get("b"),
-                 "attempt": attempt, "rank": rank}
+        event = {
+            "time": t,
+            "name": rec.get("n"),
+            "attributes": rec.get("a") or {},
+            "body": rec.get("b"),
+            "attempt": attempt,
+            "rank": rank,
+        }
         data.events.append(event)
         if event["name"] == "traincard.checkpoint.saved":
             a = event["attributes"]
-            data.checkpoints.append({
-                "step": a.get("traincard.step"), "path": a.get("traincard.checkpoint.path"),
-                "size_bytes": a.get("traincard.checkpoint.size"), "time": t,
-                "best": bool(a.get("traincard.checkpoint.best")), "metric": a.get("traincard.checkpoint.metric"),
-                "value": a.get("traincard.checkpoint.metric_value"), "attempt": attempt, "rank": rank,
-            })
+            data.checkpoints.append(
+                {
+                    "step": a.get("traincard.step"),
+                    "path": a.get("traincard.checkpoint.path"),
+                    "size_bytes": a.get("traincard.checkpoint.size"),
+                    "time": t,
+                    "best": bool(a.get("traincard.checkpoint.best")),
+                    "metric": a.get("traincard.checkpoint.metric"),
+                    "value": a.get("traincard.checkpoint.metric_value"),
+                    "attempt": attempt,
+                    "rank": rank,
+                }
+            )
         elif event["name"] == "traincard.system" and isinstance(event["body"], dict):
             for name, value in event["body"].items():
                 series = data.system.setdefault(name, Series(name=name, tags={"unit": ""}))

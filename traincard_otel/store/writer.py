@@ -30,7 +30,9 @@ def _json_default(obj: object) -> object:
 
 def encode_lines(records: list[Record]) -> bytes:
     # NaN/inf are kept (Python's json reads them back); the card turns them into gaps.
-    return "".join(json.dumps(r, separators=(",", ":"), default=_json_default) + "\n" for r in records).encode()
+    return "".join(
+        json.dumps(r, separators=(",", ":"), default=_json_default) + "\n" for r in records
+    ).encode()
 
 
 class StoreWriter:
@@ -158,7 +160,9 @@ class StoreWriter:
         first = self.last_error is None
         self.last_error = f"{type(exc).__name__}: {exc}"
         if first:
-            logger.warning("traincard: writing telemetry to the store failed (will retry): %s", self.last_error)
+            logger.warning(
+                "traincard: writing telemetry to the store failed (will retry): %s", self.last_error
+            )
 
     def close(self, timeout_s: float = 3.0) -> bool:
         """Stop the thread after a final flush, waiting at most ``timeout_s``.

@@ -21,7 +21,11 @@ _NEAR_LIMIT = 0.9
 def _vram_near_limit(last_system: Mapping[str, Any]) -> list[str]:
     out = []
     for key, value in last_system.items():
-        if key.startswith("hw.gpu.memory.utilization") and isinstance(value, (int, float)) and value >= _NEAR_LIMIT:
+        if (
+            key.startswith("hw.gpu.memory.utilization")
+            and isinstance(value, (int, float))
+            and value >= _NEAR_LIMIT
+        ):
             out.append(f"{key} = {value:.0%} in the last sample")
     return out
 
@@ -45,5 +49,9 @@ def classify(
         return {"kind": "host_oom", "text": "Likely host (CPU RAM) out of memory", "evidence": evidence}
     if _NCCL.search(text) or ("timed out" in message.lower() and "collective" in traceback.lower()):
         evidence.append(f"exception {exc_type}: {message[:200]}")
-        return {"kind": "nccl_timeout", "text": "Distributed collective failed or timed out", "evidence": evidence}
+        return {
+            "kind": "nccl_timeout",
+            "text": "Distributed collective failed or timed out",
+            "evidence": evidence,
+        }
     return {"kind": None, "text": "", "evidence": []}

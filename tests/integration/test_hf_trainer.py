@@ -1,0 +1,81 @@
+"""A real transformers.Trainer on a tiny GPT-2 (CPU), instrumented in one line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import traincard_otel
+
+pytest.importorskip("transformers")
+
+
+def _dir_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+@pytest.mark.slow
+def test_store_holds_exactly_what_the_trainer_logged(store_dir: Path, tmp_path: Path) -> None:
+    from tiny_gpt2 import trainer as make_trainer
+
+    trainer = make_trainer(str(tmp_path / "out"), max_steps=30, logging_steps=2, eval_steps=10, save_steps=15)
+    handle = traincard_otel.instrument(trainer)
+    assert traincard_otel.instrument(trainer) is handle  # idempotent
+    trainer.train()
+    traincard_otel.shutdown()
+
+    run = traincard_otel.load(store_dir)
+    history = trainer.state.log_history
+    for key in ("loss", "learning_rate", "grad_norm", "eval_loss"):
+        expected = [(h["step"], h[key]) for h in history if key in h]
+        got = list(zip(run.metrics[key].steps, run.metrics[key].values, strict=True))
+        assert got == expected, key  # floats survive the JSON round trip exactly
+    assert run.metrics["loss"].steps == [h["step"] for h in history if "loss" in h]
+
+    phases = {p["n"]: p for p in run.phases}
+    evals = [p for p in run.phases if p["n"] == "training.eval"]
+    saves = [p for p in run.phases if p["n"] == "training.save"]
+    assert len(evals) == 3 and all(p["t1"] > p["t0"] for p in evals)
+    assert len(saves) == 2 and all(p["t1"] > p["t0"] for p in saves)
+    assert "training.train" in phases and "training.run" in phases
+
+    assert [c["step"] for c in run.checkpoints] == [15, 30]
+    for c in run.checkpoints:
+        assert c["size_bytes"] == _dir_size(Path(c["path"]))
+        assert c["metric"] == "eval_loss"
+    assert sum(c["best"] for c in run.checkpoints) >= 1
+
+    status = run.status
+    assert status["status"] == "finished" and status["step"] == 30
+    progress = status["progress"]
+    assert progress["max_steps"] == 30 and progress["batch_size"] == 16 and progress["world_size"] == 1
+    assert run.step_times[0].steps[-1] == 30
+    assert run.throughput["tokens_per_second{rank=0}"].values[-1] > 0
+
+
+@pytest.mark.slow
+def test_exception_in_training_is_recorded_once(store_dir: Path, tmp_path: Path) -> None:
+    from tiny_gpt2 import trainer as make_trainer
+    from transformers import TrainerCallback
+
+    class Boom(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            if state.global_step == 6:
+                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    trainer = make_trainer(str(tmp_path / "out"), max_steps=20, logging_steps=2)
+    trainer.add_callback(Boom())
+    traincard_otel.instrument(trainer)
+    with pytest.raises(RuntimeError):
+        trainer.train()
+    traincard_otel.shutdown()
+    run = traincard_otel.load(store_dir)
+    failure = run.status["failure"]
+    assert failure["type"] == "RuntimeError" and failure["step"] == 6
+    assert failure["verdict"]["kind"] == "cuda_oom"
+    assert failure["last_metrics"]["loss"] == run.metrics["loss"].values[-1]
+    assert sum(1 for e in run.events if e["name"] == "traincard.run.failed") == 1
+    assert run.status["status"] == "failed"
+    assert os.path.isdir(tmp_path / "out")

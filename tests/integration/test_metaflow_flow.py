@@ -1,0 +1,104 @@
+"""The example flow run for real by Metaflow in a subprocess, local datastore, card fetched back."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import REPO, subprocess_env
+
+pytest.importorskip("metaflow")
+pytest.importorskip("transformers")
+
+_PAYLOAD = re.compile(r'<script type="application/json" id="tc-payload">(.*?)</script>', re.S)
+
+
+def card_payload(html: str) -> dict:
+    match = _PAYLOAD.search(html)
+    assert match, "card has no embedded payload"
+    return json.loads(match.group(1))
+
+
+@pytest.fixture(scope="module")
+def flow_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("flow")
+    for name in ("hf_finetune_flow.py", "tiny_gpt2.py"):
+        shutil.copy(REPO / "examples" / name, d / name)
+    return d
+
+
+def run_flow(flow_dir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(flow_dir), TRAINCARD_SYSTEM_INTERVAL="1")
+    proc = subprocess.run(
+        [sys.executable, "hf_finetune_flow.py", "--no-pylint", *args],
+        cwd=flow_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    if check:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def get_card(flow_dir: Path, pathspec: str) -> str:
+    out = flow_dir / "card.html"
+    run_flow(flow_dir, "card", "get", pathspec, str(out))
+    return out.read_text()
+
+
+@pytest.fixture(scope="module")
+def finished_run(flow_dir: Path) -> str:
+    proc = run_flow(flow_dir, "run", "--max_steps", "60")
+    match = re.search(r"FinetuneFlow/(\d+)/train/(\d+)", proc.stdout + proc.stderr)
+    assert match, proc.stderr[-2000:]
+    return match.group(0)
+
+
+@pytest.mark.slow
+def test_card_registered_and_flow_card_shows_real_loss(flow_dir: Path, finished_run: str) -> None:
+    import metaflow
+
+    import traincard_otel
+
+    metaflow.namespace(None)
+    task = metaflow.Task(finished_run)
+    history = task["log_history"].data
+    losses = [h["loss"] for h in history if "loss" in h]
+
+    html = get_card(flow_dir, finished_run)
+    payload = card_payload(html)
+    assert payload["final"] is True and "metaflow_card_update" not in html
+    loss_chart = next(c for c in payload["charts"] if c["id"] == "loss")
+    train = next(s for s in loss_chart["series"] if s["label"] == "train")
+    assert train["y"] == losses
+    eval_series = next(s for s in loss_chart["series"] if s["label"] == "eval")
+    assert eval_series["y"] == [h["eval_loss"] for h in history if "eval_loss" in h]
+    assert any(c["id"] == "learning_rate" for c in payload["charts"])
+    assert payload["run"]["status"] == "finished" and payload["run"]["step"] == 60
+    assert [c["step"] for c in payload["checkpoints"]] == [50]
+    assert "http://" not in html.split("<body", 1)[-1].replace("http://www.w3.org", "")
+
+    run = traincard_otel.load(finished_run)
+    assert run.metrics["loss"].values == losses
+    assert run.metrics["loss"].steps == [h["step"] for h in history if "loss" in h]
+
+
+@pytest.mark.slow
+def test_failed_task_still_gets_a_final_card_with_the_failure(flow_dir: Path) -> None:
+    proc = run_flow(flow_dir, "run", "--max_steps", "60", "--fail_at", "12", check=False)
+    assert proc.returncode != 0
+    match = re.search(r"FinetuneFlow/(\d+)/train/(\d+)", proc.stdout + proc.stderr)
+    assert match
+    payload = card_payload(get_card(flow_dir, match.group(0)))
+    assert payload["final"] is True
+    assert payload["run"]["status"] == "failed"
+    assert payload["failure"]["type"] == "RuntimeError"
+    assert "synthetic failure at step 12" in payload["failure"]["message"]
+    assert payload["banners"][0]["kind"] == "failed"

@@ -1,0 +1,195 @@
+"""The reporter -> OTel pipeline -> store -> load() path, in process, with real OTel and real files."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import subprocess_env
+
+import traincard_otel
+from traincard_otel import _pipeline
+
+
+def test_metrics_phases_checkpoints_logs_round_trip(store_dir: Path, tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt-10"
+    ckpt.mkdir()
+    (ckpt / "weights.bin").write_bytes(b"x" * 12345)
+    r = traincard_otel.configure()
+    with r.phase("train"):
+        for step in range(1, 11):
+            r.metrics({"loss": 1.0 / step, "lr": 0.01}, step=step)
+            r.step_end(step, duration_s=0.02, samples=4, tokens=256)
+        with r.phase("save"):
+            r.checkpoint(ckpt, step=10, metadata={"metric": "eval_loss", "value": 0.5})
+    r.log("done <b>bold</b>", "WARNING")
+    traincard_otel.shutdown()
+
+    run = traincard_otel.load(store_dir)
+    assert run.metrics["loss"].steps == list(range(1, 11))
+    assert run.metrics["loss"].values == [1.0 / s for s in range(1, 11)]
+    assert {p["n"] for p in run.phases} == {"training.run", "training.train", "training.save"}
+    save = next(p for p in run.phases if p["n"] == "training.save")
+    assert save["t1"] >= save["t0"]
+    assert run.checkpoints[0]["size_bytes"] == 12345
+    assert run.checkpoints[0]["best"] is True
+    assert run.logs[-1]["message"] == "done <b>bold</b>" and run.logs[-1]["level"] == "WARNING"
+    assert run.status["status"] == "finished"
+    assert run.throughput["tokens_per_second{rank=0}"].values[0] == pytest.approx(256 / 0.02)
+
+
+def test_bad_values_are_recorded_or_rejected_never_raised(
+    store_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    r = traincard_otel.configure()
+    with caplog.at_level(logging.WARNING, logger="traincard_otel"):
+        r.metrics({"loss": torch.tensor(0.25), "acc": np.float32(0.5), "n": np.int64(3)}, step=1)
+        r.metric("loss", float("nan"), step=2)
+        r.metric("loss", float("inf"), step=3)
+        r.metric("text", "not a number", step=4)
+        r.metric("", 1.0, step=5)
+        r.metric("tagged", 1.0, step=6, tags={"gpu": 0})  # type: ignore[dict-item]
+        r.metric("tagged", 2.0, step=6, tags={"gpu": "0"})
+        traincard_otel.shutdown()
+    run = traincard_otel.load(store_dir)
+    loss = run.metrics["loss"]
+    assert loss.values[0] == 0.25 and math.isnan(loss.values[1]) and math.isinf(loss.values[2])
+    assert run.metrics["acc"].values == [0.5] and run.metrics["n"].values == [3.0]
+    assert "text" not in run.metrics and "" not in run.metrics
+    assert list(run.metrics).count("tagged{gpu=0}") == 1 and run.metrics["tagged{gpu=0}"].values == [2.0]
+    rejected = run.status["rejected"]
+    assert rejected["bad_name"] == 1 and rejected["bad_tags"] == 1 and rejected["not_a_number:text"] == 1
+    messages = " ".join(rec.getMessage() for rec in caplog.records)
+    assert "not a number" in messages and "non-empty strings" in messages and "is nan" in messages
+
+
+def test_sdk_disabled_is_a_silent_no_op(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    r = traincard_otel.configure()
+    assert not r.enabled
+    with r.phase("train"):
+        r.metrics({"loss": 1.0}, step=1)
+        r.checkpoint("nowhere", step=1)
+        r.failure(RuntimeError("x"))
+    r.close()
+    assert not store_dir.exists()
+
+
+def test_resource_attributes(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("GROUP_RANK", "1")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=ci,team=ml")
+    monkeypatch.setenv("TRAINCARD_REPORT_RANKS", "all")
+    traincard_otel.configure()
+    assert _pipeline._active is not None
+    attrs = dict(_pipeline._active.resource.attributes)
+    assert attrs["traincard.rank"] == 3 and attrs["traincard.local_rank"] == 1
+    assert attrs["traincard.world_size"] == 4 and attrs["traincard.node_rank"] == 1
+    assert attrs["deployment.environment.name"] == "ci" and attrs["team"] == "ml"
+    assert "host.name" in attrs
+    traincard_otel.shutdown()
+
+
+def test_service_name_env_and_argument(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "from-env")
+    traincard_otel.configure()
+    assert _pipeline._active is not None
+    assert _pipeline._active.resource.attributes["service.name"] == "from-env"
+    traincard_otel.shutdown()
+    traincard_otel.configure(service_name="from-code")
+    assert _pipeline._active is not None
+    assert _pipeline._active.resource.attributes["service.name"] == "from-code"
+
+
+def test_only_rank_zero_reports_training_metrics_by_default(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RANK", "1")
+    r = traincard_otel.configure()
+    r.metrics({"loss": 1.0}, step=1)
+    r.step_end(1, duration_s=0.1)
+    traincard_otel.shutdown()
+    run = traincard_otel.load(store_dir)
+    assert "loss" not in run.metrics
+    assert run.step_times[1].steps == [1]
+
+
+def _run_script(body: str, tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(body))
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=subprocess_env(**env)
+    )
+    return proc, time.monotonic() - t0
+
+
+def test_exit_flushes_without_close_and_is_bounded_with_a_dead_otlp_endpoint(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    proc, elapsed = _run_script(
+        """
+        import time, traincard_otel
+        r = traincard_otel.configure()
+        for s in range(20):
+            r.metrics({"loss": 1.0 / (s + 1)}, step=s)
+        t0 = time.monotonic()
+        """,
+        tmp_path,
+        TRAINCARD_DIR=str(store),
+        TRAINCARD_SYSTEM="false",
+        OTEL_TRACES_EXPORTER="otlp",
+        OTEL_LOGS_EXPORTER="otlp",
+        OTEL_METRICS_EXPORTER="otlp",
+        OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert elapsed < 8.0  # interpreter start + imports + a shutdown bounded at 3 s
+    run = traincard_otel.load(store)
+    assert run.metrics["loss"].steps == list(range(20))
+
+
+def test_uncaught_exception_is_recorded_as_failure(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    proc, _ = _run_script(
+        """
+        import traincard_otel
+        r = traincard_otel.configure()
+        with r.phase("train"):
+            r.metrics({"loss": 2.0}, step=7)
+            raise ValueError("boom at step 7")
+        """,
+        tmp_path,
+        TRAINCARD_DIR=str(store),
+        TRAINCARD_SYSTEM="false",
+    )
+    assert proc.returncode == 1 and "boom at step 7" in proc.stderr
+    run = traincard_otel.load(store)
+    failure = run.status["failure"]
+    assert failure["type"] == "ValueError" and failure["step"] == 7 and failure["phase"] == "train"
+    assert failure["last_metrics"] == {"loss": 2.0}
+    assert run.status["status"] == "failed"
+
+
+def test_corrupt_segment_is_skipped_and_counted(store_dir: Path) -> None:
+    r = traincard_otel.configure()
+    r.metrics({"loss": 1.0}, step=1)
+    traincard_otel.shutdown()
+    seg = next(store_dir.rglob("seg-*.jsonl"))
+    (seg.parent / "seg-99999999.jsonl").write_bytes(b'{"k":"m","t":1,"s":2,"v":{"loss":0.5}}\n{"k":"m","t":')
+    run = traincard_otel.load(store_dir)
+    assert run.stats["corrupt_segments"] == 1
+    assert run.metrics["loss"].values == [1.0, 0.5]
+    state = json.loads(next(store_dir.rglob("state.json")).read_text())
+    assert state["status"] == "finished"
