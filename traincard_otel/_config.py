@@ -29,6 +29,8 @@ class Settings:
     report_ranks: str = "0"
     refresh_interval_s: float = 3.0
     shutdown_timeout_s: float = 3.0
+    stall_timeout_s: float = 60.0
+    rank_timeout_s: float = 120.0
     hourly_cost: float | None = None
     attempt: int | None = None
     sdk_disabled: bool = False
@@ -87,6 +89,8 @@ _ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "refresh_interval_s": (ev.TRAINCARD_REFRESH_INTERVAL, _parse_positive(float)),
     "shutdown_timeout_s": (ev.TRAINCARD_SHUTDOWN_TIMEOUT, _parse_positive(float)),
     "hourly_cost": (ev.TRAINCARD_HOURLY_COST, _parse_positive(float)),
+    "stall_timeout_s": (ev.TRAINCARD_STALL_TIMEOUT, _parse_positive(float)),
+    "rank_timeout_s": (ev.TRAINCARD_RANK_TIMEOUT, _parse_positive(float)),
     "attempt": (ev.TRAINCARD_ATTEMPT, lambda n, r: int(r)),
     "sdk_disabled": ("OTEL_SDK_DISABLED", _parse_bool),
     "traces_exporters": ("OTEL_TRACES_EXPORTER", _parse_exporters),

@@ -38,6 +38,7 @@ from .exporters.otlp import exporter_classes
 from .exporters.store import TraincardLogExporter, TraincardMetricExporter, TraincardSpanExporter
 from .store.backends import Backend, LocalBackend, MetaflowBackend, backend_from_spec
 from .store.writer import StoreWriter
+from .telemetry.health import Watchdog
 
 logger = logging.getLogger("traincard_otel")
 
@@ -133,11 +134,26 @@ class Pipeline:
             run_span=self.run_span,
             last_system=self.last_system,
         )
+        self.watchdog = Watchdog(
+            progress=lambda: (self.reporter.step, self.reporter.heartbeat_at),
+            recent_step_times=lambda: list(self.pump.recent_durations),
+            recent_wait_shares=lambda: list(self.pump.recent_wait_shares),
+            gpu_utilization=self.gpu_utilization,
+            emit=lambda name, attrs: self.reporter.event(name, attrs),
+            backend=backend,
+            rank=rank.rank,
+            world_size=rank.world_size,
+            attempt=self.attempt,
+            stall_floor_s=settings.stall_timeout_s,
+            rank_timeout_s=settings.rank_timeout_s,
+        )
+        self.pump.health = self.watchdog.status_fields
         self._closed = False
-        self.on_shutdown: list[Callable[[], None]] = []
+        self.on_shutdown: list[Callable[[], None]] = [self.watchdog.stop]
         if self.writer is not None:
             self.writer.start()
         self.pump.start()
+        self.watchdog.start()
         self.reporter.event(
             "traincard.run.started",
             {
@@ -217,6 +233,9 @@ class Pipeline:
             out[key] = s.value
         return out
 
+    def gpu_utilization(self) -> list[float]:
+        return [v for k, v in self.last_system().items() if k.startswith("hw.gpu.utilization")]
+
     def state(self) -> dict[str, Any]:
         r = self.reporter
         st: dict[str, Any] = {
@@ -236,10 +255,12 @@ class Pipeline:
             "origin_run_id": self.mf.origin_run_id if self.mf else None,
             "hot_path_overflow": r.overflow,
             "hourly_cost": self.settings.hourly_cost,
+            "rank_timeout_s": self.settings.rank_timeout_s,
             "notes": list(getattr(self.sampler, "notes", []) or []),
             "last_system": self.last_system(),
         }
         st.update(self.pump.status_fields())
+        st.update(self.watchdog.status_fields())
         return st
 
     # -- lifecycle ------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ conversion of values (tensors, numpy scalars) happen here, off the training thre
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import threading
@@ -99,6 +100,11 @@ class Pump:
         self._phases: dict[int, Span] = {}
         self._phase_names: dict[int, str] = {}
         self._failed_phase: str | None = None  # a phase that ended with an exception
+        self._max_step: int | None = None
+        self._step_ends = 0
+        self.recent_durations: collections.deque[float] = collections.deque(maxlen=50)
+        self.recent_wait_shares: collections.deque[float] = collections.deque(maxlen=50)
+        self.health: Callable[[], Mapping[str, Any]] = dict
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -115,6 +121,12 @@ class Pump:
         meter.create_observable_gauge("traincard.step", callbacks=[self._observe_step], unit="{step}")
         meter.create_observable_gauge("traincard.epoch", callbacks=[self._observe_epoch], unit="{epoch}")
         meter.create_observable_gauge("traincard.heartbeat", callbacks=[self._observe_heartbeat], unit="s")
+        meter.create_observable_gauge(
+            "traincard.stalled", callbacks=[self._observe_health("stalled")], unit="1"
+        )
+        meter.create_observable_gauge(
+            "traincard.ranks.lost", callbacks=[self._observe_health("lost_ranks")], unit="{rank}"
+        )
         self._throughput: dict[str, float] = {}
         meter.create_observable_gauge(
             "traincard.throughput.tokens", callbacks=[self._observe_tput("tokens")], unit="{token}/s"
@@ -148,6 +160,17 @@ class Pump:
         from opentelemetry.metrics import Observation
 
         return [Observation(self.reporter.heartbeat_at)]
+
+    def _observe_health(self, field: str) -> Callable[[Any], list[Any]]:
+        def cb(_options: Any) -> list[Any]:
+            from opentelemetry.metrics import Observation
+
+            value = self.health().get(field)
+            if isinstance(value, list):
+                return [Observation(len(value))]
+            return [Observation(1 if value else 0)]
+
+        return cb
 
     def _observe_tput(self, kind: str) -> Callable[[Any], list[Any]]:
         def cb(_options: Any) -> list[Any]:
@@ -294,19 +317,47 @@ class Pump:
         if not clean:
             return
         step = self.reporter.step if step is None else step
+        if not self.recent_durations and not self._step_ends:
+            self._check_rewind(t, step)  # step ends, when reported, are the reliable progress signal
         self.last_metrics.update(clean)
         body: dict[str, Any] = {"step": step, "phase": phase, "values": clean}
         if tags:
             body["tags"] = dict(tags)
         self._emit(t, METRICS_EVENT, body, {"traincard.step": step if step is not None else -1})
 
+    def _check_rewind(self, t: float, step: int | None) -> None:
+        """A step counter moving backwards is a resume from a checkpoint, not corrupt data."""
+        if step is None:
+            return
+        if self._max_step is not None and step < self._max_step:
+            self._emit(
+                t,
+                "traincard.run.rewind",
+                None,
+                {"traincard.step": step, "traincard.rewind.from": self._max_step},
+            )
+        self._max_step = step
+
     def _step(
-        self, t: float, step: int, duration: float | None, samples: int | None, tokens: int | None
+        self,
+        t: float,
+        step: int,
+        duration: float | None,
+        samples: int | None,
+        tokens: int | None,
+        wait: float | None = None,
     ) -> None:
         self._steps.add(1)
+        self._step_ends += 1
+        self._check_rewind(t, step)
         body: dict[str, Any] = {"s": step}
+        if wait is not None and wait >= 0:
+            body["w"] = wait
         if duration is not None and duration > 0:
             self._step_hist.record(duration)
+            self.recent_durations.append(duration)
+            if wait is not None and wait >= 0:
+                self.recent_wait_shares.append(min(wait / duration, 1.0))
             body["d"] = duration
             if samples:
                 body["n"] = samples

@@ -129,13 +129,15 @@ class Reporter:
         duration_s: float | None = None,
         samples: int | None = None,
         tokens: int | None = None,
+        data_wait_s: float | None = None,
     ) -> None:
-        """Mark an optimizer step as done: progress, step time and throughput (every rank)."""
+        """Mark an optimizer step as done: progress, step time, throughput and the time spent
+        waiting for data (every rank; the card flags input-bound training from it)."""
         if self._on:
             now = time.time()
             self.step = step
             self.heartbeat_at = now
-            self._put((STEP, now, step, duration_s, samples, tokens))
+            self._put((STEP, now, step, duration_s, samples, tokens, data_wait_s))
 
     def progress(self, **fields: Any) -> None:
         """Update status fields: ``step``, ``epoch``, ``max_steps``, ``num_epochs``,

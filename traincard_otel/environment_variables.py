@@ -48,3 +48,10 @@ TRAINCARD_HOURLY_COST = "TRAINCARD_HOURLY_COST"
 
 TRAINCARD_RUN_NAME = "TRAINCARD_RUN_NAME"
 """Name of the run directory under ``TRAINCARD_DIR`` outside Metaflow. Default: a timestamp."""
+
+TRAINCARD_STALL_TIMEOUT = "TRAINCARD_STALL_TIMEOUT"
+"""Floor in seconds of the stall detector: no step or heartbeat for max(this, 20 x the recent
+median step time), with GPUs idle where GPU figures exist, is a stall. Default: 60."""
+
+TRAINCARD_RANK_TIMEOUT = "TRAINCARD_RANK_TIMEOUT"
+"""Seconds without a heartbeat after which rank 0 declares another running rank lost. Default: 120."""

@@ -51,6 +51,7 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc]
         self._samples = 0
         self._tokens = 0
         self._last_eval: dict[str, float] = {}
+        self._data_wait: float | None = None
 
     # -- counters fed by the wrapped training_step -------------------------------------------
     def count_batch(self, inputs: Any) -> None:
@@ -81,6 +82,12 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc]
         self._train = self.reporter.phase("train")
         self._last_step_end = time.perf_counter()
 
+    @guarded("hf.on_step_begin", None)
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # The Trainer fetches the batch between the previous step's end and this call.
+        if self._last_step_end is not None:
+            self._data_wait = time.perf_counter() - self._last_step_end
+
     @guarded("hf.on_step_end", None)
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         now = time.perf_counter()
@@ -88,9 +95,14 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc]
         self._last_step_end = now
         tokens = self._tokens or None
         self.reporter.step_end(
-            state.global_step, duration_s=duration, samples=self._samples or None, tokens=tokens
+            state.global_step,
+            duration_s=duration,
+            samples=self._samples or None,
+            tokens=tokens,
+            data_wait_s=self._data_wait,
         )
         self._samples = self._tokens = 0
+        self._data_wait = None
         self.reporter.progress(epoch=state.epoch)
         self._pending_save = bool(control.should_save)
         if control.should_evaluate:

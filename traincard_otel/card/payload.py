@@ -111,20 +111,38 @@ def training_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
             chart_id,
             {"id": chart_id, "title": chart_id, "group": "training", "unit": "", "x": "step", "series": []},
         )
-        if len(ranks) > 1:
-            for rank in ranks:
-                sub = _subset(series, [i for i, r in enumerate(series.ranks) if r == rank])
-                xs, ys = _xy(sub, live)
-                chart["series"].append({"label": f"{label} rank {rank}", "x": xs, "y": ys})
-        else:
-            xs, ys = _xy(series, live)
-            chart["series"].append({"label": label, "x": xs, "y": ys})
+        for rank in ranks:
+            per_rank = _subset(series, [i for i, r in enumerate(series.ranks) if r == rank])
+            rank_label = f"{label} rank {rank}" if len(ranks) > 1 else label
+            stretches = _stretches(per_rank)
+            for n, stretch in enumerate(stretches):
+                xs, ys = _xy(stretch, live)
+                last = n == len(stretches) - 1
+                chart["series"].append(
+                    {"label": rank_label if last else f"{rank_label} (overwritten {n + 1})", "x": xs, "y": ys}
+                )
     out = sorted(charts.values(), key=lambda c: (_CHART_ORDER.get(c["id"], 99), c["id"]))
     out.extend(_throughput_charts(data, live))
     return out
 
 
 _CHART_ORDER = {"loss": 0, "learning_rate": 1, "lr": 1, "grad_norm": 2}
+
+
+def _stretches(series: Series) -> list[Series]:
+    """Split where the step moves backwards (resume, retry): both stretches stay visible."""
+    cuts = [0]
+    last: int | None = None
+    for i, step in enumerate(series.steps):
+        if step is None:
+            continue
+        if last is not None and step < last:
+            cuts.append(i)
+        last = step
+    cuts.append(len(series.steps))
+    if len(cuts) == 2:
+        return [series]
+    return [_subset(series, range(a, b)) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
 
 def _subset(series: Series, idx: Iterable[int]) -> Series:
@@ -320,6 +338,60 @@ def run_status(data: RunData, now: float) -> dict[str, Any]:
     }
 
 
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _clock(t: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t)) if t else "never"
+
+
+def lost_ranks(data: RunData, now: float | None = None) -> list[dict[str, Any]]:
+    """Ranks of the latest attempt still marked running whose heartbeat is older than the timeout.
+
+    Computed from the states at render time too, so a lost rank is named even when rank 0 (which
+    also watches) is the one that died. A rank that finished normally is never lost.
+    """
+    now = time.time() if now is None else now
+    st = data.status
+    found = {int(r["rank"]): r for r in st.get("lost_ranks") or []}
+    ranks = st.get("ranks") or {}
+    if len(ranks) > 1:
+        timeout = float(st.get("rank_timeout_s") or 120.0)
+        for rank, s in ranks.items():
+            beat = s.get("heartbeat_at") or 0
+            if s.get("status") == "running" and now - beat > timeout and int(rank) not in found:
+                found[int(rank)] = {
+                    "rank": int(rank),
+                    "host": s.get("host"),
+                    "heartbeat_at": beat,
+                    "step": s.get("step"),
+                }
+    return [found[r] for r in sorted(found)]
+
+
+def _resumed_text(data: RunData, status: dict[str, Any]) -> str:
+    text = f"Attempt {status['attempt']}: restarted {status['restarts']} time(s); earlier attempts are kept"
+    prev = data.status.get("previous_attempt") or {}
+    end = prev.get("previous_end")
+    if end == "exception":
+        text += f". Attempt {prev.get('previous_attempt')} ended with {prev.get('exception_type')}"
+    elif end == "signal":
+        text += f". Attempt {prev.get('previous_attempt')} was terminated by {prev.get('signal')}"
+    elif end == "vanished":
+        text += f". Attempt {prev.get('previous_attempt')} vanished (killed, e.g. SIGKILL / exit 137)"
+        if prev.get("verdict") == "host_oom":
+            text += f" — likely host out of memory: {prev.get('evidence')}"
+    if end and prev.get("previous_step") is not None:
+        text += f" at step {prev['previous_step']}"
+    return text
+
+
 def _banners(data: RunData, status: dict[str, Any]) -> list[dict[str, str]]:
     out = []
     st = data.status
@@ -335,13 +407,28 @@ def _banners(data: RunData, status: dict[str, Any]) -> list[dict[str, str]]:
                 "text": f"Terminated by {st.get('terminated_by') or 'a signal'} at step {status.get('step')}",
             }
         )
-    if status["restarts"]:
+    if st.get("stalled"):
+        since = st.get("stalled_since")
+        ago = f" for {_duration(time.time() - since)}" if since else ""
         out.append(
-            {
-                "kind": "resumed",
-                "text": f"Attempt {status['attempt']}: restarted {status['restarts']} "
-                f"time(s); earlier attempts are kept on the charts",
-            }
+            {"kind": "stalled", "text": f"Stalled{ago}: no step progress since step {status.get('step')}"}
+        )
+    lost = lost_ranks(data)
+    if lost:
+        names = "; ".join(
+            f"rank {r['rank']} on {r.get('host') or '?'} (last heartbeat {_clock(r.get('heartbeat_at'))}, "
+            f"step {r.get('step')})"
+            for r in lost
+        )
+        out.append(
+            {"kind": "degraded", "text": f"Degraded: {len(lost)} rank(s) stopped heart-beating: {names}"}
+        )
+    if status["restarts"]:
+        out.append({"kind": "resumed", "text": _resumed_text(data, status)})
+    share = st.get("input_bound_share")
+    if share:
+        out.append(
+            {"kind": "info", "text": f"Input-bound: {share:.0%} of step time is spent waiting for data"}
         )
     dropped = sum(data.stats.get("dropped", {}).values())
     if dropped:

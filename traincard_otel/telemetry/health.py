@@ -1,0 +1,243 @@
+"""Health watchdog: stalls, lost ranks, and how the previous attempt ended.
+
+Runs on its own daemon thread, so it keeps working while the training thread is blocked in native
+code that releases the GIL (a hung collective, a CUDA sync, a stuck data loader). Everything it
+finds becomes an OTel event (so alert rules can fire) and a field of the state (so the card shows
+it).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .._safety import report_internal_error, under_pytest
+from ..store import layout
+from ..store.backends import Backend
+
+Emit = Callable[[str, Mapping[str, Any]], None]
+
+STALL_FACTOR = 20.0  # a step 20x slower than the recent median is not a slow step any more
+GPU_IDLE = 0.1
+INPUT_BOUND_SHARE = 0.5
+NEAR_LIMIT = 0.9
+
+
+def read_states(backend: Backend) -> list[dict[str, Any]]:
+    names = [n for n in backend.list() if (p := layout.parse(n)) is not None and p.kind == "state"]
+    out = []
+    for raw in backend.read_many(names).values():
+        try:
+            out.append(json.loads(raw))
+        except ValueError:
+            continue
+    return out
+
+
+def previous_attempt_end(states: list[dict[str, Any]], attempt: int) -> dict[str, Any] | None:
+    """How attempt ``attempt - 1`` ended: exception, signal, finished, or vanished (killed)."""
+    prev = [s for s in states if s.get("attempt") == attempt - 1]
+    if not prev:
+        return None
+    rank0 = min(prev, key=lambda s: s.get("rank", 0))
+    failed = next((s for s in prev if s.get("failure")), None)
+    info: dict[str, Any] = {"previous_attempt": attempt - 1, "previous_step": rank0.get("step")}
+    if failed is not None:
+        failure = failed["failure"]
+        info.update(
+            previous_end="exception",
+            exception_type=failure.get("type"),
+            verdict=(failure.get("verdict") or {}).get("kind"),
+        )
+    elif any(s.get("status") == "terminated" for s in prev):
+        info.update(
+            previous_end="signal",
+            signal=next(s.get("terminated_by") for s in prev if s.get("status") == "terminated"),
+        )
+    elif all(s.get("status") == "finished" for s in prev):
+        info.update(previous_end="finished")
+    else:
+        info.update(previous_end="vanished")
+        verdict = host_oom_evidence(rank0.get("last_system") or {})
+        if verdict:
+            info.update(verdict="host_oom", evidence=verdict)
+    return info
+
+
+def host_oom_evidence(last_system: Mapping[str, Any]) -> str | None:
+    """A process that vanished (SIGKILL / exit 137) with memory near its limit: likely the OOM killer."""
+    util = last_system.get(
+        "system.memory.utilization{system.memory.state=used}", last_system.get("system.memory.utilization")
+    )
+    rss = last_system.get("process.memory.usage")
+    limit = last_system.get("system.memory.limit")
+    if (
+        isinstance(rss, (int, float))
+        and isinstance(limit, (int, float))
+        and limit
+        and rss / limit >= NEAR_LIMIT
+    ):
+        return f"process RSS {rss / 2**30:.1f} GiB of a {limit / 2**30:.1f} GiB limit in the last sample"
+    if isinstance(util, (int, float)) and util >= NEAR_LIMIT:
+        return f"host memory {util:.0%} used in the last sample"
+    return None
+
+
+class Watchdog:
+    """Declares stalls, lost ranks and the previous attempt's end; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        progress: Callable[[], tuple[int | None, float]],
+        recent_step_times: Callable[[], list[float]],
+        recent_wait_shares: Callable[[], list[float]],
+        gpu_utilization: Callable[[], list[float]],
+        emit: Emit,
+        backend: Backend | None,
+        rank: int,
+        world_size: int,
+        attempt: int,
+        stall_floor_s: float = 60.0,
+        rank_timeout_s: float = 120.0,
+        period_s: float = 1.0,
+        rank_check_s: float = 5.0,
+    ) -> None:
+        self._progress, self._step_times = progress, recent_step_times
+        self._wait_shares, self._gpu_util = recent_wait_shares, gpu_utilization
+        self._emit, self._backend = emit, backend
+        self.rank, self.world_size, self.attempt = rank, world_size, attempt
+        self.stall_floor_s, self.rank_timeout_s = stall_floor_s, rank_timeout_s
+        self.period_s, self.rank_check_s = period_s, rank_check_s
+        self.stalled_since: float | None = None
+        self.stalls = 0
+        self.input_bound: float | None = None
+        self.lost_ranks: dict[int, dict[str, Any]] = {}
+        self.previous_attempt: dict[str, Any] | None = None
+        self._last_step: int | None = None
+        self._last_change = time.time()
+        self._next_rank_check = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="traincard-watchdog", daemon=True)
+
+    def start(self) -> Watchdog:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 1.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        if self.attempt > 0:
+            self._guard("previous attempt", self.check_previous_attempt)
+        while not self._stop.wait(self.period_s):
+            self._guard("stall check", self.check_stall)
+            if self.rank == 0 and self.world_size > 1 and time.time() >= self._next_rank_check:
+                self._next_rank_check = time.time() + self.rank_check_s
+                self._guard("rank check", self.check_ranks)
+
+    def _guard(self, where: str, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception as exc:
+            if under_pytest():
+                raise
+            report_internal_error(f"watchdog {where}", exc)
+
+    # -- checks ------------------------------------------------------------------------------
+    def stall_threshold(self) -> float:
+        times = self._step_times()
+        derived = STALL_FACTOR * statistics.median(times) if times else 0.0
+        return max(self.stall_floor_s, derived)
+
+    def check_stall(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        step, heartbeat = self._progress()
+        if step != self._last_step:
+            self._last_step, self._last_change = step, now
+        last = max(self._last_change, heartbeat)
+        shares = self._wait_shares()
+        self.input_bound = (
+            statistics.median(shares) if shares and statistics.median(shares) >= INPUT_BOUND_SHARE else None
+        )
+        if step is None:
+            return  # not training yet
+        idle = now - last
+        gpus = self._gpu_util()
+        gpu_busy = bool(gpus) and max(gpus) >= GPU_IDLE
+        if self.stalled_since is None and idle >= self.stall_threshold() and not gpu_busy:
+            self.stalled_since = last
+            self.stalls += 1
+            self._emit(
+                "traincard.stall.started",
+                {
+                    "traincard.step": step,
+                    "traincard.stall.idle_s": idle,
+                    "traincard.stall.threshold_s": self.stall_threshold(),
+                },
+            )
+        elif self.stalled_since is not None and (idle < self.stall_threshold() or gpu_busy):
+            self._emit(
+                "traincard.stall.cleared",
+                {"traincard.step": step, "traincard.stall.duration_s": now - self.stalled_since},
+            )
+            self.stalled_since = None
+
+    def check_ranks(self, now: float | None = None) -> None:
+        if self._backend is None:
+            return
+        now = time.time() if now is None else now
+        latest: dict[int, dict[str, Any]] = {}
+        for s in read_states(self._backend):
+            if s.get("attempt") != self.attempt or s.get("rank") == self.rank:
+                continue
+            r = int(s.get("rank", 0))
+            if r not in latest or (s.get("started_at") or 0) > (latest[r].get("started_at") or 0):
+                latest[r] = s
+        for r, s in latest.items():
+            age = now - float(s.get("heartbeat_at") or 0)
+            lost = s.get("status") == "running" and age > self.rank_timeout_s
+            if lost and r not in self.lost_ranks:
+                info = {
+                    "rank": r,
+                    "host": s.get("host"),
+                    "heartbeat_at": s.get("heartbeat_at"),
+                    "step": s.get("step"),
+                }
+                self.lost_ranks[r] = info
+                self._emit(
+                    "traincard.rank.lost",
+                    {
+                        "traincard.lost_rank": r,
+                        "host.name": str(s.get("host")),
+                        "traincard.step": s.get("step") or -1,
+                        "traincard.heartbeat_age_s": age,
+                    },
+                )
+            elif not lost and r in self.lost_ranks:
+                del self.lost_ranks[r]
+                self._emit("traincard.rank.recovered", {"traincard.lost_rank": r})
+
+    def check_previous_attempt(self) -> None:
+        if self._backend is None:
+            return
+        info = previous_attempt_end(read_states(self._backend), self.attempt)
+        if info is None:
+            return
+        self.previous_attempt = info
+        self._emit("traincard.run.resumed", {f"traincard.{k}": v for k, v in info.items() if v is not None})
+
+    def status_fields(self) -> dict[str, Any]:
+        return {
+            "stalled": self.stalled_since is not None,
+            "stalled_since": self.stalled_since,
+            "stalls": self.stalls,
+            "input_bound_share": self.input_bound,
+            "lost_ranks": list(self.lost_ranks.values()),
+            "previous_attempt": self.previous_attempt,
+        }
