@@ -120,6 +120,6 @@ def test_a_step_counter_moving_backwards_is_a_rewind_and_both_stretches_are_kept
     assert len(run.metrics["loss"]) == 17
     payload = build_payload(run)
     loss = next(c for c in payload["charts"] if c["id"] == "loss")
-    assert [s["label"] for s in loss["series"]] == ["train (overwritten 1)", "train"]
+    assert [s["label"] for s in loss["series"]] == ["train", "train (resumed 1)"]
     assert loss["series"][0]["x"] == list(range(1, 11)) and loss["series"][1]["x"] == list(range(6, 13))
     assert any(m["kind"] == "rewind" and m["x"] == 6 for m in payload["markers"])

@@ -6,6 +6,8 @@ at any run length; live payloads carry only each series' tail and stay small.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -15,7 +17,8 @@ from ..store.reader import RunData, Series
 
 SCHEMA_VERSION = 1
 MAX_POINTS = 2000  # per series in a full render (min and max of 1000 buckets)
-LIVE_TAIL = 200  # per series in a live update
+LIVE_TAIL = 60  # per series in a live update (the page keeps what it already drew)
+LIVE_MAX_BYTES = 60_000  # live payloads must stay small: Metaflow stores and serves each one whole
 LOG_TAIL = 300
 LIVE_LOG_TAIL = 80
 
@@ -75,18 +78,29 @@ def downsample(xs: Sequence[float], ys: Sequence[float], max_points: int = MAX_P
     return out_x, out_y
 
 
-def _xy(series: Series, live: bool, by: str = "step") -> tuple[list, list]:
-    if by == "step":
-        pairs = [(s, v) for s, v in zip(series.steps, series.values, strict=False) if s is not None]
-    else:
-        pairs = list(zip(series.times, series.values, strict=False))
-    if live:
-        pairs = pairs[-LIVE_TAIL:]
-    xs = [p[0] for p in pairs]
-    ys = [p[1] for p in pairs]
-    if live:
-        return xs, [_finite(y) for y in ys]
-    return downsample(xs, ys)
+@dataclasses.dataclass(frozen=True)
+class _Mode:
+    live: bool
+    tail: int = LIVE_TAIL
+    log_tail: int = LIVE_LOG_TAIL
+
+
+def _xy(series: Series, mode: _Mode, by: str = "step") -> tuple[list, list]:
+    xs_all = series.steps if by == "step" else series.times
+    if mode.live:
+        # Walk back from the end: a live update must not cost O(run length).
+        tail = mode.tail
+        xs: list = []
+        ys: list = []
+        i = len(xs_all) - 1
+        while i >= 0 and len(xs) < tail:
+            if xs_all[i] is not None:
+                xs.append(xs_all[i])
+                ys.append(_finite(series.values[i]))
+            i -= 1
+        return xs[::-1], ys[::-1]
+    pairs = [(x, v) for x, v in zip(xs_all, series.values, strict=False) if x is not None]
+    return downsample([p[0] for p in pairs], [p[1] for p in pairs])
 
 
 def _chart_name(metric: str) -> tuple[str, str]:
@@ -98,7 +112,7 @@ def _chart_name(metric: str) -> tuple[str, str]:
     return metric, "train"
 
 
-def training_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
+def training_charts(data: RunData, mode: _Mode) -> list[dict[str, Any]]:
     charts: dict[str, dict[str, Any]] = {}
     for key, series in sorted(data.metrics.items()):
         if series.name in _NOT_CHARTED:
@@ -112,37 +126,66 @@ def training_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
             {"id": chart_id, "title": chart_id, "group": "training", "unit": "", "x": "step", "series": []},
         )
         for rank in ranks:
-            per_rank = _subset(series, [i for i, r in enumerate(series.ranks) if r == rank])
+            per_rank = (
+                series
+                if len(ranks) == 1
+                else _subset(series, [i for i, r in enumerate(series.ranks) if r == rank])
+            )
             rank_label = f"{label} rank {rank}" if len(ranks) > 1 else label
-            stretches = _stretches(per_rank)
-            for n, stretch in enumerate(stretches):
-                xs, ys = _xy(stretch, live)
-                last = n == len(stretches) - 1
-                chart["series"].append(
-                    {"label": rank_label if last else f"{rank_label} (overwritten {n + 1})", "x": xs, "y": ys}
-                )
+            for n, stretch in _stretches(per_rank, tail=mode.tail if mode.live else None):
+                xs, ys = _xy(stretch, mode)
+                if xs or not mode.live:
+                    chart["series"].append(
+                        {"label": rank_label if n == 0 else f"{rank_label} (resumed {n})", "x": xs, "y": ys}
+                    )
     out = sorted(charts.values(), key=lambda c: (_CHART_ORDER.get(c["id"], 99), c["id"]))
-    out.extend(_throughput_charts(data, live))
+    out.extend(_throughput_charts(data, mode))
     return out
 
 
 _CHART_ORDER = {"loss": 0, "learning_rate": 1, "lr": 1, "grad_norm": 2}
 
 
-def _stretches(series: Series) -> list[Series]:
-    """Split where the step moves backwards (resume, retry): both stretches stay visible."""
-    cuts = [0]
-    last: int | None = None
-    for i, step in enumerate(series.steps):
+_cuts_cache: dict[int, tuple[Series, int, list[int]]] = {}
+
+
+def _cuts(series: Series) -> list[int]:
+    """Indices where the step moves backwards, scanned incrementally (series only grow)."""
+    cached = _cuts_cache.get(id(series))
+    start, cuts = (cached[1], list(cached[2])) if cached and cached[0] is series else (0, [])
+    steps = series.steps
+    last = next((steps[i] for i in range(start - 1, -1, -1) if steps[i] is not None), None)
+    for i in range(start, len(steps)):
+        step = steps[i]
         if step is None:
             continue
         if last is not None and step < last:
             cuts.append(i)
         last = step
-    cuts.append(len(series.steps))
-    if len(cuts) == 2:
-        return [series]
-    return [_subset(series, range(a, b)) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+    if len(_cuts_cache) > 10_000:
+        _cuts_cache.clear()
+    _cuts_cache[id(series)] = (series, len(steps), cuts)
+    return cuts
+
+
+def _stretches(series: Series, tail: int | None = None) -> list[tuple[int, Series]]:
+    """Split where the step moves backwards (resume, retry): every stretch stays visible.
+
+    With ``tail``, only the stretches (and points) among the last ``tail`` points are returned.
+    """
+    cuts = _cuts(series)
+    if not cuts and tail is None:
+        return [(0, series)]
+    n_points = len(series.steps)
+    bounds = [0, *cuts, n_points]
+    out = []
+    for n, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        if tail is not None:
+            if b <= n_points - tail:
+                continue
+            a = max(a, n_points - tail)
+        out.append((n, _subset(series, range(a, b))))
+    return out
 
 
 def _subset(series: Series, idx: Iterable[int]) -> Series:
@@ -158,7 +201,7 @@ def _subset(series: Series, idx: Iterable[int]) -> Series:
     )
 
 
-def _throughput_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
+def _throughput_charts(data: RunData, mode: _Mode) -> list[dict[str, Any]]:
     out = []
     for name, title in (("tokens_per_second", "tokens/s"), ("samples_per_second", "samples/s")):
         series = [s for s in data.throughput.values() if s.name == name]
@@ -173,7 +216,7 @@ def _throughput_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
                     "series": [
                         {"label": f"rank {s.tags.get('rank', '0')}", "x": xy[0], "y": xy[1]}
                         for s in series
-                        for xy in [_xy(s, live)]
+                        for xy in [_xy(s, mode)]
                     ],
                 }
             )
@@ -188,7 +231,7 @@ def _throughput_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
                 "series": [
                     {"label": f"rank {rank}", "x": xy[0], "y": xy[1]}
                     for rank, s in sorted(data.step_times.items())
-                    for xy in [_xy(s, live)]
+                    for xy in [_xy(s, mode)]
                 ],
             }
         )
@@ -224,7 +267,7 @@ def _system_label(series: Series, multi_node: bool) -> str:
     return " ".join(p for p in parts if p) or series.name
 
 
-def system_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
+def system_charts(data: RunData, mode: _Mode) -> list[dict[str, Any]]:
     multi_node = len({r for s in data.system.values() for r in s.ranks}) > 1
     out = []
     for chart_id, title, unit, names in _SYSTEM_CHARTS:
@@ -237,8 +280,10 @@ def system_charts(data: RunData, live: bool) -> list[dict[str, Any]]:
                 "used",
             ):
                 continue
+            if mode.live:  # rates need one point before the tail
+                series = _subset(series, range(max(0, len(series) - mode.tail - 1), len(series)))
             s = _rate(series) if series.name in _RATE_METRICS else series
-            xs, ys = _xy(s, live, by="time")
+            xs, ys = _xy(s, mode, by="time")
             scale = _SCALE.get(unit, 1.0)
             series_out.append(
                 {
@@ -442,8 +487,9 @@ def _banners(data: RunData, status: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def _logs(data: RunData, live: bool) -> list[dict[str, Any]]:
-    logs = sorted(data.logs, key=lambda r: r["time"])[-(LIVE_LOG_TAIL if live else LOG_TAIL) :]
+def _logs(data: RunData, mode: _Mode) -> list[dict[str, Any]]:
+    n = mode.log_tail if mode.live else LOG_TAIL
+    logs = sorted(data.logs[-4 * n :], key=lambda r: r["time"])[-n:]
     return [
         {
             "time": r["time"],
@@ -477,7 +523,20 @@ def build_payload(
     now: float | None = None,
     hourly_cost: float | None = None,
 ) -> dict[str, Any]:
-    """The card payload for ``data``; ``live`` makes a small tail-only update."""
+    """The card payload for ``data``; ``live`` makes a small tail-only update (< ``LIVE_MAX_BYTES``)."""
+    if not live:
+        return _build(data, _Mode(live=False), final=final, now=now, hourly_cost=hourly_cost)
+    for tail, log_tail in ((LIVE_TAIL, LIVE_LOG_TAIL), (20, 40), (6, 20), (2, 10)):
+        payload = _build(data, _Mode(True, tail, log_tail), final=final, now=now, hourly_cost=hourly_cost)
+        if len(json.dumps(payload)) <= LIVE_MAX_BYTES:
+            break
+    return payload
+
+
+def _build(
+    data: RunData, mode: _Mode, *, final: bool, now: float | None, hourly_cost: float | None
+) -> dict[str, Any]:
+    live = mode.live
     now = time.time() if now is None else now
     status = run_status(data, now)
     if hourly_cost and status["cost"] is None:
@@ -495,10 +554,10 @@ def build_payload(
         "generated_at": now,
         "run": status,
         "banners": _banners(data, status),
-        "charts": training_charts(data, live) + system_charts(data, live),
+        "charts": training_charts(data, mode) + system_charts(data, mode),
         "markers": _markers(data),
         "checkpoints": data.checkpoints[-(20 if live else 500) :],
-        "logs": _logs(data, live),
+        "logs": _logs(data, mode),
         "failure": failure,
         "system": _system_section(data),
         "stats": {
