@@ -339,6 +339,12 @@ def _bounded(fn: Callable[[], Any], timeout_s: float, default: Any) -> Any:
 
 # -- process-wide hooks ------------------------------------------------------------------------
 _hooks_installed = False
+_terminate_hooks: list[Callable[[], None]] = []
+
+
+def add_terminate_hook(fn: Callable[[], None]) -> None:
+    """Run ``fn`` (bounded) after the flush on SIGTERM, before the process dies of the signal."""
+    _terminate_hooks.append(fn)
 _prev_sigterm: Any = None
 _prev_excepthook: Any = None
 
@@ -348,6 +354,8 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     if pipeline is not None:
         pipeline.terminated_by = signal.Signals(signum).name
         pipeline.shutdown(status="terminated")
+        for hook in list(_terminate_hooks):
+            _bounded(hook, 15.0, default=None)
     prev = _prev_sigterm
     if callable(prev):
         prev(signum, frame)

@@ -21,7 +21,7 @@ from typing import Any
 from metaflow.decorators import StepDecorator
 
 from .._identity import MetaflowIdentity
-from .._pipeline import active_reporter, configure, shutdown
+from .._pipeline import active_reporter, add_terminate_hook, configure, shutdown
 from .._safety import report_internal_error
 from ..store.backends import MetaflowBackend
 from .refresher import Refresher, traincard_cards
@@ -107,6 +107,8 @@ class TraincardDecorator(StepDecorator):  # type: ignore[misc]
         os.environ["TRAINCARD_STORE"] = backend.spec
         os.environ["TRAINCARD_ATTEMPT"] = str(retry_count)
         current._update_env({"traincard": reporter})
+        # Killed by SIGTERM (preemption, eviction), task_finished never runs: draw the final card then.
+        add_terminate_hook(_render_final_cards)
         pipeline_settings = reporter.settings
         if reporter.enabled and pipeline_settings is not None:
             self._refresher = Refresher(
