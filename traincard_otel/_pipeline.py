@@ -120,6 +120,7 @@ class Pipeline:
             "training.run", context=otel_context.get_current(), attributes={"traincard.attempt": self.attempt}
         )
         meter = self.meter_provider.get_meter("traincard_otel", __version__)
+        self._pipeline_instruments(meter)
         try:
             self._start_sampler(meter)
         except Exception as exc:
@@ -203,6 +204,21 @@ class Pipeline:
         self.meter_provider = MeterProvider(
             metric_readers=readers, resource=res, shutdown_on_exit=False, views=views
         )
+
+    def _pipeline_instruments(self, meter: Any) -> None:
+        from opentelemetry.metrics import Observation
+
+        def restarts(_options: Any) -> list[Observation]:
+            return [Observation(self.attempt)]
+
+        def dropped(_options: Any) -> list[Observation]:
+            counts = dict(self.writer.dropped) if self.writer is not None else {}
+            if self.reporter.overflow:
+                counts["buffer_full"] = counts.get("buffer_full", 0) + self.reporter.overflow
+            return [Observation(n, {"traincard.drop.reason": reason}) for reason, n in counts.items()]
+
+        meter.create_observable_gauge("traincard.restarts", callbacks=[restarts], unit="{restart}")
+        meter.create_observable_counter("traincard.dropped", callbacks=[dropped], unit="{record}")
 
     def _start_sampler(self, meter: Any) -> None:
         # One sampler per node: N ranks on a node must not report the node N times.
@@ -345,6 +361,8 @@ _terminate_hooks: list[Callable[[], None]] = []
 def add_terminate_hook(fn: Callable[[], None]) -> None:
     """Run ``fn`` (bounded) after the flush on SIGTERM, before the process dies of the signal."""
     _terminate_hooks.append(fn)
+
+
 _prev_sigterm: Any = None
 _prev_excepthook: Any = None
 

@@ -114,6 +114,10 @@ class Pump:
         )
         self._steps = meter.create_counter("traincard.steps", unit="{step}", description="Steps completed")
         self._ckpts = meter.create_counter("traincard.checkpoints", unit="{checkpoint}")
+        self._ckpt_size: int | None = None
+        meter.create_observable_gauge(
+            "traincard.checkpoint.size", callbacks=[self._observe_checkpoint_size], unit="By"
+        )
         self._failures = meter.create_counter("traincard.failures", unit="{failure}")
         meter.create_observable_gauge(
             "traincard.metric", callbacks=[self._observe_metrics], unit="1", description="Last reported value"
@@ -144,6 +148,11 @@ class Pump:
             for k, v in list(self.last_metrics.items())
             if math.isfinite(v)
         ]
+
+    def _observe_checkpoint_size(self, _options: Any) -> list[Any]:
+        from opentelemetry.metrics import Observation
+
+        return [] if self._ckpt_size is None else [Observation(self._ckpt_size)]
 
     def _observe_step(self, _options: Any) -> list[Any]:
         from opentelemetry.metrics import Observation
@@ -391,6 +400,7 @@ class Pump:
         if value is not None:
             attrs["traincard.checkpoint.metric_value"] = value
         self.checkpoints += 1
+        self._ckpt_size = size if size is not None else self._ckpt_size
         self._ckpts.add(1, {"traincard.checkpoint.best": bool(best)})
         span = self._phases[max(self._phases)] if self._phases else self.run_span
         span.add_event("traincard.checkpoint.saved", attrs, timestamp=_ns(t))

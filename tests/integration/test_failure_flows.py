@@ -22,8 +22,14 @@ _PAYLOAD = re.compile(r'<script type="application/json" id="tc-payload">(.*?)</s
 def run_flow(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], str]:
     shutil.copy(FLOW, tmp_path / "failure_flow.py")
     env = subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path), TRAINCARD_SYSTEM="false")
-    proc = subprocess.run([sys.executable, "failure_flow.py", "--no-pylint", "run", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "failure_flow.py", "--no-pylint", "run", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     match = re.search(r"FailureFlow/(\d+)/train/(\d+)", proc.stdout + proc.stderr)
     assert match, proc.stderr[-3000:]
     return proc, match.group(0)
@@ -38,8 +44,14 @@ def cards(tmp_path: Path, pathspec: str) -> list[dict[str, Any]]:
         "print(json.dumps([c.get() for c in get_cards(metaflow.Task(sys.argv[1]), type='traincard')]))"
     )
     env = subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", code, pathspec], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code, pathspec],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     payloads = []
     for html in json.loads(out.stdout):
@@ -51,7 +63,9 @@ def cards(tmp_path: Path, pathspec: str) -> list[dict[str, Any]]:
 
 @pytest.mark.slow
 def test_retry_after_an_exception_continues_the_timeline(tmp_path: Path) -> None:
-    proc, pathspec = run_flow(tmp_path, "--with", "retry:times=1,minutes_between_retries=0", "--mode", "raise")
+    proc, pathspec = run_flow(
+        tmp_path, "--with", "retry:times=1,minutes_between_retries=0", "--mode", "raise"
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     payloads = cards(tmp_path, pathspec)
     first = next(p for p in payloads if p["run"]["attempt"] == 0)
@@ -71,7 +85,9 @@ def test_retry_after_an_exception_continues_the_timeline(tmp_path: Path) -> None
 
 @pytest.mark.slow
 def test_an_attempt_killed_with_sigkill_is_reported_as_vanished_by_the_next(tmp_path: Path) -> None:
-    proc, pathspec = run_flow(tmp_path, "--with", "retry:times=1,minutes_between_retries=0", "--mode", "sigkill")
+    proc, pathspec = run_flow(
+        tmp_path, "--with", "retry:times=1,minutes_between_retries=0", "--mode", "sigkill"
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     last = cards(tmp_path, pathspec)[-1]
     assert last["run"]["attempt"] == 1
