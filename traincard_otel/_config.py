@@ -29,6 +29,7 @@ class Settings:
     report_ranks: str = "0"
     refresh_interval_s: float = 3.0
     shutdown_timeout_s: float = 3.0
+    log_level: str = "INFO"
     stall_timeout_s: float = 60.0
     rank_timeout_s: float = 120.0
     hourly_cost: float | None = None
@@ -78,6 +79,13 @@ def _parse_report_ranks(name: str, raw: str) -> str:
     return value
 
 
+def _parse_level(name: str, raw: str) -> str:
+    value = raw.strip().upper()
+    if value not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "OFF"}:
+        raise ConfigError(f"{name}={raw!r}: use DEBUG, INFO, WARNING, ERROR, CRITICAL or OFF")
+    return value
+
+
 _ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "service_name": ("OTEL_SERVICE_NAME", lambda n, r: r.strip() or None),
     "store": (ev.TRAINCARD_STORE, lambda n, r: r.strip() or None),
@@ -90,6 +98,7 @@ _ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "shutdown_timeout_s": (ev.TRAINCARD_SHUTDOWN_TIMEOUT, _parse_positive(float)),
     "hourly_cost": (ev.TRAINCARD_HOURLY_COST, _parse_positive(float)),
     "stall_timeout_s": (ev.TRAINCARD_STALL_TIMEOUT, _parse_positive(float)),
+    "log_level": (ev.TRAINCARD_LOG_LEVEL, _parse_level),
     "rank_timeout_s": (ev.TRAINCARD_RANK_TIMEOUT, _parse_positive(float)),
     "attempt": (ev.TRAINCARD_ATTEMPT, lambda n, r: int(r)),
     "sdk_disabled": ("OTEL_SDK_DISABLED", _parse_bool),

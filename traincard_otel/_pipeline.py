@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.trace import Status, StatusCode
 
 from . import _config
+from . import _logbridge as logbridge
 from ._identity import MetaflowIdentity, RankIdentity, detect_metaflow, detect_rank, resource_attributes
 from ._pump import Pump
 from ._reporter import Reporter
@@ -155,6 +156,11 @@ class Pipeline:
             self.writer.start()
         self.pump.start()
         self.watchdog.start()
+        self._log_handler = (
+            logbridge.attach(self.reporter, settings.log_level) if settings.log_level != "OFF" else None
+        )
+        if self._log_handler is not None:
+            self.on_shutdown.append(lambda: logbridge.detach(self._log_handler))  # type: ignore[arg-type]
         self.reporter.event(
             "traincard.run.started",
             {

@@ -55,3 +55,7 @@ median step time), with GPUs idle where GPU figures exist, is a stall. Default: 
 
 TRAINCARD_RANK_TIMEOUT = "TRAINCARD_RANK_TIMEOUT"
 """Seconds without a heartbeat after which rank 0 declares another running rank lost. Default: 120."""
+
+TRAINCARD_LOG_LEVEL = "TRAINCARD_LOG_LEVEL"
+"""Python ``logging`` records at or above this level go to the card's log tail and the OTel log
+stream (``OFF`` disables the bridge). Default: INFO."""

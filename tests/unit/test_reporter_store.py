@@ -193,3 +193,20 @@ def test_corrupt_segment_is_skipped_and_counted(store_dir: Path) -> None:
     assert run.metrics["loss"].values == [1.0, 0.5]
     state = json.loads(next(store_dir.rglob("state.json")).read_text())
     assert state["status"] == "finished"
+
+
+def test_python_logging_reaches_the_log_tail_with_tracebacks(store_dir: Path) -> None:
+    traincard_otel.configure()
+    log = logging.getLogger("my.training")
+    log.info("epoch 1 done")
+    try:
+        raise KeyError("missing shard")
+    except KeyError:
+        log.exception("data loader hiccup")
+    logging.getLogger("opentelemetry.sdk").error("exporter down")  # never fed back into the pipeline
+    traincard_otel.shutdown()
+    logs = traincard_otel.load(store_dir).logs
+    assert any(r["message"] == "my.training: epoch 1 done" and r["level"] == "INFO" for r in logs)
+    err = next(r for r in logs if "data loader hiccup" in r["message"])
+    assert err["level"] == "ERROR" and "KeyError: 'missing shard'" in err["traceback"]
+    assert not any("exporter down" in r["message"] for r in logs)

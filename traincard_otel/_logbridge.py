@@ -1,0 +1,49 @@
+"""Python ``logging`` records -> the reporter's log stream (card log tail and OTel logs).
+
+Attached to the root logger at ``configure()`` (level ``TRAINCARD_LOG_LEVEL``, default INFO).
+The OpenTelemetry SDK's own loggers are left out: an exporter that fails and logs about it must
+not feed its own failure back into the pipeline.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+
+from ._reporter import Reporter
+
+_EXCLUDED = ("opentelemetry",)
+
+
+class ReporterHandler(logging.Handler):
+    """Forwards log records to :meth:`Reporter.log`, tracebacks included."""
+
+    def __init__(self, reporter: Reporter, level: int = logging.INFO) -> None:
+        super().__init__(level)
+        self.reporter = reporter
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.name.startswith(_EXCLUDED)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tb = None
+            if record.exc_info and record.exc_info[0] is not None:
+                tb = "".join(traceback.format_exception(*record.exc_info))
+            self.reporter.log(f"{record.name}: {record.getMessage()}", record.levelname, traceback=tb)
+        except Exception:  # a logging handler must never raise into the caller
+            self.handleError(record)
+
+
+def attach(reporter: Reporter, level: str = "INFO") -> ReporterHandler:
+    handler = ReporterHandler(reporter, logging.getLevelName(level.upper()))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    if root.level > handler.level:
+        # Root's level gates records before any handler sees them; lower it only as far as we need.
+        root.setLevel(handler.level)
+    return handler
+
+
+def detach(handler: ReporterHandler) -> None:
+    logging.getLogger().removeHandler(handler)
