@@ -30,9 +30,9 @@ def run_flow(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[st
         text=True,
         timeout=300,
     )
-    match = re.search(r"FailureFlow/(\d+)/train/(\d+)", proc.stdout + proc.stderr)
+    match = re.search(r"\[(\d+)/train/(\d+) ", proc.stdout + proc.stderr)
     assert match, proc.stderr[-3000:]
-    return proc, match.group(0)
+    return proc, f"FailureFlow/{match.group(1)}/train/{match.group(2)}"
 
 
 def cards(tmp_path: Path, pathspec: str) -> list[dict[str, Any]]:

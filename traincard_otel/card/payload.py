@@ -138,12 +138,24 @@ def training_charts(data: RunData, mode: _Mode) -> list[dict[str, Any]]:
                     chart["series"].append(
                         {"label": rank_label if n == 0 else f"{rank_label} (resumed {n})", "x": xs, "y": ys}
                     )
-    out = sorted(charts.values(), key=lambda c: (_CHART_ORDER.get(c["id"], 99), c["id"]))
-    out.extend(_throughput_charts(data, mode))
-    return out
+    for chart in charts.values():  # train first, then eval, then the rest: stable colours
+        chart["series"].sort(key=lambda s: (0 if s["label"].startswith("train") else 1, s["label"]))
+    ordered = sorted(charts.values(), key=lambda c: (_CHART_ORDER.get(c["id"], 50), c["id"]))
+    head = [c for c in ordered if _CHART_ORDER.get(c["id"], 50) < 90]
+    tail = [c for c in ordered if _CHART_ORDER.get(c["id"], 50) >= 90]
+    return head + _throughput_charts(data, mode) + tail
 
 
-_CHART_ORDER = {"loss": 0, "learning_rate": 1, "lr": 1, "grad_norm": 2}
+# Known curves first; the Trainer's eval timing figures last (after throughput).
+_CHART_ORDER = {
+    "loss": 0,
+    "learning_rate": 1,
+    "lr": 1,
+    "grad_norm": 2,
+    "runtime": 90,
+    "samples_per_second": 91,
+    "steps_per_second": 92,
+}
 
 
 _cuts_cache: dict[int, tuple[Series, int, list[int]]] = {}
@@ -208,7 +220,7 @@ def _throughput_charts(data: RunData, mode: _Mode) -> list[dict[str, Any]]:
         if series:
             out.append(
                 {
-                    "id": name,
+                    "id": f"throughput_{name}",
                     "title": title,
                     "group": "training",
                     "unit": "",
@@ -224,7 +236,7 @@ def _throughput_charts(data: RunData, mode: _Mode) -> list[dict[str, Any]]:
         out.append(
             {
                 "id": "step_time",
-                "title": "step time per rank (s)",
+                "title": "step time per rank",
                 "group": "training",
                 "unit": "s",
                 "x": "step",
