@@ -26,8 +26,9 @@ class FinetuneFlow(FlowSpec):
     def train(self):
         import tempfile
 
-        import traincard_otel
         from tiny_gpt2 import trainer as make_trainer
+
+        import traincard_otel
 
         out = os.path.join(tempfile.gettempdir(), f"traincard-example-{current.run_id}")
         trainer = make_trainer(out, max_steps=int(self.max_steps))

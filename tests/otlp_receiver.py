@@ -130,7 +130,7 @@ def attrs(kvs: Any) -> dict[str, Any]:
 
 def _http_handler(received: Received) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             req_cls, resp_cls = _REQUESTS.get(self.path, (None, None))
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             encoding = self.headers.get("Content-Encoding", "")
@@ -180,17 +180,17 @@ def grpc_receiver() -> Iterator[tuple[str, Received]]:
     received = Received()
 
     class Traces(trace_service_pb2_grpc.TraceServiceServicer):
-        def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def Export(self, request: Any, context: Any) -> Any:
             received.add(request, dict(context.invocation_metadata()))
             return trace_service_pb2.ExportTraceServiceResponse()
 
     class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
-        def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def Export(self, request: Any, context: Any) -> Any:
             received.add(request, dict(context.invocation_metadata()))
             return metrics_service_pb2.ExportMetricsServiceResponse()
 
     class Logs(logs_service_pb2_grpc.LogsServiceServicer):
-        def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def Export(self, request: Any, context: Any) -> Any:
             received.add(request, dict(context.invocation_metadata()))
             return logs_service_pb2.ExportLogsServiceResponse()
 

@@ -73,19 +73,22 @@ def _rows(data: Any) -> list[dict[str, Any]]:
 
 def _export(args: argparse.Namespace) -> int:
     rows = _rows(load(args.target))
-    out: TextIO = open(args.output, "w", encoding="utf-8", newline="") if args.output else sys.stdout
-    try:
-        if args.format == "csv":
-            writer = csv.DictWriter(out, fieldnames=["metric", "step", "value", "time", "attempt", "rank"])
-            writer.writeheader()
-            writer.writerows(rows)
-        else:
-            for row in rows:
-                out.write(json.dumps(row) + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    if args.output:
+        with open(args.output, "w", encoding="utf-8", newline="") as fh:
+            _write_rows(rows, args.format, fh)
+    else:
+        _write_rows(rows, args.format, sys.stdout)
     return 0
+
+
+def _write_rows(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
+    if fmt == "csv":
+        writer = csv.DictWriter(out, fieldnames=["metric", "step", "value", "time", "attempt", "rank"])
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        for row in rows:
+            out.write(json.dumps(row) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

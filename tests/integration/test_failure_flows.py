@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from helpers import REPO, subprocess_env
 
 pytest.importorskip("metaflow")

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-import traincard_otel
 from helpers import REPO, subprocess_env
 from otlp_receiver import grpc_receiver, http_receiver
+
+import traincard_otel
 
 STEPS = 60
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from helpers import REPO, subprocess_env
 from otlp_receiver import free_port
 

@@ -29,7 +29,8 @@ def test_public_names_are_pinned() -> None:
 def test_import_pulls_in_no_heavy_framework() -> None:
     code = (
         "import sys, traincard_otel\n"
-        "heavy = ('torch','transformers','lightning','pytorch_lightning','metaflow','pynvml','pyarrow','accelerate')\n"
+        "heavy = ('torch', 'transformers', 'lightning', 'pytorch_lightning', 'metaflow', 'pynvml',\n"
+        "         'pyarrow', 'accelerate')\n"
         "print(','.join(m for m in heavy if m in sys.modules))"
     )
     out = subprocess.run(
@@ -41,5 +42,5 @@ def test_import_pulls_in_no_heavy_framework() -> None:
 def test_instrument_rejects_unknown_objects_with_the_supported_list() -> None:
     import pytest
 
-    with pytest.raises(TypeError, match="supported: .*transformers.Trainer"):
+    with pytest.raises(TypeError, match=r"supported: .*transformers\.Trainer"):
         traincard_otel.instrument(object())

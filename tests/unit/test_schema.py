@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 import traincard_otel
-from helpers import REPO
 
 _ROW = re.compile(r"^\|\s*`([a-z][a-z0-9_.]+)`\s*\|\s*(gauge|counter|updowncounter|histogram)\s*\|", re.M)
 _CREATE = re.compile(
@@ -47,3 +47,11 @@ def test_every_metric_exported_at_run_time_is_documented(
     emitted = {s.name for s in run.system.values()}
     assert {"traincard.steps", "traincard.step.duration", "traincard.checkpoints"} <= emitted
     assert emitted - documented() == set()
+
+
+def test_system_instrument_table_is_documented_with_its_kind_and_unit() -> None:
+    from traincard_otel.telemetry.instruments import SYSTEM_INSTRUMENTS
+
+    text = (REPO / "docs" / "schema.md").read_text()
+    for name, kind, unit in SYSTEM_INSTRUMENTS:
+        assert re.search(rf"^\| `{re.escape(name)}` \| {kind} \| `{re.escape(unit)}` \|", text, re.M), name

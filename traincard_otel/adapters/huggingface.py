@@ -9,6 +9,7 @@ only logs throughput at the end of training.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
@@ -204,10 +205,8 @@ def attach(trainer: Any, reporter: Reporter) -> HFHandle:
     @functools.wraps(step_fn)
     def training_step(*args: Any, **kwargs: Any) -> Any:
         inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
-        try:
+        with contextlib.suppress(Exception):  # counting is best effort; the step itself must run
             callback.count_batch(inputs)
-        except Exception:  # counting is best effort; the step itself must run
-            pass
         return step_fn(*args, **kwargs)
 
     @functools.wraps(train_fn)

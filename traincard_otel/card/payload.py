@@ -7,6 +7,7 @@ at any run length; live payloads carry only each series' tail and stay small.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import time
@@ -114,7 +115,7 @@ def _chart_name(metric: str) -> tuple[str, str]:
 
 def training_charts(data: RunData, mode: _Mode) -> list[dict[str, Any]]:
     charts: dict[str, dict[str, Any]] = {}
-    for key, series in sorted(data.metrics.items()):
+    for _key, series in sorted(data.metrics.items()):
         if series.name in _NOT_CHARTED:
             continue
         chart_id, label = _chart_name(series.name)
@@ -191,7 +192,7 @@ def _stretches(series: Series, tail: int | None = None) -> list[tuple[int, Serie
     n_points = len(series.steps)
     bounds = [0, *cuts, n_points]
     out = []
-    for n, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+    for n, (a, b) in enumerate(itertools.pairwise(bounds)):
         if tail is not None:
             if b <= n_points - tail:
                 continue
@@ -284,7 +285,7 @@ def system_charts(data: RunData, mode: _Mode) -> list[dict[str, Any]]:
     out = []
     for chart_id, title, unit, names in _SYSTEM_CHARTS:
         series_out = []
-        for key, series in sorted(data.system.items()):
+        for _key, series in sorted(data.system.items()):
             if series.name not in names:
                 continue
             if series.name in ("system.memory.usage",) and series.tags.get("system.memory.state") not in (

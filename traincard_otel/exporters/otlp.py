@@ -28,7 +28,8 @@ def _protocol(signal: str) -> str:
     proto = raw.strip().lower()
     if proto not in {"grpc", "http/protobuf"}:
         raise ConfigError(
-            f"OTLP protocol {raw!r} is not supported; set OTEL_EXPORTER_OTLP_PROTOCOL to grpc or http/protobuf"
+            f"OTLP protocol {raw!r} is not supported; "
+            "set OTEL_EXPORTER_OTLP_PROTOCOL to grpc or http/protobuf"
         )
     return proto
 

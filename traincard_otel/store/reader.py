@@ -145,7 +145,7 @@ def read_store(backend: Backend, source: str | None = None) -> RunData:
     seg_names = [n for p, n in parsed if p.kind == "segment"]
     state_names = [n for p, n in parsed if p.kind == "state"]
     segments = _segments(backend, seg_names, stats)
-    for name, raw in backend.read_many(state_names).items():
+    for raw in backend.read_many(state_names).values():
         try:
             state = json.loads(raw)
         except ValueError:

@@ -1,0 +1,181 @@
+"""Host telemetry with real psutil; GPU telemetry through a small NVML fake."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from fakes.nvml import FakeNvml
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from traincard_otel.telemetry import SystemSampler, rates, register_system_instruments
+from traincard_otel.telemetry.gpu import GpuSampler, visible_devices
+
+
+def _value(snap, name, **attrs):  # type: ignore[no-untyped-def]
+    for s in snap.samples:
+        if s.name == name and all(s.attributes.get(k) == v for k, v in attrs.items()):
+            return s.value
+    raise KeyError(name)
+
+
+def test_host_figures_are_plausible() -> None:
+    sampler = SystemSampler(gpu=False)
+    sampler.sample_now()
+    time.sleep(0.2)
+    snap = sampler.sample_now()
+    assert 0.0 <= _value(snap, "system.cpu.utilization") <= 1.0
+    assert 0.0 <= _value(snap, "process.cpu.utilization") <= 1.0
+    used = _value(snap, "system.memory.usage", **{"system.memory.state": "used"})
+    assert 0 < used <= _value(snap, "system.memory.limit")
+    assert 10 * 2**20 < _value(snap, "process.memory.usage") < 64 * 2**30
+
+
+def test_disk_and_network_throughput_come_from_counter_deltas(tmp_path: Path) -> None:
+    sampler = SystemSampler(gpu=False)
+    before = sampler.sample_now()
+    with open(tmp_path / "blob", "wb") as fh:
+        for _ in range(50):
+            fh.write(os.urandom(2**20))
+        fh.flush()
+        os.fsync(fh.fileno())
+    _send_over_loopback_tcp(20 * 2**20)
+    time.sleep(0.1)
+    after = sampler.sample_now()
+    per_s = rates(before, after)
+    write_key = ("system.disk.io", frozenset({("disk.io.direction", "write")}))
+    assert per_s[write_key] * (after.time - before.time) >= 40 * 2**20
+    receive_key = ("system.network.io", frozenset({("network.io.direction", "receive")}))
+    assert per_s[receive_key] * (after.time - before.time) >= 20 * 2**20  # loopback counts too
+    assert all(v >= 0 for v in per_s.values())
+
+
+def _send_over_loopback_tcp(n: int) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    received = [0]
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while chunk := conn.recv(2**20):
+                received[0] += len(chunk)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    with socket.create_connection(server.getsockname()) as client:
+        client.sendall(b"x" * n)
+    thread.join(10)
+    server.close()
+    assert received[0] == n
+
+
+_CHILD = (
+    "import time\n"
+    "b = bytearray(200 * 2**20)\n"
+    "b[::4096] = b'x' * len(b[::4096])\n"
+    "print('ok', flush=True)\n"
+    "time.sleep(30)\n"
+)
+
+
+def test_child_process_memory_is_counted() -> None:
+    sampler = SystemSampler(gpu=False)
+    base = _value(sampler.sample_now(), "process.memory.usage")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ok"
+        grown = _value(sampler.sample_now(), "process.memory.usage")
+        assert grown - base > 150 * 2**20
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_gpu_figures_from_nvml_with_semconv_names() -> None:
+    gpu = GpuSampler(FakeNvml())
+    gpu.start()
+    samples = gpu.sample()
+    util = [s for s in samples if s.name == "hw.gpu.utilization"]
+    assert [(s.attributes["hw.id"], s.value) for s in util] == [("gpu0", 0.5), ("gpu1", 0.6)]
+    assert (
+        util[0].attributes["hw.vendor"] == "nvidia"
+        and util[0].attributes["hw.name"] == "NVIDIA H100 80GB HBM3"
+    )
+    names = {s.name for s in samples}
+    assert {
+        "hw.gpu.memory.usage",
+        "hw.gpu.memory.limit",
+        "hw.gpu.memory.utilization",
+        "hw.temperature",
+        "hw.power",
+        "hw.energy",
+    } <= names
+    power = next(s for s in samples if s.name == "hw.power")
+    assert power.value == 300.0 and power.unit == "W"
+    assert "hw.errors" not in names  # ECC not supported on this fake board: only that figure is dropped
+
+
+def test_cuda_visible_devices_by_index_and_uuid(monkeypatch: pytest.MonkeyPatch) -> None:
+    uuids = ["GPU-0aaa-bbbb", "GPU-1aaa-bbbb", "GPU-2aaa-bbbb"]
+    assert visible_devices(None, 3, uuids) == [0, 1, 2]
+    assert visible_devices("2,0", 3, uuids) == [2, 0]
+    assert visible_devices("GPU-1aaa", 3, uuids) == [1]
+    assert visible_devices("", 3, uuids) == []
+    assert visible_devices("0,7,1", 3, uuids) == [0]  # CUDA stops at the first invalid entry
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-1aaa-bbbb")
+    gpu = GpuSampler(FakeNvml())
+    gpu.start()
+    assert [h[0] for h in gpu.handles] == ["gpu0"]
+    assert next(s for s in gpu.sample() if s.name == "hw.gpu.utilization").value == 0.6
+
+
+def test_unsupported_power_and_mid_run_failure() -> None:
+    nvml = FakeNvml()
+    gpu = GpuSampler(nvml)
+    gpu.start()
+    nvml.no_power = True
+    assert "hw.power" not in {s.name for s in gpu.sample()}
+    nvml.fail = True
+    assert gpu.sample() == [] and gpu.sample() == []
+    assert len(gpu.notes) == 1 and "NVML failed mid-run" in gpu.notes[0]
+
+
+def test_no_gpu_visible_and_no_pynvml_notes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    gpu = GpuSampler(FakeNvml())
+    gpu.start()
+    assert gpu.notes == ["No GPU figures: no NVIDIA GPU visible to this job"]
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    absent = GpuSampler()
+    absent.start()
+    assert "NVML is not available" in absent.notes[0]
+
+
+def test_sampler_thread_and_instruments() -> None:
+    sampler = SystemSampler(interval_s=0.05, nvml=FakeNvml())
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    register_system_instruments(provider.get_meter("t"), sampler)
+    seen = []
+    sampler.add_listener(seen.append)
+    sampler.start()
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    sampler.stop()
+    assert time.monotonic() - t0 < 0.5 and len(seen) >= 3 and not sampler.errors
+    data = reader.get_metrics_data()
+    metrics = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    assert metrics["hw.gpu.utilization"].unit == "1" and metrics["system.disk.io"].unit == "By"
+    assert len(metrics["hw.gpu.utilization"].data.data_points) == 2
+    provider.shutdown()

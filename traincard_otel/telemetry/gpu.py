@@ -1,0 +1,183 @@
+"""NVIDIA GPU figures through NVML (``nvidia-ml-py``), under the OTel ``hw.*`` conventions.
+
+Only the GPUs this job uses are read (``CUDA_VISIBLE_DEVICES`` by index or UUID). NVML is
+initialised in :meth:`GpuSampler.start`, never at import; each query is wrapped on its own, so an
+unsupported query (power on some boards, MIG slices) drops only that figure. If NVML fails mid-run
+(a driver reset), GPU sampling stops and one note says why.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from ._samples import Sample
+
+_NO_PYNVML = "No GPU figures: NVML is not available (pip install 'traincard-otel[gpu]')"
+
+
+def visible_devices(spec: str | None, count: int, uuids: list[str]) -> list[int]:
+    """NVML indices of the GPUs named by ``CUDA_VISIBLE_DEVICES`` (None: all of them)."""
+    if spec is None:
+        return list(range(count))
+    out: list[int] = []
+    for item in (p.strip() for p in spec.split(",")):
+        if not item:
+            continue
+        if item.isdigit():
+            idx = int(item)
+            if idx >= count:
+                break  # CUDA stops at the first invalid entry
+            out.append(idx)
+        else:
+            matches = [i for i, u in enumerate(uuids) if u == item or u.startswith(item)]
+            if not matches:
+                break
+            out.append(matches[0])
+    return out
+
+
+class GpuSampler:
+    """Per-GPU utilization, memory, temperature, power, energy and ECC errors."""
+
+    def __init__(self, nvml: Any = None) -> None:
+        self._nvml = nvml
+        self.handles: list[tuple[str, Any, str]] = []  # (hw.id, handle, name)
+        self.notes: list[str] = []
+        self.active = False
+
+    def start(self) -> None:
+        nvml = self._nvml
+        if nvml is None:
+            try:
+                import pynvml as nvml
+            except ImportError:
+                self.notes.append(_NO_PYNVML)
+                return
+            self._nvml = nvml
+        try:
+            nvml.nvmlInit()
+            count = nvml.nvmlDeviceGetCount()
+            all_handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            uuids = [_text(nvml.nvmlDeviceGetUUID(h)) for h in all_handles]
+        except Exception as exc:
+            self.notes.append(f"No GPU figures: NVML could not start ({type(exc).__name__}: {exc})")
+            return
+        chosen = visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"), count, uuids)
+        if not chosen:
+            self.notes.append("No GPU figures: no NVIDIA GPU visible to this job")
+            return
+        for local, idx in enumerate(chosen):
+            handle = all_handles[idx]
+            try:
+                name = _text(nvml.nvmlDeviceGetName(handle))
+            except Exception:
+                name = "NVIDIA GPU"
+            self.handles.append((f"gpu{local}", handle, name))
+        self.active = True
+
+    def sample(self) -> list[Sample]:
+        if not self.active:
+            return []
+        try:
+            out: list[Sample] = []
+            for hw_id, handle, name in self.handles:
+                out.extend(self._device(hw_id, handle, name))
+            out.extend(torch_allocator())
+            return out
+        except _Fatal as exc:
+            self.active = False
+            self.notes.append(f"GPU figures stopped: NVML failed mid-run ({exc}); training continues")
+            return []
+
+    def _device(self, hw_id: str, handle: Any, name: str) -> list[Sample]:
+        nvml = self._nvml
+        base = {"hw.id": hw_id, "hw.name": name, "hw.vendor": "nvidia"}
+        typed = {**base, "hw.type": "gpu"}
+        out: list[Sample] = []
+        util = self._query(nvml.nvmlDeviceGetUtilizationRates, handle)
+        if util is not None:
+            out.append(
+                Sample(
+                    "hw.gpu.utilization", util.gpu / 100.0, "1", "gauge", {**base, "hw.gpu.task": "general"}
+                )
+            )
+        mem = self._query(nvml.nvmlDeviceGetMemoryInfo, handle)
+        if mem is not None:
+            out.append(Sample("hw.gpu.memory.usage", float(mem.used), "By", "updowncounter", base))
+            out.append(Sample("hw.gpu.memory.limit", float(mem.total), "By", "updowncounter", base))
+            if mem.total:
+                out.append(Sample("hw.gpu.memory.utilization", mem.used / mem.total, "1", "gauge", base))
+        temp = self._query(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
+        if temp is not None:
+            out.append(Sample("hw.temperature", float(temp), "Cel", "gauge", typed))
+        power = self._query(nvml.nvmlDeviceGetPowerUsage, handle)
+        if power is not None:
+            out.append(Sample("hw.power", power / 1000.0, "W", "gauge", typed))
+        energy = self._query(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+        if energy is not None:
+            out.append(Sample("hw.energy", energy / 1000.0, "J", "counter", typed))
+        for kind, error_type in ((0, "corrected"), (1, "uncorrected")):
+            count = self._query(nvml.nvmlDeviceGetTotalEccErrors, handle, kind, 0)  # volatile counter
+            if count is not None:
+                out.append(
+                    Sample(
+                        "hw.errors",
+                        float(count),
+                        "{error}",
+                        "counter",
+                        {"hw.id": hw_id, "hw.type": "gpu", "error.type": error_type},
+                    )
+                )
+        return out
+
+    def _query(self, fn: Any, *args: Any) -> Any:
+        nvml = self._nvml
+        try:
+            return fn(*args)
+        except Exception as exc:
+            code = getattr(exc, "value", None)
+            not_supported = getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", 3)
+            no_permission = getattr(nvml, "NVML_ERROR_NO_PERMISSION", 4)
+            if code in (not_supported, no_permission):
+                return None
+            raise _Fatal(f"{type(exc).__name__}: {exc}") from exc
+
+
+class _Fatal(Exception):
+    pass
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def torch_allocator() -> list[Sample]:
+    """This process's torch CUDA allocator figures, only if torch already initialised CUDA."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    cuda = getattr(torch, "cuda", None)
+    try:
+        if cuda is None or not cuda.is_initialized():
+            return []
+        out = []
+        for i in range(cuda.device_count()):
+            for kind, value in (
+                ("allocated", cuda.memory_allocated(i)),
+                ("reserved", cuda.memory_reserved(i)),
+                ("peak", cuda.max_memory_allocated(i)),
+            ):
+                out.append(
+                    Sample(
+                        "traincard.gpu.torch.memory",
+                        float(value),
+                        "By",
+                        "gauge",
+                        {"hw.id": f"gpu{i}", "traincard.torch.memory.kind": kind},
+                    )
+                )
+        return out
+    except Exception:
+        return []

@@ -1,0 +1,124 @@
+"""Host and process figures from psutil, under the OTel system/process semantic conventions."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+
+from ._samples import Sample
+
+
+def cgroup_memory_limit() -> int | None:
+    """The container's memory limit (cgroup v2, then v1), if one is set."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            raw = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and int(raw) < 1 << 60:
+            return int(raw)
+    return None
+
+
+class HostSampler:
+    """Reads CPU, memory, disk and network counters of the host, and this process tree's CPU and RSS."""
+
+    def __init__(self, pid: int | None = None) -> None:
+        self.process = psutil.Process(pid or os.getpid())
+        # psutil's first cpu_percent() call always returns 0.0: prime it so the first sample is real.
+        psutil.cpu_percent(None)
+        self._cpu_times: dict[int, float] = {}
+        self._last_wall: float | None = None
+        self._limit = cgroup_memory_limit()
+
+    def _process_tree(self) -> list[psutil.Process]:
+        try:
+            return [self.process, *self.process.children(recursive=True)]
+        except psutil.Error:
+            return [self.process]
+
+    def _process_figures(self, now: float) -> tuple[float | None, int]:
+        """CPU utilization (cores busy / cores) and RSS of this process and its children."""
+        cpu_total, rss, seen = 0.0, 0, {}
+        for proc in self._process_tree():
+            try:
+                with proc.oneshot():
+                    times = proc.cpu_times()
+                    rss += proc.memory_info().rss
+            except psutil.Error:
+                continue  # a DataLoader worker that just exited
+            t = times.user + times.system
+            seen[proc.pid] = t
+            cpu_total += t - self._cpu_times.get(proc.pid, t)
+        util = None
+        if self._last_wall is not None and now > self._last_wall:
+            util = max(0.0, cpu_total / (now - self._last_wall) / (psutil.cpu_count() or 1))
+        self._cpu_times, self._last_wall = seen, now
+        return util, rss
+
+    def sample(self, now: float) -> list[Sample]:
+        out: list[Sample] = [Sample("system.cpu.utilization", psutil.cpu_percent(None) / 100.0, "1", "gauge")]
+        vm = psutil.virtual_memory()
+        limit = min(vm.total, self._limit) if self._limit else vm.total
+        used = vm.total - vm.available
+        for state, value in (
+            ("used", used),
+            ("free", vm.free),
+            ("cached", getattr(vm, "cached", None)),
+            ("buffers", getattr(vm, "buffers", None)),
+        ):
+            if value is not None:
+                out.append(
+                    Sample(
+                        "system.memory.usage",
+                        float(value),
+                        "By",
+                        "updowncounter",
+                        {"system.memory.state": state},
+                    )
+                )
+        out.append(
+            Sample(
+                "system.memory.utilization", used / vm.total, "1", "gauge", {"system.memory.state": "used"}
+            )
+        )
+        out.append(Sample("system.memory.limit", float(limit), "By", "updowncounter"))
+        disk = psutil.disk_io_counters()
+        if disk is not None:
+            out.append(
+                Sample(
+                    "system.disk.io", float(disk.read_bytes), "By", "counter", {"disk.io.direction": "read"}
+                )
+            )
+            out.append(
+                Sample(
+                    "system.disk.io", float(disk.write_bytes), "By", "counter", {"disk.io.direction": "write"}
+                )
+            )
+        net = psutil.net_io_counters()
+        if net is not None:
+            out.append(
+                Sample(
+                    "system.network.io",
+                    float(net.bytes_recv),
+                    "By",
+                    "counter",
+                    {"network.io.direction": "receive"},
+                )
+            )
+            out.append(
+                Sample(
+                    "system.network.io",
+                    float(net.bytes_sent),
+                    "By",
+                    "counter",
+                    {"network.io.direction": "transmit"},
+                )
+            )
+        util, rss = self._process_figures(now)
+        if util is not None:
+            out.append(Sample("process.cpu.utilization", util, "1", "gauge"))
+        out.append(Sample("process.memory.usage", float(rss), "By", "updowncounter"))
+        return out

@@ -1,0 +1,52 @@
+"""OTel observable instruments fed by the sampler's latest snapshot (no sampling at export time)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from .sampler import SystemSampler
+
+# (name, kind, unit) of every system figure; see docs/schema.md.
+SYSTEM_INSTRUMENTS: tuple[tuple[str, str, str], ...] = (
+    ("system.cpu.utilization", "gauge", "1"),
+    ("system.memory.usage", "updowncounter", "By"),
+    ("system.memory.utilization", "gauge", "1"),
+    ("system.memory.limit", "updowncounter", "By"),
+    ("system.disk.io", "counter", "By"),
+    ("system.network.io", "counter", "By"),
+    ("process.cpu.utilization", "gauge", "1"),
+    ("process.memory.usage", "updowncounter", "By"),
+    ("hw.gpu.utilization", "gauge", "1"),
+    ("hw.gpu.memory.usage", "updowncounter", "By"),
+    ("hw.gpu.memory.limit", "updowncounter", "By"),
+    ("hw.gpu.memory.utilization", "gauge", "1"),
+    ("hw.temperature", "gauge", "Cel"),
+    ("hw.power", "gauge", "W"),
+    ("hw.energy", "counter", "J"),
+    ("hw.errors", "counter", "{error}"),
+    ("traincard.gpu.torch.memory", "gauge", "By"),
+)
+
+
+def _callback(sampler: SystemSampler, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def observe(_options: CallbackOptions) -> Iterable[Observation]:
+        snap = sampler.latest()
+        if snap is None:
+            return []
+        return [Observation(s.value, dict(s.attributes)) for s in snap.samples if s.name == name]
+
+    return observe
+
+
+def register_system_instruments(meter: Meter, sampler: SystemSampler) -> None:
+    """Create one observable instrument per system figure, reading ``sampler.latest()``."""
+    create: dict[str, Any] = {
+        "gauge": meter.create_observable_gauge,
+        "counter": meter.create_observable_counter,
+        "updowncounter": meter.create_observable_up_down_counter,
+    }
+    for name, kind, unit in SYSTEM_INSTRUMENTS:
+        create[kind](name, callbacks=[_callback(sampler, name)], unit=unit)
