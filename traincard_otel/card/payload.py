@@ -500,6 +500,15 @@ def _banners(data: RunData, status: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
+def _checkpoints(data: RunData) -> list[dict[str, Any]]:
+    """Each save says whether it was the best *so far*; the card marks only the latest such one."""
+    out = [dict(c) for c in data.checkpoints]
+    best = [i for i, c in enumerate(out) if c.get("best")]
+    for i, c in enumerate(out):
+        c["best"] = bool(best) and i == best[-1]
+    return out
+
+
 def _logs(data: RunData, mode: _Mode) -> list[dict[str, Any]]:
     n = mode.log_tail if mode.live else LOG_TAIL
     logs = sorted(data.logs[-4 * n :], key=lambda r: r["time"])[-n:]
@@ -569,7 +578,7 @@ def _build(
         "banners": _banners(data, status),
         "charts": training_charts(data, mode) + system_charts(data, mode),
         "markers": _markers(data),
-        "checkpoints": data.checkpoints[-(20 if live else 500) :],
+        "checkpoints": _checkpoints(data)[-(20 if live else 500) :],
         "logs": _logs(data, mode),
         "failure": failure,
         "system": _system_section(data),

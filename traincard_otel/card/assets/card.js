@@ -23,6 +23,15 @@
     if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(2);
     return Number(v.toFixed(digits === undefined ? 4 : digits)).toString();
   }
+  function fmtAxis(v) {
+    if (v === null || v === undefined) return "";
+    var a = Math.abs(v);
+    if (a >= 1e9) return (v / 1e9).toFixed(a >= 1e10 ? 0 : 1) + "G";
+    if (a >= 1e6) return (v / 1e6).toFixed(a >= 1e7 ? 0 : 1) + "M";
+    if (a >= 1e4) return (v / 1e3).toFixed(a >= 1e5 ? 0 : 1) + "k";
+    if (a !== 0 && a < 1e-3) return v.toExponential(0);
+    return String(Number(v.toPrecision(4)));
+  }
   function fmtDur(s) {
     if (s === null || s === undefined || !isFinite(s)) return "–";
     s = Math.max(0, Math.round(s));
@@ -105,7 +114,7 @@
     var opts = {
       width: width, height: 200, plugins: [markerPlugin(isStep)],
       scales: { x: { time: !isStep } },
-      axes: [Object.assign({}, axis), Object.assign({ size: 56 }, axis)],
+      axes: [Object.assign({}, axis), Object.assign({ size: 60, values: function (u, splits) { return splits.map(fmtAxis); } }, axis)],
       legend: { live: true },
       cursor: { drag: { x: true, y: false } },
       series: [{ label: isStep ? "step" : "time" }].concat(c.series.map(function (s, i) {
