@@ -12,6 +12,7 @@ class FailureFlow(FlowSpec):
     fail_attempts = Parameter("fail_attempts", default=1)
     steps = Parameter("steps", default=40)
     fail_at = Parameter("fail_at", default=25)
+    step_sleep = Parameter("step_sleep", default=0.01)
 
     @step
     def start(self):
@@ -37,7 +38,7 @@ class FailureFlow(FlowSpec):
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-                time.sleep(0.01)
+                time.sleep(float(self.step_sleep))
                 reporter.metrics({"loss": float(loss), "attempt": float(attempt)}, step=s)
                 reporter.step_end(s, duration_s=time.perf_counter() - t0, samples=32)
                 if failing and s == int(self.fail_at):
