@@ -148,6 +148,7 @@ class Pipeline:
             attempt=self.attempt,
             stall_floor_s=settings.stall_timeout_s,
             rank_timeout_s=settings.rank_timeout_s,
+            rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
         )
         self.pump.health = self.watchdog.status_fields
         self._closed = False

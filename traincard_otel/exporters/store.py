@@ -39,6 +39,16 @@ _default_writer: StoreWriter | None = None
 _default_lock = threading.Lock()
 
 
+def _flush_if_owned(writer: StoreWriter) -> bool:
+    """Exporters built by entry points own the shared writer: the SDK's flush/shutdown drives it.
+
+    (Inside :func:`traincard_otel.configure` the pipeline flushes its own writer instead.)
+    """
+    if writer is _default_writer:
+        return writer.flush_now()
+    return True
+
+
 def _writer_or_default(writer: StoreWriter | None) -> StoreWriter:
     """The exporters built by OTel entry points (no arguments) share one writer per process."""
     global _default_writer
@@ -152,10 +162,10 @@ class TraincardLogExporter(LogRecordExporter):
         return LogRecordExportResult.SUCCESS
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
+        return _flush_if_owned(self._writer)
 
     def shutdown(self) -> None:
-        return None
+        _flush_if_owned(self._writer)
 
 
 class TraincardSpanExporter(SpanExporter):
@@ -173,10 +183,10 @@ class TraincardSpanExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
-        return None
+        _flush_if_owned(self._writer)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
+        return _flush_if_owned(self._writer)
 
 
 class TraincardMetricExporter(MetricExporter):
@@ -197,7 +207,7 @@ class TraincardMetricExporter(MetricExporter):
         return MetricExportResult.SUCCESS
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return True
+        return _flush_if_owned(self._writer)
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        return None
+        _flush_if_owned(self._writer)
