@@ -72,3 +72,16 @@ def test_full_payload_is_downsampled_and_json_safe() -> None:
     assert {s["label"] for s in loss["series"]} == {"train", "eval"}
     assert len(loss["series"][0]["x"]) <= 2000
     assert payload["run"]["status"] == "running" and payload["run"]["max_steps"] == 100_000
+
+
+def test_numpy_and_pure_python_downsampling_agree() -> None:
+    from traincard_otel.card.payload import _downsample_py
+
+    xs = list(range(10_007))
+    ys = [math.sin(i / 37) * (5 if i % 997 == 0 else 1) for i in xs]
+    ys[500] = float("nan")
+    fast = downsample(xs, ys, max_points=400)
+    slow = _downsample_py(xs, ys, 400)
+    assert max(v for v in fast[1] if v is not None) == max(v for v in slow[1] if v is not None)
+    assert min(v for v in fast[1] if v is not None) == min(v for v in slow[1] if v is not None)
+    assert len(fast[0]) <= 400 and fast[0] == sorted(fast[0])

@@ -58,22 +58,43 @@ def downsample(xs: Sequence[float], ys: Sequence[float], max_points: int = MAX_P
     n = len(xs)
     if n <= max_points:
         return list(xs), [_finite(y) for y in ys]
+    try:
+        import numpy as np
+    except ImportError:  # numpy comes with pyarrow/torch; the pure-Python path is only slower
+        return _downsample_py(xs, ys, max_points)
+    buckets = max_points // 2
+    size = -(-n // buckets)
+    y = np.full(buckets * size, np.nan)
+    y[:n] = np.asarray(ys, dtype=float)
+    y[~np.isfinite(y)] = np.nan
+    grid = y.reshape(buckets, size)
+    empty = np.isnan(grid).all(axis=1)
+    filled = np.where(np.isnan(grid), np.inf, grid)
+    lo = filled.argmin(axis=1)
+    hi = np.where(np.isnan(grid), -np.inf, grid).argmax(axis=1)
+    rows = np.arange(buckets) * size
+    keep = np.unique(np.concatenate([(rows + lo)[~empty], (rows + hi)[~empty], rows[empty]]))
+    keep = keep[keep < n]
+    x_arr = np.asarray(xs)
+    out_y = y[keep]
+    return x_arr[keep].tolist(), [None if np.isnan(v) else float(v) for v in out_y]
+
+
+def _downsample_py(xs: Sequence[float], ys: Sequence[float], max_points: int) -> tuple[list, list]:
+    n = len(xs)
     buckets = max_points // 2
     size = n / buckets
     out_x: list[float] = []
     out_y: list[float | None] = []
     for b in range(buckets):
         lo, hi = int(b * size), min(int((b + 1) * size), n)
-        if lo >= hi:
-            continue
         idx = [i for i in range(lo, hi) if math.isfinite(ys[i])]
         if not idx:
-            out_x.append(xs[lo])
-            out_y.append(None)
+            if lo < hi:
+                out_x.append(xs[lo])
+                out_y.append(None)
             continue
-        i_min = min(idx, key=ys.__getitem__)
-        i_max = max(idx, key=ys.__getitem__)
-        for i in sorted({i_min, i_max}):
+        for i in sorted({min(idx, key=ys.__getitem__), max(idx, key=ys.__getitem__)}):
             out_x.append(xs[i])
             out_y.append(ys[i])
     return out_x, out_y
@@ -100,6 +121,8 @@ def _xy(series: Series, mode: _Mode, by: str = "step") -> tuple[list, list]:
                 ys.append(_finite(series.values[i]))
             i -= 1
         return xs[::-1], ys[::-1]
+    if None not in xs_all:  # the common case, checked at C speed
+        return downsample(xs_all, series.values)
     pairs = [(x, v) for x, v in zip(xs_all, series.values, strict=False) if x is not None]
     return downsample([p[0] for p in pairs], [p[1] for p in pairs])
 
