@@ -85,3 +85,24 @@ def test_numpy_and_pure_python_downsampling_agree() -> None:
     assert max(v for v in fast[1] if v is not None) == max(v for v in slow[1] if v is not None)
     assert min(v for v in fast[1] if v is not None) == min(v for v in slow[1] if v is not None)
     assert len(fast[0]) <= 400 and fast[0] == sorted(fast[0])
+
+
+def test_system_charts_per_node_and_total() -> None:
+    from traincard_otel.card.payload import system_charts, _Mode
+
+    data = RunData(source="two nodes")
+    data.states = [{"attempt": 0, "rank": 0, "host": "node-a"}, {"attempt": 0, "rank": 4, "host": "node-b"}]
+    cpu = Series(name="system.cpu.utilization", tags={"unit": "1"})
+    for t in range(10):
+        for rank, value in ((0, 0.2), (4, 0.6)):
+            cpu.steps.append(None)
+            cpu.values.append(value)
+            cpu.times.append(1000.0 + t + rank / 100)
+            cpu.attempts.append(0)
+            cpu.ranks.append(rank)
+    data.system["system.cpu.utilization"] = cpu
+    chart = next(c for c in system_charts(data, _Mode(live=False)) if c["id"] == "cpu")
+    labels = [s["label"] for s in chart["series"]]
+    assert labels == ["node-a system", "node-b system", "system all nodes (mean)"]
+    mean = chart["series"][2]["y"]
+    assert mean and all(abs(v - 40.0) < 1e-9 for v in mean)  # percent

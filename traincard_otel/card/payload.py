@@ -288,7 +288,7 @@ def _rate(series: Series) -> Series:
     return out
 
 
-def _system_label(series: Series, multi_node: bool) -> str:
+def _system_label(series: Series, node: str | None) -> str:
     tags = {
         k: v
         for k, v in series.tags.items()
@@ -298,36 +298,76 @@ def _system_label(series: Series, multi_node: bool) -> str:
     parts += [v for k, v in sorted(tags.items())]
     if series.name.endswith(".limit"):
         parts.append("limit")
-    if multi_node and series.ranks:
-        parts.append(f"node@rank{series.ranks[-1]}")
+    if node:
+        parts.insert(0, node)
     return " ".join(p for p in parts if p) or series.name
 
 
+def _node_names(data: RunData) -> dict[int, str]:
+    """Sampling rank -> node label (host name, else the rank)."""
+    names = {}
+    for st in data.states:
+        rank = int(st.get("rank", 0))
+        names[rank] = str(st.get("host") or f"rank {rank}")
+    return names
+
+
+_AVERAGED = {"system.cpu.utilization", "process.cpu.utilization", "hw.gpu.utilization"}
+
+
+def _total(per_node: list[tuple[str, list, list]], name: str) -> dict[str, Any]:
+    """Sum (or mean, for utilizations) across nodes, aligned on whole seconds."""
+    buckets: dict[int, list[float]] = {}
+    for _label, xs, ys in per_node:
+        for x, y in zip(xs, ys, strict=False):
+            if y is not None:
+                buckets.setdefault(round(x), []).append(y)
+    keys = sorted(k for k, v in buckets.items() if len(v) == len(per_node))
+    agg = (lambda v: sum(v) / len(v)) if name in _AVERAGED else sum
+    return {
+        "label": "all nodes" + (" (mean)" if name in _AVERAGED else " (total)"),
+        "x": keys,
+        "y": [agg(buckets[k]) for k in keys],
+    }
+
+
 def system_charts(data: RunData, mode: _Mode) -> list[dict[str, Any]]:
+    nodes = _node_names(data)
     multi_node = len({r for s in data.system.values() for r in s.ranks}) > 1
     out = []
+    scale_for = {cid: _SCALE.get(unit, 1.0) for cid, _t, unit, _n in _SYSTEM_CHARTS}
     for chart_id, title, unit, names in _SYSTEM_CHARTS:
-        series_out = []
+        series_out: list[dict[str, Any]] = []
+        by_metric: dict[tuple[str, str], list[tuple[str, list, list]]] = {}
         for _key, series in sorted(data.system.items()):
             if series.name not in names:
                 continue
-            if series.name in ("system.memory.usage",) and series.tags.get("system.memory.state") not in (
+            if series.name == "system.memory.usage" and series.tags.get("system.memory.state") not in (
                 None,
                 "used",
             ):
                 continue
-            if mode.live:  # rates need one point before the tail
-                series = _subset(series, range(max(0, len(series) - mode.tail - 1), len(series)))
-            s = _rate(series) if series.name in _RATE_METRICS else series
-            xs, ys = _xy(s, mode, by="time")
-            scale = _SCALE.get(unit, 1.0)
-            series_out.append(
-                {
-                    "label": _system_label(series, multi_node),
-                    "x": xs,
-                    "y": [None if y is None else y * scale for y in ys],
-                }
-            )
+            for rank in sorted(set(series.ranks)) if multi_node else [None]:
+                part = (
+                    series
+                    if rank is None
+                    else _subset(series, [i for i, r in enumerate(series.ranks) if r == rank])
+                )
+                if mode.live:  # rates need one point before the tail
+                    part = _subset(part, range(max(0, len(part) - mode.tail - 1), len(part)))
+                s = _rate(part) if part.name in _RATE_METRICS else part
+                xs, ys = _xy(s, mode, by="time")
+                ys = [None if y is None else y * scale_for[chart_id] for y in ys]
+                label = _system_label(series, nodes.get(rank, f"rank {rank}") if rank is not None else None)
+                series_out.append({"label": label, "x": xs, "y": ys})
+                if rank is not None and series.name.startswith(("system.", "hw.gpu.utilization")):
+                    base = _system_label(series, None)
+                    by_metric.setdefault((series.name, base), []).append((label, xs, ys))
+        for (name, base), per_node in by_metric.items():
+            if len(per_node) > 1:
+                total = _total(per_node, name)
+                total["label"] = f"{base} {total['label']}"
+                series_out.append(total)
         if series_out:
             out.append(
                 {
