@@ -88,7 +88,7 @@ def test_numpy_and_pure_python_downsampling_agree() -> None:
 
 
 def test_system_charts_per_node_and_total() -> None:
-    from traincard_otel.card.payload import system_charts, _Mode
+    from traincard_otel.card.payload import _Mode, system_charts
 
     data = RunData(source="two nodes")
     data.states = [{"attempt": 0, "rank": 0, "host": "node-a"}, {"attempt": 0, "rank": 4, "host": "node-b"}]
