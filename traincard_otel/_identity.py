@@ -78,9 +78,9 @@ def detect_metaflow() -> MetaflowIdentity | None:
     if not getattr(current, "is_running_flow", False) or not current.task_id:
         return None
     return MetaflowIdentity(
-        flow_name=current.flow_name,
+        flow_name=str(current.flow_name),
         run_id=str(current.run_id),
-        step_name=current.step_name,
+        step_name=str(current.step_name),
         task_id=str(current.task_id),
         retry_count=int(current.retry_count or 0),
         origin_run_id=current.origin_run_id,

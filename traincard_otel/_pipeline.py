@@ -78,7 +78,10 @@ def _metaflow_datastore(mf: MetaflowIdentity) -> MetaflowIdentity:
 
     from metaflow import current
 
-    md = current.task.metadata_dict
+    task = current.task
+    if task is None:
+        return mf
+    md = task.metadata_dict
     return replace(mf, ds_type=md.get("ds-type"), ds_root=md.get("ds-root"))
 
 

@@ -252,23 +252,9 @@ class Pump:
             attrs = {"exception.stacktrace": tb} if tb else {}
             self._emit(t, None, line, attrs, _SEVERITY.get(level, SeverityNumber.INFO), level)
         elif kind == R.PHASE_START:
-            _, t, name, token = item
-            span = self.tracer.start_span(
-                f"training.{name}",
-                context=trace.set_span_in_context(self.run_span),
-                start_time=_ns(t),
-                attributes={"traincard.phase": name, "traincard.step": self.reporter.step or 0},
-            )
-            self._phases[token], self._phase_names[token] = span, name
+            self._phase_start(*item[1:])
         elif kind == R.PHASE_END:
-            _, t, token, err = item
-            span = self._phases.pop(token, None)
-            name = self._phase_names.pop(token, None)
-            if span is not None:
-                if err:
-                    self._failed_phase = name
-                    span.set_status(Status(StatusCode.ERROR, f"{err[0]}: {err[1]}"))
-                span.end(end_time=_ns(t))
+            self._phase_end(*item[1:])
         elif kind == R.CHECKPOINT:
             self._checkpoint(*item[1:])
         elif kind == R.SYSTEM:
@@ -280,6 +266,25 @@ class Pump:
             self._emit(t, name, body, attrs)
         elif kind == R.FAILURE:
             self._failure(*item[1:])
+
+    def _phase_start(self, t: float, name: str, token: int) -> None:
+        span = self.tracer.start_span(
+            f"training.{name}",
+            context=trace.set_span_in_context(self.run_span),
+            start_time=_ns(t),
+            attributes={"traincard.phase": name, "traincard.step": self.reporter.step or 0},
+        )
+        self._phases[token], self._phase_names[token] = span, name
+
+    def _phase_end(self, t: float, token: int, err: tuple[str, str] | None) -> None:
+        span = self._phases.pop(token, None)
+        name = self._phase_names.pop(token, None)
+        if span is None:
+            return
+        if err:
+            self._failed_phase = name
+            span.set_status(Status(StatusCode.ERROR, f"{err[0]}: {err[1]}"))
+        span.end(end_time=_ns(t))
 
     def _reject(self, reason: str, message: str, *args: object) -> None:
         self.rejected[reason] = self.rejected.get(reason, 0) + 1

@@ -39,7 +39,7 @@ def _numeric(logs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-class TraincardCallback(TrainerCallback):  # type: ignore[misc]
+class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
     """Reports a Trainer's metrics, phases, checkpoints and progress to a :class:`Reporter`."""
 
     def __init__(self, reporter: Reporter) -> None:
@@ -58,7 +58,7 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc]
     def count_batch(self, inputs: Any) -> None:
         ids = inputs.get("input_ids") if isinstance(inputs, dict) else None
         shape = getattr(ids, "shape", None)
-        if shape is not None and len(shape) >= 1:
+        if ids is not None and shape is not None and len(shape) >= 1:
             self._samples += int(shape[0])
             self._tokens += int(ids.numel()) if len(shape) >= 2 else 0
 

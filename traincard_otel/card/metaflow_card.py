@@ -17,10 +17,10 @@ from metaflow.cards import MetaflowCard
 from .render import error_html, render_target
 
 
-class TraincardCard(MetaflowCard):  # type: ignore[misc]
+class TraincardCard(MetaflowCard):
     """Live training dashboard. Options: ``hourly_cost`` (price per hour, shows cost and cost at ETA)."""
 
-    type = "traincard"
+    type = "traincard"  # type: ignore[assignment]
     ALLOW_USER_COMPONENTS = False
     RUNTIME_UPDATABLE = True
     RELOAD_POLICY = MetaflowCard.RELOAD_POLICY_NEVER

@@ -122,7 +122,7 @@ def _xy(series: Series, mode: _Mode, by: str = "step") -> tuple[list, list]:
             i -= 1
         return xs[::-1], ys[::-1]
     if None not in xs_all:  # the common case, checked at C speed
-        return downsample(xs_all, series.values)
+        return downsample(xs_all, series.values)  # type: ignore[arg-type]
     pairs = [(x, v) for x, v in zip(xs_all, series.values, strict=False) if x is not None]
     return downsample([p[0] for p in pairs], [p[1] for p in pairs])
 

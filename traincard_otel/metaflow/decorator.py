@@ -27,7 +27,7 @@ from ..store.backends import MetaflowBackend
 from .refresher import Refresher, traincard_cards
 
 
-class TraincardDecorator(StepDecorator):  # type: ignore[misc]
+class TraincardDecorator(StepDecorator):
     """Step decorator. Attributes: ``refresh_interval`` (s, live card), ``flush_interval`` (s,
     store), ``system`` (sample host/GPU), ``attach_card`` (add ``@card(type="traincard")`` if absent),
     ``hourly_cost``."""
@@ -82,7 +82,7 @@ class TraincardDecorator(StepDecorator):  # type: ignore[misc]
 
         fds = self._flow_datastore
         mf = MetaflowIdentity(
-            flow_name=current.flow_name,
+            flow_name=str(current.flow_name),
             run_id=str(run_id),
             step_name=step_name,
             task_id=str(task_id),

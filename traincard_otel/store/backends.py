@@ -56,7 +56,7 @@ class LocalBackend:
     def list(self) -> list[str]:
         if not self.root.is_dir():
             return []
-        out = []
+        out: list[str] = []
         for dirpath, _dirs, files in os.walk(self.root):
             rel = Path(dirpath).relative_to(self.root)
             out.extend((rel / f).as_posix() for f in files if not f.startswith(".tmp-"))

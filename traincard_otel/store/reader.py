@@ -231,7 +231,7 @@ def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
         }
         data.events.append(event)
         if event["name"] == "traincard.checkpoint.saved":
-            a = event["attributes"]
+            a: dict[str, Any] = rec.get("a") or {}
             data.checkpoints.append(
                 {
                     "step": a.get("traincard.step"),

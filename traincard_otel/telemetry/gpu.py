@@ -51,11 +51,11 @@ class GpuSampler:
         nvml = self._nvml
         if nvml is None:
             try:
-                import pynvml as nvml
+                import pynvml
             except ImportError:
                 self.notes.append(_NO_PYNVML)
                 return
-            self._nvml = nvml
+            nvml = self._nvml = pynvml
         try:
             nvml.nvmlInit()
             count = nvml.nvmlDeviceGetCount()
