@@ -1,54 +1,111 @@
-"""Assemble the card: one self-contained HTML document (CSS, chart library, JS and data inline)."""
+"""Assemble the card page: one self-contained HTML document (CSS, chart library, JS and data inline)."""
 
 from __future__ import annotations
 
 import functools
+import html
 import json
+import math
 from collections.abc import Mapping
 from importlib.resources import files
 from typing import Any
 
-_RELOAD_TOKEN = 'var METAFLOW_RELOAD_TOKEN = "[METAFLOW_RELOAD_TOKEN]";'
+# Metaflow replaces the bracketed placeholder with the reload token of the card it serves.
+RELOAD_TOKEN_JS = 'var METAFLOW_RELOAD_TOKEN = "[METAFLOW_RELOAD_TOKEN]";'
+
+_JSON_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+_JSON_ESCAPE_TABLE = str.maketrans(_JSON_ESCAPES)
 
 
 @functools.cache
 def _asset(name: str) -> str:
-    return (files("traincard_otel.card") / "assets" / name).read_text(encoding="utf-8")
+    """One file under ``assets/``, read once per process."""
+    text = (files("traincard_otel.card") / "assets" / name).read_text(encoding="utf-8")
+    if name.endswith(".js"):
+        # An inline script ends at the first "</script"; JS treats "<\/" inside strings the same as "</".
+        text = text.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
+    elif name.endswith(".css"):
+        text = text.replace("</style", "<\\/style")
+    return text
 
 
-def embed_json(payload: Mapping[str, Any]) -> str:
-    """JSON that is safe inside a ``<script>`` element: no ``</script>``, comment or line-separator tricks."""
-    text = json.dumps(payload, separators=(",", ":"), allow_nan=False, default=str)
-    return (
-        text.replace("&", "\\u0026")
-        .replace("<", "\\u003c")
-        .replace(">", "\\u003e")
-        .replace("\u2028", "\\u2028")
-        .replace("\u2029", "\\u2029")
-    )
+def _jsonable(value: Any) -> Any:
+    """A copy of ``value`` with NaN and infinities as null (``JSON.parse`` rejects them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _default(value: Any) -> Any:
+    """Numbers from numpy and friends become plain numbers; anything else becomes its string."""
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            out = item()
+        except (TypeError, ValueError):
+            out = None
+        if isinstance(out, bool | int | float | str) or out is None:
+            return out
+    if isinstance(value, set | frozenset):
+        return list(value)
+    return str(value)
+
+
+def embed_json(payload: Any) -> str:
+    """JSON text that is safe inside ``<script type="application/json">``.
+
+    ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e`` and ``\\u0026`` (so no ``</script>`` or
+    ``<!--`` can end or change the element), and U+2028/U+2029 are escaped as well.
+    """
+    options: dict[str, Any] = {"separators": (",", ":"), "ensure_ascii": False, "default": _default}
+    try:
+        text = json.dumps(payload, allow_nan=False, **options)
+    except ValueError:  # NaN or infinity somewhere
+        text = json.dumps(_jsonable(payload), allow_nan=False, **options)
+    return text.translate(_JSON_ESCAPE_TABLE)
 
 
 def assemble_html(payload: Mapping[str, Any], *, live: bool) -> str:
-    """The card page for ``payload`` (see ``docs/card-payload.md``).
+    """Return the card page for ``payload`` (``docs/card-payload.md``) as one self-contained HTML string.
 
-    With ``live``, the page defines ``window.metaflow_card_update`` and the reload-token
-    placeholder that Metaflow substitutes, so it can be updated in place while the step runs.
+    The page inlines the uPlot and card styles, the payload (as ``<script type="application/json"
+    id="tc-payload">``), uPlot and ``card.js``; it loads nothing from the network.
+
+    With ``live=True`` (``render_runtime``) the page also carries
+    ``var METAFLOW_RELOAD_TOKEN = "[METAFLOW_RELOAD_TOKEN]";`` for Metaflow to substitute and defines
+    ``window.metaflow_card_update(payload)``, which merges live payloads into what is drawn. With
+    ``live=False`` (the final static card) neither appears, so viewers stop polling.
     """
-    token = f"<script>{_RELOAD_TOKEN}</script>" if live else ""
-    title = str((payload.get("run") or {}).get("title") or "training")
-    return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width,initial-scale=1'>"
-        f"<title>traincard · {_escape(title)}</title>"
-        f"<style>{_asset('vendor/uPlot.min.css')}\n{_asset('card.css')}</style></head>"
-        f"<body data-live='{'1' if live else '0'}' data-updates='0'><div id='tc-root'></div>"
-        f'<script type="application/json" id="tc-payload">{embed_json(payload)}</script>'
-        f"{token}<script>{_asset('vendor/uPlot.iife.min.js')}</script>"
-        f"<script>{_asset('card.js')}</script>"
-        + (f"<script>{_asset('live.js')}</script>" if live else "")
-        + "</body></html>"
+    run = payload.get("run")
+    title = str(run.get("title") or "") if isinstance(run, Mapping) else ""
+    live_scripts = (
+        f"<script>{RELOAD_TOKEN_JS}</script>\n<script>{_asset('live.js')}</script>\n" if live else ""
     )
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#39;")
+    return (
+        "<!doctype html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        '<meta name="color-scheme" content="light dark">\n'
+        f"<title>{html.escape(title or 'training run')} \u00b7 traincard</title>\n"
+        f"<style>\n{_asset('vendor/uPlot.min.css')}\n</style>\n"
+        f"<style>\n{_asset('card.css')}\n</style>\n"
+        "</head>\n"
+        f'<body class="tc" data-live="{"1" if live else "0"}" data-updates="0">\n'
+        '<div id="tc-root"></div>\n'
+        "<noscript>This card needs JavaScript to draw its charts.</noscript>\n"
+        f'<script type="application/json" id="tc-payload">{embed_json(payload)}</script>\n'
+        f"<script>{_asset('vendor/uPlot.iife.min.js')}</script>\n"
+        f"<script>{_asset('card.js')}</script>\n"
+        f"{live_scripts}"
+        "</body>\n</html>\n"
+    )

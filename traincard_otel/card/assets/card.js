@@ -1,319 +1,950 @@
-/* traincard: draws the card from the payload in #tc-payload (docs/card-payload.md).
- * Every string from telemetry is inserted as text (textContent / createTextNode), never as HTML. */
+/* traincard: draws the training card from the JSON payload in #tc-payload (docs/card-payload.md).
+ *
+ * Plain browser JavaScript, no build step and no network access. Every string that comes from the
+ * payload is inserted with textContent / createTextNode (or as an attribute value), never as HTML.
+ * Live pages also load live.js, which hands each live payload to TC.update (merge, no reload).
+ */
 (function () {
   "use strict";
-  var PALETTE = ["#2563eb", "#f97316", "#16a34a", "#dc2626", "#9333ea", "#0891b2", "#ca8a04", "#db2777", "#4b5563", "#65a30d"];
-  var state = { payload: null, charts: {}, logFilter: "", logLevel: "all" };
 
-  function el(tag, attrs, children) {
+  var CHART_HEIGHT = 210;
+  var TIME_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
+    172800, 604800, 2592000, 31536000];
+  var STACK_LINES = 18;
+  var SEVERITY = { failed: 0, terminated: 1, stalled: 2, degraded: 3, dropped: 4, resumed: 5, info: 6 };
+  var BANNER_TITLE = {
+    failed: "Failed", terminated: "Terminated", stalled: "Stalled", degraded: "Degraded",
+    dropped: "Data dropped", resumed: "Resumed", info: "Note"
+  };
+  var BANNER_ICON = { failed: "\u2716", terminated: "\u25A0", stalled: "\u23F8", degraded: "\u26A0",
+    dropped: "\u26A0", resumed: "\u21BB", info: "i" };
+  var LEVELS = { TRACE: 5, DEBUG: 10, INFO: 20, NOTICE: 25, WARN: 30, WARNING: 30, ERROR: 40, CRITICAL: 50,
+    FATAL: 50 };
+  var VERDICT_TITLE = { cuda_oom: "GPU out of memory", host_oom: "Host out of memory",
+    nccl_timeout: "Collective (NCCL) timeout" };
+
+  var S = {
+    payload: null,
+    receivedAt: now(),
+    charts: new Map(),          // chart id -> chart state (see createChart)
+    updates: 0,
+    log: { query: "", level: "all", open: new Set(), stick: true },
+    dom: {},
+    resizeQueued: false
+  };
+
+  /* ---------------------------------------------------------------- helpers */
+
+  function now() { return Date.now() / 1000; }
+  function isNum(v) { return typeof v === "number" && isFinite(v); }
+  function has(v) { return v !== null && v !== undefined && v !== ""; }
+  function str(v) { return v === null || v === undefined ? "" : String(v); }
+
+  /* Build an element. Text goes through textContent; attributes through setAttribute. */
+  function el(tag, cls, text, attrs) {
     var node = document.createElement(tag);
-    if (attrs) for (var k in attrs) {
-      if (k === "text") node.textContent = attrs[k];
-      else if (k === "cls") node.className = attrs[k];
-      else node.setAttribute(k, attrs[k]);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    if (attrs) for (var k in attrs) if (Object.prototype.hasOwnProperty.call(attrs, k) && attrs[k] !== undefined) {
+      node.setAttribute(k, String(attrs[k]));
     }
-    (children || []).forEach(function (c) { if (c) node.appendChild(typeof c === "string" ? document.createTextNode(c) : c); });
     return node;
   }
-  function fmtNum(v, digits) {
-    if (v === null || v === undefined || v === "") return "–";
+  function add(parent) {
+    for (var i = 1; i < arguments.length; i++) {
+      var c = arguments[i];
+      if (c === null || c === undefined || c === false) continue;
+      parent.appendChild(typeof c === "object" ? c : document.createTextNode(String(c)));
+    }
+    return parent;
+  }
+  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
+
+  function fmtNum(v, sig) {
+    if (v === null || v === undefined) return "\u2013";
+    if (typeof v === "boolean") return v ? "true" : "false";
     if (typeof v !== "number") return String(v);
     if (!isFinite(v)) return String(v);
+    if (v === 0) return "0";
     var a = Math.abs(v);
-    if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(2);
-    return Number(v.toFixed(digits === undefined ? 4 : digits)).toString();
+    if (a >= 1e6 || a < 1e-3) return v.toExponential(2).replace("e+", "e");
+    if (Number.isInteger(v)) return v.toLocaleString("en-US");
+    return String(Number(v.toPrecision(sig || 4)));
   }
   function fmtAxis(v) {
-    if (v === null || v === undefined) return "";
+    if (v === null || v === undefined || !isFinite(v)) return "";
+    if (v === 0) return "0";
     var a = Math.abs(v);
-    if (a >= 1e9) return (v / 1e9).toFixed(a >= 1e10 ? 0 : 1) + "G";
-    if (a >= 1e6) return (v / 1e6).toFixed(a >= 1e7 ? 0 : 1) + "M";
-    if (a >= 1e4) return (v / 1e3).toFixed(a >= 1e5 ? 0 : 1) + "k";
-    if (a !== 0 && a < 1e-3) return v.toExponential(0);
-    return String(Number(v.toPrecision(4)));
+    if (a >= 1e9) return +(v / 1e9).toPrecision(3) + "G";
+    if (a >= 1e6) return +(v / 1e6).toPrecision(3) + "M";
+    if (a >= 1e4) return +(v / 1e3).toPrecision(3) + "k";
+    if (a < 1e-3) return v.toExponential(1).replace("e+", "e");
+    return String(+v.toPrecision(4));
   }
+  function fmtInt(v) { return isNum(v) ? Math.round(v).toLocaleString("en-US") : "\u2013"; }
   function fmtDur(s) {
-    if (s === null || s === undefined || !isFinite(s)) return "–";
+    if (!isNum(s)) return "\u2013";
     s = Math.max(0, Math.round(s));
-    var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
-    return h ? h + "h " + m + "m" : m ? m + "m " + sec + "s" : sec + "s";
+    var d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60), x = s % 60;
+    if (d) return d + "d " + h + "h";
+    if (h) return h + "h " + (m < 10 ? "0" : "") + m + "m";
+    if (m) return m + "m " + (x < 10 ? "0" : "") + x + "s";
+    return x + "s";
+  }
+  function pad2(n) { return (n < 10 ? "0" : "") + n; }
+  function fmtClock(t) {
+    if (!isNum(t)) return "\u2013";
+    var d = new Date(t * 1000);
+    return pad2(d.getHours()) + ":" + pad2(d.getMinutes()) + ":" + pad2(d.getSeconds());
+  }
+  function fmtDateTime(t) {
+    if (!isNum(t)) return "";
+    var d = new Date(t * 1000);
+    return d.getFullYear() + "-" + pad2(d.getMonth() + 1) + "-" + pad2(d.getDate()) + " " + fmtClock(t);
   }
   function fmtBytes(b) {
-    if (b === null || b === undefined) return "–";
-    var u = ["B", "KB", "MB", "GB", "TB"], i = 0;
-    while (b >= 1024 && i < u.length - 1) { b /= 1024; i++; }
-    return (i ? b.toFixed(1) : b) + " " + u[i];
+    if (!isNum(b)) return "\u2013";
+    var units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"], i = 0, v = Math.abs(b);
+    while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return (b < 0 ? "-" : "") + (i ? v.toFixed(v < 10 ? 2 : 1) : String(v)) + " " + units[i];
   }
-  function fmtTime(t) { return t ? new Date(t * 1000).toLocaleTimeString() : "–"; }
-  function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
-  function section(id, title) { var s = el("section", { id: id }); if (title) s.appendChild(el("h2", { text: title })); return s; }
+  function fmtMoney(v) { return isNum(v) ? "$" + v.toFixed(v < 10 ? 2 : 0) : "\u2013"; }
 
-  /* ---------- status and banners ---------- */
-  function kv(k, v, id) { var n = el("div", { cls: "tc-kv" }, [el("span", { cls: "k", text: k }), el("span", { cls: "v", text: v })]); if (id) n.id = id; return n; }
-  function renderStatus(run) {
-    var box = el("div", { id: "tc-status" });
-    box.appendChild(el("span", { cls: "tc-title", text: run.title || "training" }));
-    box.appendChild(el("span", { cls: "tc-pill " + (run.status || "unknown"), text: run.status || "unknown" }));
-    box.appendChild(kv("phase", run.phase || "–", "tc-phase"));
-    var step = (run.step === null || run.step === undefined ? "–" : String(run.step)) + (run.max_steps ? " / " + run.max_steps : "");
-    box.appendChild(kv("step", step, "tc-step"));
-    if (run.max_steps && run.step !== null && run.step !== undefined) {
-      var bar = el("div", { cls: "tc-progress", title: Math.round(100 * run.step / run.max_steps) + "%" });
-      var fill = el("div"); fill.style.width = Math.min(100, 100 * run.step / run.max_steps) + "%"; bar.appendChild(fill); box.appendChild(bar);
+  /* A reading from system.latest / failure.last_system, formatted from its name and unit. */
+  function fmtReading(name, value, unit) {
+    name = str(name).replace(/\{.*\}$/, ""); unit = str(unit);
+    if (!isNum(value)) return fmtNum(value);
+    if (unit === "%") return fmtNum(value, 3) + " %";
+    if (unit === "By" || (unit === "" && /(memory|disk|network|bytes).*(usage|limit|size|io)$|\.bytes$/.test(name))) {
+      return fmtBytes(value);
     }
-    box.appendChild(kv("epoch", fmtNum(run.epoch, 2) + (run.num_epochs ? " / " + fmtNum(run.num_epochs, 2) : "")));
-    box.appendChild(kv("elapsed", fmtDur(run.elapsed_s)));
-    box.appendChild(kv("ETA", run.status === "running" ? fmtDur(run.eta_s) : "–", "tc-eta"));
-    box.appendChild(kv("batch", fmtNum(run.batch_size, 0)));
-    box.appendChild(kv("world", fmtNum(run.world_size, 0)));
-    box.appendChild(kv("attempt", String(run.attempt || 0) + (run.restarts ? " (" + run.restarts + " restarts)" : "")));
-    if (run.heartbeat_age_s !== null && run.heartbeat_age_s !== undefined) box.appendChild(kv("last update", fmtDur(run.heartbeat_age_s) + " ago"));
-    if (run.cost) box.appendChild(kv("cost", "$" + run.cost.so_far.toFixed(2) + (run.status === "running" ? " → $" + run.cost.at_eta.toFixed(2) + " at ETA" : "")));
-    return box;
+    if ((unit === "1" || unit === "") && /utilization$/.test(name) && Math.abs(value) <= 1.5) {
+      return (value * 100).toFixed(value * 100 >= 10 ? 0 : 1) + " %";
+    }
+    if (unit === "Cel") return fmtNum(value, 3) + " \u00B0C";
+    return fmtNum(value) + (unit && unit !== "1" ? " " + unit : "");
   }
-  function renderBanners(banners) {
-    var box = el("div", { id: "tc-banners" });
-    (banners || []).forEach(function (b) { box.appendChild(el("div", { cls: "tc-banner " + b.kind, "data-kind": b.kind, text: b.text })); });
+
+  function levelNum(level) {
+    var n = LEVELS[str(level).toUpperCase()];
+    return n === undefined ? 20 : n;
+  }
+
+  function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
+  function theme() {
+    var pal = [];
+    for (var i = 0; i < 10; i++) pal.push(cssVar("--tc-c" + i) || "#888");
+    return {
+      palette: pal,
+      axis: cssVar("--tc-muted") || "#666",
+      grid: cssVar("--tc-grid") || "#eee",
+      panel: cssVar("--tc-panel") || "#fff",
+      restart: cssVar("--tc-marker-restart") || "#d33",
+      rewind: cssVar("--tc-marker-rewind") || "#93c",
+      font: cssVar("--tc-font") || "sans-serif"
+    };
+  }
+
+  /* ---------------------------------------------------------------- header */
+
+  function fact(id, label, value, hint) {
+    var box = el("div", "tc-fact", null, { id: id });
+    add(box, el("dt", null, label), el("dd", null, value, hint ? { title: hint } : null));
     return box;
   }
 
-  /* ---------- charts ---------- */
-  function align(series) {
-    var set = {}, xs = [];
-    series.forEach(function (s) { s.x.forEach(function (x) { if (!set.hasOwnProperty(x)) { set[x] = 1; xs.push(x); } }); });
-    xs.sort(function (a, b) { return a - b; });
-    var index = {}; xs.forEach(function (x, i) { index[x] = i; });
-    var data = [xs];
-    series.forEach(function (s) {
-      var ys = new Array(xs.length).fill(null);
-      for (var i = 0; i < s.x.length; i++) ys[index[s.x[i]]] = s.y[i];
-      data.push(ys);
+  function renderHeader() {
+    var run = S.payload.run || {};
+    var head = clear(S.dom.header);
+    var status = str(run.status) || "unknown";
+    head.setAttribute("data-status", status);
+    document.body.setAttribute("data-status", status);
+
+    var top = el("div", "tc-head-top");
+    var pill = el("span", "tc-pill tc-pill--" + status.replace(/[^a-z_-]/gi, ""), null, { "data-status": status });
+    add(pill, el("span", "tc-dot", null, { "aria-hidden": "true" }), el("span", "tc-pill-text", status));
+    var title = el("h1", "tc-title", run.title || "training run", { title: str(run.title) });
+    var phaseWrap = el("span", "tc-phase-wrap");
+    add(phaseWrap, el("span", "tc-phase-label", "phase"),
+      el("span", "tc-phase", run.phase || "\u2013", { id: "tc-phase" }));
+    var mode = el("span", "tc-mode", S.payload.final ? "final" : "live", {
+      id: "tc-mode", title: "payload generated " + fmtDateTime(S.payload.generated_at)
     });
+    add(top, pill, title, phaseWrap, mode);
+    head.appendChild(top);
+
+    // Step and progress.
+    var progress = el("div", "tc-progress-row");
+    var stepText = (has(run.step) ? str(run.step) : "\u2013") + (has(run.max_steps) ? " / " + str(run.max_steps) : "");
+    var stepBox = el("div", "tc-step-box");
+    add(stepBox, el("span", "tc-step-label", "step"),
+      el("span", "tc-step", stepText, { id: "tc-step", "data-step": has(run.step) ? run.step : "" }));
+    progress.appendChild(stepBox);
+    if (isNum(run.step) && isNum(run.max_steps) && run.max_steps > 0) {
+      var frac = Math.max(0, Math.min(1, run.step / run.max_steps));
+      var bar = el("div", "tc-progress", null, {
+        id: "tc-progress", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": run.max_steps,
+        "aria-valuenow": run.step
+      });
+      var fill = el("div", "tc-progress-fill");
+      fill.style.width = (frac * 100).toFixed(2) + "%";
+      bar.appendChild(fill);
+      add(progress, bar, el("span", "tc-pct", (frac * 100).toFixed(frac < 0.1 ? 1 : 0) + "%"));
+    } else {
+      progress.appendChild(el("div", "tc-progress tc-progress--none", null, { id: "tc-progress" }));
+    }
+    head.appendChild(progress);
+
+    // Facts.
+    var facts = el("dl", "tc-facts");
+    var epoch = has(run.epoch) ? fmtNum(run.epoch, 3) : "\u2013";
+    if (has(run.num_epochs)) epoch += " / " + fmtNum(run.num_epochs);
+    add(facts,
+      fact("tc-epoch", "epoch", epoch),
+      fact("tc-elapsed", "elapsed", fmtDur(run.elapsed_s), run.started_at ? "started " + fmtDateTime(run.started_at) : null),
+      fact("tc-eta", "ETA", isNum(run.eta_s) ? fmtDur(run.eta_s) : "\u2013",
+        isNum(run.eta_s) ? "finishes around " + fmtClock(S.payload.generated_at + run.eta_s) : null),
+      fact("tc-batch", "batch size", has(run.batch_size) ? fmtNum(run.batch_size) : "\u2013"),
+      fact("tc-world", "world size", has(run.world_size) ? fmtNum(run.world_size) : "\u2013"),
+      fact("tc-restarts", "restarts", fmtNum(run.restarts || 0)),
+      fact("tc-attempt", "attempt", fmtNum(run.attempt || 0)),
+      fact("tc-updated", "last update", "\u2013", run.updated_at ? fmtDateTime(run.updated_at) : null));
+    if (run.restarts) facts.querySelector("#tc-restarts").classList.add("tc-fact--warn");
+    if (run.cost && typeof run.cost === "object") {
+      var c = run.cost;
+      var costText = fmtMoney(c.so_far) + (isNum(c.at_eta) && status === "running" ? " \u2192 " + fmtMoney(c.at_eta) : "");
+      facts.appendChild(fact("tc-cost", "cost", costText, isNum(c.hourly) ? fmtMoney(c.hourly) + " per hour" +
+        (isNum(c.at_eta) ? "; " + fmtMoney(c.at_eta) + " at ETA" : "") : null));
+    }
+    head.appendChild(facts);
+    tick();
+  }
+
+  /* Ticking clocks on a live page: elapsed time and the age of the last update. */
+  function tick() {
+    var run = (S.payload && S.payload.run) || {};
+    var since = now() - S.receivedAt;
+    var running = run.status === "running" && !S.payload.final;
+    var elapsed = document.querySelector("#tc-elapsed dd");
+    if (elapsed && isNum(run.elapsed_s)) elapsed.textContent = fmtDur(run.elapsed_s + (running ? since : 0));
+    var updated = document.querySelector("#tc-updated dd");
+    if (!updated) return;
+    var box = updated.parentNode;
+    if (isNum(run.heartbeat_age_s) && running) {
+      var age = run.heartbeat_age_s + since;
+      updated.textContent = fmtDur(age) + " ago";
+      box.classList.toggle("tc-fact--warn", age > 60);
+      box.setAttribute("data-age", age.toFixed(1));
+    } else {
+      updated.textContent = isNum(run.updated_at) ? fmtClock(run.updated_at) : "\u2013";
+      box.classList.remove("tc-fact--warn");
+    }
+  }
+
+  /* ---------------------------------------------------------------- banners */
+
+  function renderBanners() {
+    var box = clear(S.dom.banners);
+    var list = (S.payload.banners || []).filter(function (b) { return b && typeof b === "object"; });
+    list = list.map(function (b, i) { return { b: b, i: i }; }).sort(function (p, q) {
+      var a = SEVERITY[p.b.kind], b = SEVERITY[q.b.kind];
+      a = a === undefined ? 9 : a; b = b === undefined ? 9 : b;
+      return a - b || p.i - q.i;
+    });
+    list.forEach(function (p) {
+      var kind = str(p.b.kind) || "info";
+      var safe = SEVERITY[kind] === undefined ? "info" : kind;
+      var row = el("div", "tc-banner tc-banner--" + safe, null,
+        { "data-kind": kind, role: SEVERITY[kind] <= 2 ? "alert" : "status" });
+      add(row, el("span", "tc-banner-icon", BANNER_ICON[safe], { "aria-hidden": "true" }),
+        el("span", "tc-banner-kind", BANNER_TITLE[safe] || kind),
+        el("span", "tc-banner-text", p.b.text));
+      box.appendChild(row);
+    });
+    box.hidden = !list.length;
+  }
+
+  /* ---------------------------------------------------------------- failure */
+
+  function kvTable(obj, id, reading) {
+    var keys = obj && typeof obj === "object" ? Object.keys(obj) : [];
+    if (!keys.length) return el("p", "tc-note", "none recorded", { id: id });
+    var table = el("table", "tc-table tc-kv-table", null, { id: id });
+    var body = el("tbody");
+    keys.forEach(function (k) {
+      var tr = el("tr");
+      add(tr, el("th", null, k, { scope: "row" }), el("td", null, reading ? fmtReading(k, obj[k], "") : fmtNum(obj[k])));
+      body.appendChild(tr);
+    });
+    table.appendChild(body);
+    return table;
+  }
+
+  function renderFailure() {
+    var f = S.payload.failure;
+    var box = clear(S.dom.failure);
+    box.hidden = !f || typeof f !== "object";
+    if (box.hidden) return;
+
+    var head = el("div", "tc-failure-head");
+    var where = [];
+    if (has(f.phase)) where.push("phase " + f.phase);
+    if (has(f.step)) where.push("step " + str(f.step));
+    add(head, el("span", "tc-failure-label", "Training failed"),
+      where.length ? el("span", "tc-failure-where", "in " + where.join(", ")) : null);
+    box.appendChild(head);
+    var exc = el("p", "tc-failure-exc");
+    add(exc, el("code", "tc-failure-type", f.type || "Error", { id: "tc-failure-type" }),
+      el("span", "tc-failure-colon", ": "),
+      el("span", "tc-failure-message", has(f.message) ? f.message : "(no message)", { id: "tc-failure-message" }));
+    box.appendChild(exc);
+
+    var v = f.verdict;
+    if (v && typeof v === "object" && (has(v.kind) || has(v.text))) {
+      var vb = el("div", "tc-verdict" + (has(v.kind) ? "" : " tc-verdict--none"), null,
+        { id: "tc-verdict", "data-kind": has(v.kind) ? v.kind : "none", "data-verdict": has(v.kind) ? v.kind : "none" });
+      var title = el("div", "tc-verdict-title");
+      add(title, el("span", "tc-verdict-label", has(v.kind) ? "Likely cause" : "Verdict"),
+        el("strong", null, has(v.kind) ? (VERDICT_TITLE[v.kind] || v.kind) : "no specific cause identified"));
+      vb.appendChild(title);
+      if (has(v.text)) vb.appendChild(el("p", "tc-verdict-text", v.text));
+      var ev = Array.isArray(v.evidence) ? v.evidence : [];
+      if (ev.length) {
+        var ul = el("ul", "tc-evidence");
+        ev.forEach(function (e) { ul.appendChild(el("li", null, typeof e === "string" ? e : JSON.stringify(e))); });
+        vb.appendChild(ul);
+      }
+      box.appendChild(vb);
+    }
+
+    var tb = str(f.traceback).replace(/\s+$/, "");
+    if (tb) {
+      var lines = tb.split("\n");
+      box.appendChild(el("h3", null, "Stack (last frames)"));
+      box.appendChild(el("pre", "tc-stack", lines.slice(-STACK_LINES).join("\n"), { id: "tc-failure-stack" }));
+      if (lines.length > STACK_LINES) {
+        var d = el("details", "tc-stack-full");
+        add(d, el("summary", null, "Full traceback (" + lines.length + " lines)"), el("pre", "tc-stack", tb));
+        box.appendChild(d);
+      }
+    }
+    var cols = el("div", "tc-failure-tables");
+    var m = el("div"), s = el("div");
+    add(m, el("h3", null, "Last metrics"), kvTable(f.last_metrics, "tc-failure-metrics", false));
+    add(s, el("h3", null, "Last system readings"), kvTable(f.last_system, "tc-failure-system", true));
+    add(cols, m, s);
+    box.appendChild(cols);
+  }
+
+  /* ---------------------------------------------------------------- charts */
+
+  /* Clean a payload series: numeric x only, sorted by x, y null where not a finite number. */
+  function cleanSeries(s) {
+    var xs = Array.isArray(s && s.x) ? s.x : [], ys = Array.isArray(s && s.y) ? s.y : [];
+    var n = Math.min(xs.length, ys.length), x = new Array(n), y = new Array(n), k = 0, sorted = true;
+    for (var i = 0; i < n; i++) {
+      var xv = xs[i];
+      if (typeof xv !== "number" || !isFinite(xv)) continue;
+      var yv = ys[i];
+      if (k && xv < x[k - 1]) sorted = false;
+      x[k] = xv; y[k] = typeof yv === "number" && isFinite(yv) ? yv : null; k++;
+    }
+    x.length = k; y.length = k;
+    if (!sorted) {
+      var idx = new Array(k);
+      for (var j = 0; j < k; j++) idx[j] = j;
+      idx.sort(function (a, b) { return x[a] - x[b] || a - b; });
+      x = idx.map(function (i2) { return x[i2]; });
+      y = idx.map(function (i2) { return y[i2]; });
+    }
+    return { label: str(s && s.label) || "series", x: x, y: y };
+  }
+
+  /* uPlot wants one shared x array: the sorted union of all series' x, with null where a series
+   * has no point. Series arrays are sorted, so one merge pass per series is enough. */
+  function align(series) {
+    var n = series.length;
+    if (!n) return [[]];
+    var first = series[0].x, same = true;
+    for (var s = 1; s < n && same; s++) {
+      var xs = series[s].x;
+      if (xs.length !== first.length) { same = false; break; }
+      for (var i = 0; i < xs.length; i++) if (xs[i] !== first[i]) { same = false; break; }
+    }
+    if (same) {
+      var out = [first.slice()];
+      for (var t = 0; t < n; t++) out.push(series[t].y.slice());
+      return out;
+    }
+    var total = 0;
+    for (var a = 0; a < n; a++) total += series[a].x.length;
+    var all = new Float64Array(total), p = 0;
+    for (var b = 0; b < n; b++) { all.set(series[b].x, p); p += series[b].x.length; }
+    all.sort();
+    var union = [];
+    for (var c = 0; c < total; c++) if (c === 0 || all[c] !== all[c - 1]) union.push(all[c]);
+    var data = [union];
+    for (var d = 0; d < n; d++) {
+      var sx = series[d].x, sy = series[d].y, ys = new Array(union.length).fill(null), u = 0;
+      for (var e = 0; e < sx.length; e++) {
+        while (union[u] < sx[e]) u++;
+        ys[u] = sy[e];
+      }
+      data.push(ys);
+    }
     return data;
   }
-  function markerPlugin(isStep) {
-    return { hooks: { draw: [function (u) {
-      if (!isStep || !state.payload || !state.payload.markers) return;
-      var ctx = u.ctx; ctx.save();
-      ctx.strokeStyle = cssVar("--warn"); ctx.fillStyle = cssVar("--warn"); ctx.setLineDash([5, 4]); ctx.lineWidth = 1.5 * devicePixelRatio;
-      ctx.font = (10 * devicePixelRatio) + "px system-ui";
-      state.payload.markers.forEach(function (m) {
-        var x = u.valToPos(m.x, "x", true);
-        if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
-        ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
-        ctx.fillText(m.label, x + 3 * devicePixelRatio, u.bbox.top + 10 * devicePixelRatio);
+
+  /* Per series: drawn points (to decide on dots) and the latest value (legend without a cursor). */
+  function countPoints(ch) {
+    ch.counts = []; ch.lastY = []; ch.lastX = null;
+    ch.spec.series.forEach(function (s) {
+      var n = 0, last = null;
+      for (var i = 0; i < s.y.length; i++) if (s.y[i] !== null) { n++; last = s.y[i]; }
+      ch.counts.push(n); ch.lastY.push(last);
+      if (s.x.length && (ch.lastX === null || s.x[s.x.length - 1] > ch.lastX)) ch.lastX = s.x[s.x.length - 1];
+    });
+  }
+
+  function timeTicks(u, ticks) {
+    var span = u.scales.x.max - u.scales.x.min;
+    return ticks.map(function (t) {
+      var d = new Date(t * 1000), hm = pad2(d.getHours()) + ":" + pad2(d.getMinutes());
+      if (span < 300) return hm + ":" + pad2(d.getSeconds());
+      if (span > 2 * 86400) return (d.getMonth() + 1) + "/" + d.getDate() + " " + hm;
+      return hm;
+    });
+  }
+
+  function pointCount(spec) {
+    var n = 0;
+    spec.series.forEach(function (s) { n += s.x.length; });
+    return n;
+  }
+
+  /* train blue, eval orange in every chart; "rank N" gets palette colour N; the rest in order. */
+  function seriesStyles(spec, th) {
+    var n = th.palette.length, used = {}, styles = [];
+    var bases = spec.series.map(function (s) { return s.label.toLowerCase().replace(/ \(resumed \d+\)$/, ""); });
+    var next = bases.some(function (b) { return /^(train|eval)\b/.test(b); }) ? 2 : 0;
+    spec.series.forEach(function (s, i) {
+      var base = bases[i], idx = used[base], m;
+      if (idx === undefined) {
+        if (/^train\b/.test(base)) idx = 0;
+        else if (/^eval\b/.test(base)) idx = 1;
+        else if ((m = /^rank (\d+)$/.exec(base))) idx = Number(m[1]) % n;
+        else idx = next++ % n;
+        used[base] = idx;
+      }
+      styles.push({ stroke: th.palette[idx], dash: base !== s.label.toLowerCase() ? [6, 3] : undefined });
+    });
+    return styles;
+  }
+
+  function axisSize(self, values, axisIdx, cycleNum) {
+    var axis = self.axes[axisIdx];
+    if (cycleNum > 1) return axis._size;
+    var size = axis.ticks.size + axis.gap, longest = "";
+    (values || []).forEach(function (v) { if (v && v.length > longest.length) longest = v; });
+    if (longest) { self.ctx.font = axis.font[0]; size += self.ctx.measureText(longest).width / devicePixelRatio; }
+    return Math.ceil(size) + 4;
+  }
+
+  function drawMarkers(u) {
+    var ch = u.tcChart;
+    if (!ch || ch.spec.x === "time") return;
+    var markers = (S.payload && S.payload.markers) || [];
+    var th = ch.theme, ctx = u.ctx, dpr = devicePixelRatio || 1, drawn = 0;
+    var min = u.scales.x.min, max = u.scales.x.max, box = u.bbox;
+    if (!isNum(min) || !isNum(max)) { ch.box.setAttribute("data-markers", "0"); return; }
+    ctx.save();
+    ctx.beginPath(); ctx.rect(box.left, box.top, box.width, box.height); ctx.clip();
+    ctx.font = "600 " + Math.round(10 * dpr) + "px " + th.font;
+    ctx.textBaseline = "top";
+    ctx.textAlign = "left";
+    var rows = [];  // right edge of the last label in each text row, to avoid overlaps
+    markers.filter(function (m) { return m && isNum(m.x) && m.x >= min && m.x <= max; })
+      .sort(function (a, b) { return a.x - b.x; }).forEach(function (m) {
+      var colour = m.kind === "rewind" ? th.rewind : th.restart;
+      var x = Math.round(u.valToPos(m.x, "x", true)) + 0.5;
+      ctx.strokeStyle = colour; ctx.lineWidth = Math.max(1, dpr); ctx.setLineDash([5 * dpr, 4 * dpr]);
+      ctx.beginPath(); ctx.moveTo(x, box.top); ctx.lineTo(x, box.top + box.height); ctx.stroke();
+      var label = str(m.label);
+      if (label) {
+        var w = ctx.measureText(label).width + 8 * dpr, h = 14 * dpr;
+        var left = x + 4 * dpr + w > box.left + box.width ? x - 4 * dpr - w : x + 4 * dpr;
+        var row = 0;
+        while (rows[row] !== undefined && rows[row] > left - 2 * dpr && row < 4) row++;
+        rows[row] = left + w;
+        var top = box.top + 3 * dpr + row * (h + 2 * dpr);
+        ctx.setLineDash([]);
+        ctx.globalAlpha = 0.88; ctx.fillStyle = th.panel; ctx.fillRect(left, top, w, h);
+        ctx.globalAlpha = 1; ctx.strokeStyle = colour; ctx.lineWidth = dpr; ctx.strokeRect(left, top, w, h);
+        ctx.fillStyle = colour; ctx.fillText(label, left + 4 * dpr, top + 2 * dpr);
+      }
+      drawn++;
+    });
+    ctx.restore();
+    ch.box.setAttribute("data-markers", String(drawn));
+  }
+
+  function plotWidth(ch) { return Math.max(240, Math.floor(ch.holder.clientWidth || ch.box.clientWidth - 20 || 420)); }
+
+  function buildPlot(ch) {
+    if (ch.plot) { ch.plot.destroy(); ch.plot = null; }
+    clear(ch.holder);
+    var spec = ch.spec, isTime = spec.x === "time", th = theme();
+    ch.theme = th;
+    var styles = seriesStyles(spec, th);
+    countPoints(ch);
+    var series = [{
+      label: isTime ? "time" : "step",
+      value: function (u, v, si, idx) {
+        if (idx === null || idx === undefined) v = ch.lastX;
+        return v === null || v === undefined ? "\u2013" : isTime ? fmtClock(v) : fmtInt(v);
+      }
+    }];
+    spec.series.forEach(function (s, i) {
+      series.push({
+        label: s.label,
+        stroke: styles[i].stroke,
+        dash: styles[i].dash,
+        width: 1.6,
+        spanGaps: true,
+        points: {
+          size: 5, fill: styles[i].stroke, stroke: styles[i].stroke,
+          show: function (u, si) { return ch.counts[si - 1] <= Math.max(8, u.bbox.width / devicePixelRatio / 9); }
+        },
+        value: function (u, v, si, idx) {
+          if (idx === null || idx === undefined) v = ch.lastY[si - 1];
+          return v === null || v === undefined ? "\u2013" : fmtNum(v, 5);
+        }
       });
-      ctx.restore();
-    }] } };
-  }
-  function countPoints(c) { return c.series.reduce(function (n, s) { return n + s.x.length; }, 0); }
-  function makeChart(c, holder) {
-    var isStep = c.x !== "time";
-    var axis = { stroke: cssVar("--muted"), grid: { stroke: cssVar("--line"), width: 1 }, ticks: { stroke: cssVar("--line") } };
-    var width = Math.max(300, holder.clientWidth - 16 || 420);
+    });
+    var axisFont = "11px " + th.font;
+    var axis = { stroke: th.axis, font: axisFont, grid: { stroke: th.grid, width: 1 }, ticks: { stroke: th.grid, width: 1, size: 4 } };
     var opts = {
-      width: width, height: 200, plugins: [markerPlugin(isStep)],
-      scales: { x: { time: !isStep } },
-      axes: [Object.assign({}, axis), Object.assign({ size: 60, values: function (u, splits) { return splits.map(fmtAxis); } }, axis)],
-      legend: { live: true },
-      cursor: { drag: { x: true, y: false } },
-      series: [{ label: isStep ? "step" : "time" }].concat(c.series.map(function (s, i) {
-        return { label: s.label, stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: true, points: { show: s.x.length < 40 } };
-      })),
+      width: plotWidth(ch),
+      height: CHART_HEIGHT,
+      pxAlign: 0,
+      cursor: { sync: { key: isTime ? "tc-time" : "tc-step" }, drag: { x: true, y: false, setScale: true }, points: { size: 7 } },
+      legend: { show: true, live: true },
+      scales: { x: { time: isTime, range: function (u, min, max) {
+        if (min === null || max === null) return [0, 1];
+        var pad = isTime ? 30 : 1;
+        return min === max ? [min - pad, max + pad] : [min, max];
+      } } },
+      axes: [
+        Object.assign({}, axis, isTime ? { values: timeTicks, incrs: TIME_INCRS } :
+          { values: function (u, ticks) { return ticks.map(fmtAxis); } }),
+        Object.assign({}, axis, { size: axisSize, values: function (u, ticks) { return ticks.map(fmtAxis); } })
+      ],
+      hooks: { draw: [drawMarkers] },
+      series: series
     };
-    return new uPlot(opts, align(c.series), holder);
-  }
-  function renderChart(c) {
-    var box = el("div", { cls: "tc-chart", "data-chart-id": c.id });
-    box.appendChild(el("div", { cls: "tc-chart-title", text: c.title + (c.unit ? " (" + c.unit + ")" : "") }));
-    var holder = el("div"); box.appendChild(holder);
-    box.setAttribute("data-points", String(countPoints(c)));
-    state.charts[c.id] = { spec: c, box: box, holder: holder, plot: null };
-    return box;
-  }
-  function drawCharts() {
-    Object.keys(state.charts).forEach(function (id) {
-      var ch = state.charts[id];
-      if (ch.plot) ch.plot.destroy();
-      ch.holder.textContent = "";
-      ch.plot = makeChart(ch.spec, ch.holder);
-      ch.box.setAttribute("data-points", String(countPoints(ch.spec)));
-    });
-  }
-  function chartGrid(charts, group) {
-    var grid = el("div", { cls: "tc-grid" });
-    charts.filter(function (c) { return (c.group || "training") === group; }).forEach(function (c) { grid.appendChild(renderChart(c)); });
-    return grid;
+    ch.plot = new uPlot(opts, align(spec.series), ch.holder);
+    ch.plot.tcChart = ch;
+    ch.width = opts.width;
+    ch.box.setAttribute("data-points", String(pointCount(spec)));
+    ch.box.setAttribute("data-series", String(spec.series.length));
   }
 
-  /* ---------- system ---------- */
-  function renderSystem(p) {
-    var s = section("tc-system", "System");
-    var sys = p.system || {};
-    (sys.notes || []).forEach(function (n) { s.appendChild(el("p", { cls: "tc-note", text: n })); });
-    if ((sys.latest || []).length) {
-      var tiles = el("div", { cls: "tc-tiles" });
-      sys.latest.forEach(function (t) { tiles.appendChild(el("div", { cls: "tc-tile" }, [el("div", { cls: "k", text: t.label }), el("div", { cls: "v", text: fmtNum(t.value, 3) + (t.unit && t.unit !== "1" ? " " + t.unit : "") })])); });
-      s.appendChild(tiles);
+  function refreshPlot(ch) {
+    countPoints(ch);
+    // Keep a zoomed-in view where the user put it; otherwise follow the new points.
+    var xs = ch.plot.data[0], sc = ch.plot.scales.x;
+    var zoomed = xs.length > 1 && isNum(sc.min) && isNum(sc.max) && (sc.min > xs[0] || sc.max < xs[xs.length - 1]);
+    ch.plot.setData(align(ch.spec.series), !zoomed);
+    ch.box.setAttribute("data-points", String(pointCount(ch.spec)));
+  }
+
+  function createChart(c) {
+    var spec = {
+      id: str(c.id), title: str(c.title) || str(c.id), unit: str(c.unit),
+      group: c.group === "system" ? "system" : "training",
+      x: c.x === "time" ? "time" : "step",
+      series: (Array.isArray(c.series) ? c.series : []).map(cleanSeries)
+    };
+    var box = el("figure", "tc-chart", null, { "data-chart-id": spec.id, "data-group": spec.group, "data-x": spec.x });
+    var cap = el("figcaption", "tc-chart-head");
+    add(cap, el("span", "tc-chart-title", spec.title),
+      spec.unit ? el("span", "tc-chart-unit", spec.unit) : null,
+      el("span", "tc-chart-x", spec.x === "time" ? "by time" : "by step"));
+    var holder = el("div", "tc-chart-plot");
+    add(box, cap, holder);
+    var ch = { spec: spec, box: box, holder: holder, plot: null, counts: [], width: 0, theme: null };
+    S.charts.set(spec.id, ch);
+    return ch;
+  }
+
+  function renderChartSections() {
+    var training = [], system = [];
+    S.charts.forEach(function (ch) { (ch.spec.group === "system" ? system : training).push(ch); });
+    var tg = S.dom.trainGrid, sg = S.dom.sysGrid;
+    training.forEach(function (ch) { if (ch.box.parentNode !== tg) tg.appendChild(ch.box); });
+    system.forEach(function (ch) { if (ch.box.parentNode !== sg) sg.appendChild(ch.box); });
+    S.dom.charts.classList.toggle("tc-section--empty", !training.length);
+    S.dom.trainEmpty.hidden = !!training.length;
+    tg.hidden = !training.length;
+    sg.hidden = !system.length;
+    var count = S.dom.charts.querySelector(".tc-count");
+    if (count) count.textContent = training.length ? String(training.length) : "";
+    S.charts.forEach(function (ch) { if (!ch.plot) buildPlot(ch); });
+    renderSystemEmpty();
+  }
+
+  function mergeCharts(list) {
+    var changed = false;
+    (Array.isArray(list) ? list : []).forEach(function (c) {
+      if (!c || !has(c.id)) return;
+      var ch = S.charts.get(String(c.id));
+      if (!ch) { createChart(c); changed = true; return; }
+      var rebuild = false;
+      (Array.isArray(c.series) ? c.series : []).forEach(function (raw) {
+        var s = cleanSeries(raw);
+        var mine = null;
+        for (var i = 0; i < ch.spec.series.length; i++) if (ch.spec.series[i].label === s.label) { mine = ch.spec.series[i]; break; }
+        if (!mine) { ch.spec.series.push(s); rebuild = true; return; }
+        var last = mine.x.length ? mine.x[mine.x.length - 1] : -Infinity;
+        for (var j = 0; j < s.x.length; j++) {
+          if (s.x[j] > last) { mine.x.push(s.x[j]); mine.y.push(s.y[j]); last = s.x[j]; }
+        }
+      });
+      if (!ch.plot) return;
+      if (rebuild) buildPlot(ch); else refreshPlot(ch);
+    });
+    if (changed) renderChartSections();
+  }
+
+  function rebuildAllPlots() { S.charts.forEach(function (ch) { if (ch.plot) buildPlot(ch); }); }
+
+  function queueResize() {
+    if (S.resizeQueued) return;
+    S.resizeQueued = true;
+    requestAnimationFrame(function () {
+      S.resizeQueued = false;
+      S.charts.forEach(function (ch) {
+        if (!ch.plot) return;
+        var w = plotWidth(ch);
+        if (Math.abs(w - ch.width) > 1) { ch.width = w; ch.plot.setSize({ width: w, height: CHART_HEIGHT }); }
+      });
+    });
+  }
+
+  /* ---------------------------------------------------------------- system */
+
+  function renderSystemInfo() {
+    var sys = S.payload.system && typeof S.payload.system === "object" ? S.payload.system : {};
+    var notes = clear(S.dom.sysNotes), tiles = clear(S.dom.sysTiles);
+    (Array.isArray(sys.notes) ? sys.notes : []).forEach(function (n) {
+      add(notes, el("p", "tc-note tc-sys-note", n));
+    });
+    (Array.isArray(sys.latest) ? sys.latest : []).forEach(function (t) {
+      if (!t || typeof t !== "object") return;
+      var tile = el("div", "tc-tile", null, { title: str(t.name), "data-name": str(t.name) });
+      // "system.memory.usage{system.memory.state=used}": the name, then its attributes in small print.
+      var label = str(t.label || t.name), m = /^([^{]+)\{(.*)\}$/.exec(label);
+      add(tile, el("div", "tc-tile-label", m ? m[1] : label),
+        m ? el("div", "tc-tile-tags", m[2]) : null,
+        el("div", "tc-tile-value", fmtReading(t.name, t.value, t.unit)));
+      tiles.appendChild(tile);
+    });
+    notes.hidden = !notes.childNodes.length;
+    tiles.hidden = !tiles.childNodes.length;
+    renderSystemEmpty();
+  }
+
+  function renderSystemEmpty() {
+    var any = !S.dom.sysNotes.hidden || !S.dom.sysTiles.hidden || !S.dom.sysGrid.hidden;
+    S.dom.sysEmpty.hidden = any;
+    S.dom.system.classList.toggle("tc-section--empty", !any);
+  }
+
+  /* ---------------------------------------------------------------- checkpoints */
+
+  function renderCheckpoints() {
+    var list = (Array.isArray(S.payload.checkpoints) ? S.payload.checkpoints : []).filter(function (c) {
+      return c && typeof c === "object";
+    });
+    var body = clear(S.dom.ckptBody);
+    S.dom.checkpoints.classList.toggle("tc-section--empty", !list.length);
+    S.dom.checkpoints.querySelector(".tc-count").textContent = list.length ? String(list.length) : "";
+    if (!list.length) { body.appendChild(el("p", "tc-note", "No checkpoints saved yet.")); return; }
+
+    var best = null;
+    list.forEach(function (c) { if (c.best) best = c; });
+    if (best) {
+      var sum = el("p", "tc-best-summary");
+      add(sum, el("span", "tc-star", "\u2605"), " best: step " + fmtInt(best.step),
+        has(best.metric) ? " \u00B7 " + best.metric + " = " + fmtNum(best.value, 5) : "");
+      body.appendChild(sum);
     }
-    var grid = chartGrid(p.charts || [], "system");
-    if (grid.children.length) s.appendChild(grid);
-    else if (!(sys.notes || []).length) s.appendChild(el("p", { cls: "tc-note", text: "No system telemetry recorded." }));
-    return s;
-  }
-
-  /* ---------- checkpoints ---------- */
-  function renderCheckpoints(list) {
-    var s = section("tc-checkpoints", "Checkpoints");
-    if (!list || !list.length) { s.appendChild(el("p", { cls: "tc-note", text: "No checkpoints yet." })); return s; }
-    var t = el("table"), head = el("tr");
-    ["", "step", "size", "time", "metric", "location"].forEach(function (h) { head.appendChild(el("th", { text: h })); });
-    t.appendChild(head);
-    list.forEach(function (c) {
-      var tr = el("tr", { cls: c.best ? "best" : "" });
-      tr.appendChild(el("td", {}, [c.best ? el("span", { cls: "tc-star", title: "best", text: "★ best" }) : ""]));
-      tr.appendChild(el("td", { text: String(c.step) }));
-      tr.appendChild(el("td", { text: fmtBytes(c.size_bytes) }));
-      tr.appendChild(el("td", { text: fmtTime(c.time) }));
-      tr.appendChild(el("td", { text: c.metric ? c.metric + " = " + fmtNum(c.value) : "–" }));
-      tr.appendChild(el("td", { cls: "path", text: c.path || "" }));
-      t.appendChild(tr);
+    var wrap = el("div", "tc-table-wrap");
+    var table = el("table", "tc-table tc-ckpt-table");
+    var thead = el("thead"), hr = el("tr");
+    ["", "step", "size", "saved", "metric", "path"].forEach(function (h) { hr.appendChild(el("th", null, h, { scope: "col" })); });
+    thead.appendChild(hr);
+    var tbody = el("tbody");
+    list.slice().reverse().forEach(function (c) {
+      var tr = el("tr", c.best ? "tc-best best" : null, null, { "data-step": str(c.step) });
+      var star = el("td", "tc-ckpt-star");
+      if (c.best) star.appendChild(el("span", "tc-star", "\u2605", {
+        title: "best" + (has(c.metric) ? " by " + c.metric + " = " + fmtNum(c.value, 5) : "")
+      }));
+      var metric = el("td", "tc-ckpt-metric");
+      if (has(c.metric) || has(c.value)) {
+        add(metric, el("span", "tc-metric-name", has(c.metric) ? c.metric : "value"), " ",
+          el("span", "tc-metric-value", fmtNum(c.value, 5)));
+        if (c.best) metric.appendChild(el("span", "tc-tag", "best"));
+      } else metric.textContent = "\u2013";
+      add(tr, star, el("td", "tc-num", fmtInt(c.step)), el("td", "tc-num", fmtBytes(c.size_bytes)),
+        el("td", "tc-num", fmtClock(c.time), { title: fmtDateTime(c.time) }), metric);
+      var ptd = el("td", "tc-ckpt-path");
+      ptd.appendChild(el("code", "tc-path", c.path || "\u2013", { title: str(c.path) }));
+      tr.appendChild(ptd);
+      tbody.appendChild(tr);
     });
-    s.appendChild(t);
-    return s;
+    add(table, thead, tbody);
+    wrap.appendChild(table);
+    body.appendChild(wrap);
   }
 
-  /* ---------- logs ---------- */
-  var LEVELS = { DEBUG: 10, INFO: 20, WARNING: 30, ERROR: 40, CRITICAL: 50 };
-  function logVisible(node) {
-    var lvl = LEVELS[node.getAttribute("data-level")] || 20;
-    var min = state.logLevel === "all" ? 0 : LEVELS[state.logLevel];
-    var q = state.logFilter.toLowerCase();
-    return lvl >= min && (!q || node.textContent.toLowerCase().indexOf(q) >= 0);
-  }
-  function applyLogFilter() {
-    var nodes = document.querySelectorAll("#tc-logs .tc-log"), shown = 0;
-    nodes.forEach(function (n) { var v = logVisible(n); n.style.display = v ? "" : "none"; if (v) shown++; });
-    var list = document.querySelector("#tc-logs .tc-log-list"); if (list) list.setAttribute("data-shown", String(shown));
-  }
+  /* ---------------------------------------------------------------- logs */
+
+  function logKey(r) { return str(r.time) + "|" + str(r.rank) + "|" + str(r.message).slice(0, 80); }
+
   function renderLogLine(r) {
-    var row = el("div", { cls: "tc-log " + r.level, "data-level": r.level });
-    row.appendChild(el("span", { cls: "meta", text: fmtTime(r.time) + " rank " + (r.rank === undefined ? "?" : r.rank) + " " + r.level }));
-    row.appendChild(document.createTextNode(r.message));
-    if (r.traceback) {
-      var d = el("details", { cls: "tc-tb" }, [el("summary", { text: "traceback" }), el("pre", { text: r.traceback })]);
-      row.appendChild(d);
+    var lvl = levelNum(r.level), level = str(r.level).toUpperCase() || "INFO";
+    var cls = "tc-log" + (lvl >= 40 ? " tc-log--error" : lvl >= 30 ? " tc-log--warning" : lvl < 20 ? " tc-log--debug" : "");
+    var row = el("div", cls, null, { "data-level": level, "data-lvl": lvl });
+    add(row,
+      el("span", "tc-log-time", fmtClock(r.time), { title: fmtDateTime(r.time) }),
+      el("span", "tc-log-level", level),
+      el("span", "tc-log-rank", has(r.rank) ? "r" + r.rank : "", { title: has(r.rank) ? "rank " + r.rank : "" }));
+    var msg = el("div", "tc-log-body");
+    msg.appendChild(el("span", "tc-log-msg", str(r.message)));
+    if (has(r.traceback)) {
+      var tb = str(r.traceback).replace(/\s+$/, ""), lines = tb.split("\n");
+      var last = lines[lines.length - 1];
+      var d = el("details", "tc-tb");
+      add(d, el("summary", null, "Traceback \u00B7 " + lines.length + " lines" + (last ? " \u00B7 " + last.slice(0, 140) : "")),
+        el("pre", null, tb));
+      var key = logKey(r);
+      if (S.log.open.has(key)) d.open = true;
+      d.addEventListener("toggle", function () { if (d.open) S.log.open.add(key); else S.log.open.delete(key); });
+      msg.appendChild(d);
     }
+    row.appendChild(msg);
+    row.tcSearch = (str(r.message) + "\n" + str(r.traceback) + "\n" + level + "\nrank " + str(r.rank)).toLowerCase();
     return row;
   }
-  function renderLogs(logs) {
-    var s = section("tc-logs", "Logs");
-    var controls = el("div", { cls: "tc-log-controls" });
-    var search = el("input", { id: "tc-log-search", type: "search", placeholder: "search logs", value: state.logFilter });
-    var level = el("select", { id: "tc-log-level" });
-    [["all", "All levels"], ["WARNING", "Warnings and errors"], ["ERROR", "Errors only"]].forEach(function (o) {
-      var opt = el("option", { value: o[0], text: o[1] }); if (o[0] === state.logLevel) opt.selected = true; level.appendChild(opt);
+
+  function renderLogs() {
+    var logs = (Array.isArray(S.payload.logs) ? S.payload.logs : []).filter(function (r) { return r && typeof r === "object"; });
+    var list = S.dom.logList;
+    var atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 24;
+    var keepTop = list.scrollTop;
+    clear(list);
+    var frag = document.createDocumentFragment();
+    logs.forEach(function (r) { frag.appendChild(renderLogLine(r)); });
+    list.appendChild(frag);
+    S.dom.logs.classList.toggle("tc-section--empty", !logs.length);
+    S.dom.logEmpty.hidden = !!logs.length;
+    S.dom.logTools.hidden = !logs.length;
+    list.hidden = !logs.length;
+    applyLogFilter();
+    if (atBottom || S.log.stick) list.scrollTop = list.scrollHeight; else list.scrollTop = keepTop;
+    S.log.stick = false;
+  }
+
+  function applyLogFilter() {
+    var q = S.log.query.trim().toLowerCase();
+    var min = S.log.level === "all" ? 0 : levelNum(S.log.level);
+    var rows = S.dom.logList.children, shown = 0, total = 0;
+    for (var i = 0; i < rows.length; i++) {
+      var row = rows[i];
+      if (!row.classList.contains("tc-log")) continue;
+      total++;
+      var ok = Number(row.getAttribute("data-lvl")) >= min && (!q || row.tcSearch.indexOf(q) >= 0);
+      row.hidden = !ok;
+      if (ok) shown++;
+    }
+    S.dom.logList.setAttribute("data-shown", String(shown));
+    S.dom.logCount.textContent = shown === total ? total + " lines" : shown + " of " + total + " lines";
+    S.dom.logs.querySelector(".tc-count").textContent = total ? String(total) : "";
+    S.dom.logNone.hidden = !(total && !shown);
+  }
+
+  /* ---------------------------------------------------------------- stats */
+
+  function renderStats() {
+    var st = S.payload.stats && typeof S.payload.stats === "object" ? S.payload.stats : {};
+    var box = clear(S.dom.stats);
+    var dropped = st.dropped && typeof st.dropped === "object" ? st.dropped : {};
+    var total = 0, reasons = [];
+    Object.keys(dropped).forEach(function (k) {
+      var n = Number(dropped[k]) || 0;
+      total += n;
+      if (n) reasons.push(k + " " + fmtInt(n));
     });
-    search.addEventListener("input", function () { state.logFilter = search.value; applyLogFilter(); });
-    level.addEventListener("change", function () { state.logLevel = level.value; applyLogFilter(); });
-    controls.appendChild(search); controls.appendChild(level); s.appendChild(controls);
-    var list = el("div", { cls: "tc-log-list" });
-    if (!logs || !logs.length) list.appendChild(el("p", { cls: "tc-note", text: "No log lines yet." }));
-    (logs || []).forEach(function (r) { list.appendChild(renderLogLine(r)); });
-    s.appendChild(list);
+    var parts = [];
+    parts.push(el("span", null, fmtInt(st.points || 0) + " records", { "data-stat": "points" }));
+    parts.push(el("span", null, fmtInt(st.segments || 0) + " segments", { "data-stat": "segments" }));
+    parts.push(el("span", total ? "tc-stat--warn" : null,
+      fmtInt(total) + " dropped" + (reasons.length ? " (" + reasons.join(", ") + ")" : ""),
+      { "data-stat": "dropped", "data-value": total }));
+    var corrupt = Number(st.corrupt_segments) || 0;
+    parts.push(el("span", corrupt ? "tc-stat--warn" : null, fmtInt(corrupt) + " corrupt segments",
+      { "data-stat": "corrupt", "data-value": corrupt }));
+    parts.push(el("span", "tc-stat-gen", (S.payload.final ? "final card" : "live card") + " \u00B7 generated " +
+      fmtDateTime(S.payload.generated_at)));
+    if (S.updates) parts.push(el("span", null, S.updates + " live updates"));
+    parts.forEach(function (p, i) {
+      if (i && p.className !== "tc-stat-gen") box.appendChild(el("span", "tc-sep", "\u00B7", { "aria-hidden": "true" }));
+      box.appendChild(p);
+    });
+  }
+
+  /* ---------------------------------------------------------------- page */
+
+  function section(id, title, extraCls) {
+    var s = el("section", "tc-section" + (extraCls ? " " + extraCls : ""), null, { id: id });
+    var h = el("h2", "tc-h2");
+    add(h, el("span", null, title), el("span", "tc-count"));
+    s.appendChild(h);
     return s;
   }
 
-  /* ---------- failure ---------- */
-  function kvTable(obj) {
-    var t = el("table"), keys = Object.keys(obj || {});
-    if (!keys.length) return el("p", { cls: "tc-note", text: "none recorded" });
-    keys.forEach(function (k) { t.appendChild(el("tr", {}, [el("td", { text: k }), el("td", { text: fmtNum(obj[k]) })])); });
-    return t;
-  }
-  function renderFailure(f) {
-    var box = el("section", { id: "tc-failure" });
-    box.appendChild(el("h2", { text: "Failure summary" }));
-    box.appendChild(el("div", { cls: "tc-exc", text: f.type + ": " + f.message }));
-    box.appendChild(el("div", { text: "phase " + (f.phase || "–") + " · step " + (f.step === null || f.step === undefined ? "–" : f.step) }));
-    var v = f.verdict || {};
-    if (v.kind) {
-      var vb = el("div", { cls: "tc-verdict", "data-verdict": v.kind }, [el("strong", { text: v.text || v.kind })]);
-      var ul = el("ul"); (v.evidence || []).forEach(function (e) { ul.appendChild(el("li", { text: e })); });
-      vb.appendChild(ul); box.appendChild(vb);
-    }
-    var lines = String(f.traceback || "").trim().split("\n");
-    box.appendChild(el("pre", { cls: "tc-stack", text: lines.slice(-14).join("\n") }));
-    if (lines.length > 14) box.appendChild(el("details", {}, [el("summary", { text: "full traceback" }), el("pre", { text: f.traceback })]));
-    box.appendChild(el("div", { cls: "tc-cols" }, [
-      el("div", {}, [el("h2", { text: "Last metrics" }), kvTable(f.last_metrics)]),
-      el("div", {}, [el("h2", { text: "Last system state" }), kvTable(f.last_system)]),
-    ]));
-    return box;
-  }
+  function buildSkeleton(root) {
+    var d = S.dom;
+    d.header = el("header", "tc-header", null, { id: "tc-status" });
+    d.banners = el("div", "tc-banners", null, { id: "tc-banners" });
+    d.failure = el("section", "tc-failure", null, { id: "tc-failure" });
 
-  /* ---------- page ---------- */
-  function renderStats(st) {
-    st = st || {};
-    var dropped = st.dropped || {}, n = 0; for (var k in dropped) n += dropped[k];
-    return el("div", { id: "tc-stats", text: (st.points || 0) + " records in " + (st.segments || 0) + " segments · " + n + " dropped · " + (st.corrupt_segments || 0) + " unreadable segments" });
-  }
-  function render(p) {
-    state.payload = p; state.charts = {};
-    var root = document.getElementById("tc-root"); root.textContent = "";
-    root.appendChild(renderStatus(p.run || {}));
-    root.appendChild(renderBanners(p.banners));
-    if (p.failure) root.appendChild(renderFailure(p.failure));
-    var charts = section("tc-charts", "Training metrics");
-    var grid = chartGrid(p.charts || [], "training");
-    charts.appendChild(grid.children.length ? grid : el("p", { cls: "tc-note", text: "No training metrics reported yet." }));
-    root.appendChild(charts);
-    root.appendChild(renderSystem(p));
-    root.appendChild(renderCheckpoints(p.checkpoints));
-    root.appendChild(renderLogs(p.logs));
-    root.appendChild(renderStats(p.stats));
-    drawCharts();
-    applyLogFilter();
-  }
-  function replaceNode(id, node) { var old = document.getElementById(id); if (old) old.replaceWith(node); }
+    d.charts = section("tc-charts", "Training metrics");
+    d.trainGrid = el("div", "tc-grid");
+    d.trainEmpty = el("p", "tc-note", "No training metrics reported yet.");
+    add(d.charts, d.trainGrid, d.trainEmpty);
 
-  /* Live update: append newer points per chart and series, replace the rest wholesale. */
-  function update(u) {
-    var p = state.payload, rebuild = false;
-    (u.charts || []).forEach(function (c) {
-      var ch = state.charts[c.id];
-      if (!ch) { p.charts.push(c); rebuild = true; return; }
-      c.series.forEach(function (s) {
-        var mine = ch.spec.series.find(function (m) { return m.label === s.label; });
-        if (!mine) { ch.spec.series.push({ label: s.label, x: s.x.slice(), y: s.y.slice() }); return; }
-        var last = mine.x.length ? mine.x[mine.x.length - 1] : -Infinity;
-        for (var i = 0; i < s.x.length; i++) if (s.x[i] > last) { mine.x.push(s.x[i]); mine.y.push(s.y[i]); }
-      });
+    d.system = section("tc-system", "System");
+    d.sysNotes = el("div", "tc-sys-notes");
+    d.sysTiles = el("div", "tc-tiles");
+    d.sysGrid = el("div", "tc-grid");
+    d.sysEmpty = el("p", "tc-note", "No system metrics recorded.");
+    add(d.system, d.sysNotes, d.sysTiles, d.sysGrid, d.sysEmpty);
+
+    d.checkpoints = section("tc-checkpoints", "Checkpoints");
+    d.ckptBody = el("div", "tc-ckpt-body");
+    d.checkpoints.appendChild(d.ckptBody);
+
+    d.logs = section("tc-logs", "Logs");
+    d.logTools = el("div", "tc-log-tools");
+    var search = el("input", "tc-input", null, {
+      id: "tc-log-search", type: "search", placeholder: "Filter log lines\u2026", "aria-label": "filter log lines",
+      autocomplete: "off", spellcheck: "false"
     });
-    ["run", "banners", "markers", "checkpoints", "logs", "failure", "system", "stats"].forEach(function (k) { if (k in u) p[k] = u[k]; });
-    if (rebuild) { render(p); }
-    else {
-      replaceNode("tc-status", renderStatus(p.run || {}));
-      replaceNode("tc-banners", renderBanners(p.banners));
-      var fail = document.getElementById("tc-failure");
-      if (p.failure) { if (fail) fail.replaceWith(renderFailure(p.failure)); else document.getElementById("tc-banners").after(renderFailure(p.failure)); }
-      replaceNode("tc-checkpoints", renderCheckpoints(p.checkpoints));
-      var list = document.querySelector("#tc-logs .tc-log-list");
-      if (list) { list.textContent = ""; (p.logs || []).forEach(function (r) { list.appendChild(renderLogLine(r)); }); }
-      replaceNode("tc-stats", renderStats(p.stats));
-      Object.keys(state.charts).forEach(function (id) {
-        var ch = state.charts[id];
-        if (ch.plot && ch.plot.series.length - 1 === ch.spec.series.length) { ch.plot.setData(align(ch.spec.series)); ch.box.setAttribute("data-points", String(countPoints(ch.spec))); }
-        else { if (ch.plot) ch.plot.destroy(); ch.holder.textContent = ""; ch.plot = makeChart(ch.spec, ch.holder); ch.box.setAttribute("data-points", String(countPoints(ch.spec))); }
-      });
-      applyLogFilter();
-    }
-    document.body.setAttribute("data-updates", String(Number(document.body.getAttribute("data-updates") || 0) + 1));
+    var level = el("select", "tc-input", null, { id: "tc-log-level", "aria-label": "minimum log level" });
+    [["all", "All levels"], ["WARNING", "WARNING+"], ["ERROR", "ERROR+"]].forEach(function (o) {
+      level.appendChild(el("option", null, o[1], { value: o[0] }));
+    });
+    d.logCount = el("span", "tc-log-count", null, { id: "tc-log-count" });
+    search.addEventListener("input", function () { S.log.query = search.value; applyLogFilter(); });
+    level.addEventListener("change", function () { S.log.level = level.value; applyLogFilter(); });
+    add(d.logTools, search, level, d.logCount);
+    d.logList = el("div", "tc-log-list", null, { role: "log", "aria-live": "off" });
+    d.logEmpty = el("p", "tc-note", "No log lines yet.");
+    d.logNone = el("p", "tc-note", "No log lines match the filter.");
+    d.logNone.hidden = true;
+    add(d.logs, d.logTools, d.logList, d.logNone, d.logEmpty);
+
+    d.stats = el("footer", "tc-stats", null, { id: "tc-stats" });
+    add(root, d.header, d.banners, d.failure, d.charts, d.system, d.checkpoints, d.logs, d.stats);
   }
 
-  window.TC = { update: update, render: render };
-  var payload = JSON.parse(document.getElementById("tc-payload").textContent);
-  render(payload);
-  var resizeTimer = null;
-  window.addEventListener("resize", function () { clearTimeout(resizeTimer); resizeTimer = setTimeout(drawCharts, 150); });
+  function renderAll() {
+    renderHeader();
+    renderBanners();
+    renderFailure();
+    renderSystemInfo();
+    renderChartSections();
+    renderCheckpoints();
+    renderLogs();
+    renderStats();
+  }
+
+  /* Live update: append newer chart points, create new charts and series, replace the rest. */
+  function update(u) {
+    if (!u || typeof u !== "object") return false;
+    try {
+      var p = S.payload;
+      S.receivedAt = now();
+      ["v", "final", "live", "generated_at", "run", "banners", "checkpoints", "logs", "failure", "stats"]
+        .forEach(function (k) { if (k in u) p[k] = u[k]; });
+      if ("system" in u) p.system = u.system;
+      var markersChanged = false;
+      if (Array.isArray(u.markers) && JSON.stringify(u.markers) !== JSON.stringify(p.markers || [])) {
+        p.markers = u.markers; markersChanged = true;
+      }
+      S.updates++;
+      mergeCharts(u.charts);
+      if (markersChanged) S.charts.forEach(function (ch) { if (ch.plot && ch.spec.x === "step") ch.plot.redraw(false, false); });
+      renderHeader();
+      renderBanners();
+      renderFailure();
+      if ("system" in u) renderSystemInfo();
+      if ("checkpoints" in u) renderCheckpoints();
+      if ("logs" in u) renderLogs();
+      renderStats();
+      document.body.removeAttribute("data-error");
+    } catch (err) {
+      document.body.setAttribute("data-error", String(err && err.stack || err));
+      if (window.console) console.error("traincard update failed", err);
+    }
+    document.body.dataset.updates = String(S.updates);
+    return true;
+  }
+
+  function showError(root, err) {
+    var box = el("div", "tc-banner tc-banner--failed", null, { "data-kind": "render-error" });
+    add(box, el("span", "tc-banner-kind", "Card error"), el("span", "tc-banner-text", String(err && err.message || err)));
+    root.insertBefore(box, root.firstChild);
+    document.body.setAttribute("data-error", String(err && err.stack || err));
+  }
+
+  function init() {
+    var root = document.getElementById("tc-root");
+    if (!root) { root = el("div", null, null, { id: "tc-root" }); document.body.appendChild(root); }
+    document.body.dataset.updates = "0";
+    var payload = {};
+    try {
+      var node = document.getElementById("tc-payload");
+      payload = JSON.parse(node ? node.textContent : "{}") || {};
+    } catch (err) { payload = {}; showError(root, err); }
+    S.payload = payload;
+    S.log.stick = true;
+    try {
+      buildSkeleton(root);
+      (Array.isArray(payload.charts) ? payload.charts : []).forEach(function (c) {
+        if (c && has(c.id) && !S.charts.has(String(c.id))) createChart(c);
+      });
+      renderAll();
+      document.body.setAttribute("data-ready", "1");
+    } catch (err) { showError(root, err); }
+
+    if (window.ResizeObserver) new ResizeObserver(queueResize).observe(root);
+    else window.addEventListener("resize", queueResize);
+    if (window.matchMedia) {
+      var mq = window.matchMedia("(prefers-color-scheme: dark)");
+      var onScheme = function () { rebuildAllPlots(); };
+      if (mq.addEventListener) mq.addEventListener("change", onScheme); else if (mq.addListener) mq.addListener(onScheme);
+    }
+    if (!payload.final) setInterval(tick, 1000);
+  }
+
+  window.TC = {
+    update: update,
+    payload: function () { return S.payload; },
+    charts: function () { return S.charts; }
+  };
+  init();
 })();
