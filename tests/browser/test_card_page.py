@@ -185,3 +185,18 @@ def test_a_million_step_card_renders(browser, tmp_path: Path) -> None:
     assert chart.find_elements(By.TAG_NAME, "canvas")
     assert int(chart.get_attribute("data-points")) <= 2000
     print(f"1M-step card: {len(html) / 1024:.0f} KiB built in {build_s:.2f} s")
+
+
+def test_a_page_opened_mid_run_is_back_filled_by_live_updates(browser, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    open_html(browser, assemble_html(build_payload(_running(10)), live=True), tmp_path)
+    update = build_payload(_running(50_000), live=True)
+    loss = next(s for c in update["charts"] if c["id"] == "loss" for s in c["series"])
+    assert len(loss["x"]) <= 150 and loss["head_x"][0] == 1  # a short tail plus a coarse whole-run head
+    browser.execute_script("return window.metaflow_card_update(arguments[0])", update)
+    chart = browser.find_element(By.CSS_SELECTOR, '.tc-chart[data-chart-id="loss"]')
+    points = int(chart.get_attribute("data-points"))
+    assert 10 + len(loss["x"]) < points <= 10 + len(loss["x"]) + len(loss["head_x"])
+    xs = browser.execute_script("return window.TC.charts().get('loss').spec.series[0].x")
+    assert xs[0] == 1 and xs == sorted(xs) and xs[-1] == 50_000

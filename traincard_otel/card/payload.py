@@ -18,7 +18,11 @@ from ..store.reader import RunData, Series
 
 SCHEMA_VERSION = 1
 MAX_POINTS = 2000  # per series in a full render (min and max of 1000 buckets)
-LIVE_TAIL = 60  # per series in a live update (the page keeps what it already drew)
+LIVE_TAIL = 150  # points per series in a live update, at most (the page keeps what it drew)
+LIVE_WINDOW_S = 30.0  # a live update covers at least this much recent history
+LIVE_SCAN_MAX = 20_000  # ...but never scans more points than this per series
+HEAD_POINTS = 100  # coarse whole-series picture in live updates, to back-fill a page opened mid-run
+HEAD_REFRESH_S = 20.0
 LIVE_MAX_BYTES = 60_000  # live payloads must stay small: Metaflow stores and serves each one whole
 LOG_TAIL = 300
 LIVE_LOG_TAIL = 80
@@ -105,26 +109,54 @@ class _Mode:
     live: bool
     tail: int = LIVE_TAIL
     log_tail: int = LIVE_LOG_TAIL
+    heads: bool = True
 
 
 def _xy(series: Series, mode: _Mode, by: str = "step") -> tuple[list, list]:
     xs_all = series.steps if by == "step" else series.times
     if mode.live:
-        # Walk back from the end: a live update must not cost O(run length).
-        tail = mode.tail
-        xs: list = []
-        ys: list = []
-        i = len(xs_all) - 1
-        while i >= 0 and len(xs) < tail:
-            if xs_all[i] is not None:
-                xs.append(xs_all[i])
-                ys.append(_finite(series.values[i]))
-            i -= 1
-        return xs[::-1], ys[::-1]
+        return _live_tail(series, xs_all, mode)
     if None not in xs_all:  # the common case, checked at C speed
         return downsample(xs_all, series.values)  # type: ignore[arg-type]
     pairs = [(x, v) for x, v in zip(xs_all, series.values, strict=False) if x is not None]
     return downsample([p[0] for p in pairs], [p[1] for p in pairs])
+
+
+def _live_tail(series: Series, xs_all: Sequence[Any], mode: _Mode) -> tuple[list, list]:
+    """The points of the last ``LIVE_WINDOW_S`` seconds (at least ``mode.tail`` points), downsampled
+    to ``mode.tail``: a viewer polling less often than we refresh still gets every stretch."""
+    times = series.times
+    newest = times[-1] if times else 0.0
+    xs: list = []
+    ys: list = []
+    i = len(xs_all) - 1
+    while i >= 0 and len(xs) < LIVE_SCAN_MAX and (len(xs) < mode.tail or times[i] >= newest - LIVE_WINDOW_S):
+        if xs_all[i] is not None:
+            xs.append(xs_all[i])
+            ys.append(series.values[i])
+        i -= 1
+    xs.reverse()
+    ys.reverse()
+    return downsample(xs, ys, max_points=max(mode.tail, 4))
+
+
+def _head(series: Series, by: str) -> tuple[list, list]:
+    """A coarse picture of the whole series, recomputed at most every ``HEAD_REFRESH_S``."""
+    key = (id(series), by)
+    cached = _head_cache.get(key)
+    now = time.monotonic()
+    if cached and cached[0] is series and now - cached[1] < HEAD_REFRESH_S:
+        return cached[2]
+    xs_all = series.steps if by == "step" else series.times
+    pairs = [(x, v) for x, v in zip(xs_all, series.values, strict=False) if x is not None]
+    head = downsample([p[0] for p in pairs], [p[1] for p in pairs], max_points=HEAD_POINTS)
+    if len(_head_cache) > 10_000:
+        _head_cache.clear()
+    _head_cache[key] = (series, now, head)
+    return head
+
+
+_head_cache: dict[tuple[int, str], tuple[Series, float, tuple[list, list]]] = {}
 
 
 def _chart_name(metric: str) -> tuple[str, str]:
@@ -156,12 +188,24 @@ def training_charts(data: RunData, mode: _Mode) -> list[dict[str, Any]]:
                 else _subset(series, [i for i, r in enumerate(series.ranks) if r == rank])
             )
             rank_label = f"{label} rank {rank}" if len(ranks) > 1 else label
-            for n, stretch in _stretches(per_rank, tail=mode.tail if mode.live else None):
+            stretches = _stretches(per_rank, tail=LIVE_SCAN_MAX if mode.live else None)
+            for n, stretch in stretches:
                 xs, ys = _xy(stretch, mode)
                 if xs or not mode.live:
-                    chart["series"].append(
-                        {"label": rank_label if n == 0 else f"{rank_label} (resumed {n})", "x": xs, "y": ys}
-                    )
+                    entry: dict[str, Any] = {
+                        "label": rank_label if n == 0 else f"{rank_label} (resumed {n})",
+                        "x": xs,
+                        "y": ys,
+                    }
+                    if (
+                        mode.live
+                        and mode.heads
+                        and len(stretches) == 1
+                        and n == 0
+                        and len(per_rank) > len(xs)
+                    ):
+                        entry["head_x"], entry["head_y"] = _head(per_rank, "step")
+                    chart["series"].append(entry)
     for chart in charts.values():  # train first, then eval, then the rest: stable colours
         chart["series"].sort(key=lambda s: (0 if s["label"].startswith("train") else 1, s["label"]))
     ordered = sorted(charts.values(), key=lambda c: (_CHART_ORDER.get(c["id"], 50), c["id"]))
@@ -611,8 +655,15 @@ def build_payload(
     """The card payload for ``data``; ``live`` makes a small tail-only update (< ``LIVE_MAX_BYTES``)."""
     if not live:
         return _build(data, _Mode(live=False), final=final, now=now, hourly_cost=hourly_cost)
-    for tail, log_tail in ((LIVE_TAIL, LIVE_LOG_TAIL), (20, 40), (6, 20), (2, 10)):
-        payload = _build(data, _Mode(True, tail, log_tail), final=final, now=now, hourly_cost=hourly_cost)
+    for tail, log_tail, heads in (
+        (LIVE_TAIL, LIVE_LOG_TAIL, True),
+        (20, 40, True),
+        (20, 40, False),
+        (6, 20, False),
+        (2, 10, False),
+    ):
+        mode = _Mode(True, tail, log_tail, heads)
+        payload = _build(data, mode, final=final, now=now, hourly_cost=hourly_cost)
         if len(json.dumps(payload)) <= LIVE_MAX_BYTES:
             break
     return payload

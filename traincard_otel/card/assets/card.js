@@ -593,6 +593,24 @@
     renderSystemEmpty();
   }
 
+  /* A live series may carry a coarse "head" of its whole history: it back-fills what this page
+   * never received (opened mid-run, or missed polls), without touching points already drawn. */
+  function backfill(mine, raw, tailFirst) {
+    var hx = Array.isArray(raw && raw.head_x) ? raw.head_x : null, hy = Array.isArray(raw && raw.head_y) ? raw.head_y : null;
+    if (!hx || !hy) return false;
+    var first = mine.x.length ? mine.x[0] : Infinity, last = mine.x.length ? mine.x[mine.x.length - 1] : -Infinity;
+    var before = { x: [], y: [] }, gap = { x: [], y: [] };
+    for (var i = 0; i < Math.min(hx.length, hy.length); i++) {
+      var x = hx[i], y = typeof hy[i] === "number" && isFinite(hy[i]) ? hy[i] : null;
+      if (typeof x !== "number") continue;
+      if (x < Math.min(first, tailFirst)) { before.x.push(x); before.y.push(y); }
+      else if (x > last && x < tailFirst) { gap.x.push(x); gap.y.push(y); }  // missed between two updates
+    }
+    if (!before.x.length && !gap.x.length) return false;
+    mine.x = before.x.concat(mine.x, gap.x); mine.y = before.y.concat(mine.y, gap.y);
+    return true;
+  }
+
   function mergeCharts(list) {
     var changed = false;
     (Array.isArray(list) ? list : []).forEach(function (c) {
@@ -604,7 +622,14 @@
         var s = cleanSeries(raw);
         var mine = null;
         for (var i = 0; i < ch.spec.series.length; i++) if (ch.spec.series[i].label === s.label) { mine = ch.spec.series[i]; break; }
-        if (!mine) { ch.spec.series.push(s); rebuild = true; return; }
+        var tailFirst = s.x.length ? s.x[0] : Infinity;
+        if (!mine) {
+          var fresh = { label: s.label, x: [], y: [] };
+          backfill(fresh, raw, tailFirst);
+          s.x = fresh.x.concat(s.x); s.y = fresh.y.concat(s.y);
+          ch.spec.series.push(s); rebuild = true; return;
+        }
+        backfill(mine, raw, tailFirst);
         var last = mine.x.length ? mine.x[mine.x.length - 1] : -Infinity;
         for (var j = 0; j < s.x.length; j++) {
           if (s.x[j] > last) { mine.x.push(s.x[j]); mine.y.push(s.y[j]); last = s.x[j]; }
