@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from browser_helpers import screenshot
 from helpers import REPO, subprocess_env
 from otlp_receiver import free_port

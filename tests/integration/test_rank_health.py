@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import REPO, subprocess_env
 
 import traincard_otel
-from helpers import REPO, subprocess_env
 from traincard_otel.card.payload import build_payload
 
 SCRIPT = REPO / "tests" / "integration" / "scripts" / "rank_health.py"

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import re
-
 import csv
 import json
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import traincard_otel
 from helpers import subprocess_env
+
+import traincard_otel
 from traincard_otel.cli import main
 
 
