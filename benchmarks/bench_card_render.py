@@ -24,10 +24,17 @@ def write_store(root: Path, steps: int, rows_per_segment: int = 1000) -> None:
     from traincard_otel.store.backends import LocalBackend
     from traincard_otel.store.writer import StoreWriter
 
-    state = {"status": "finished", "step": steps, "progress": {"max_steps": steps}, "started_at": 0.0,
-             "updated_at": steps / 500, "heartbeat_at": steps / 500}
-    writer = StoreWriter(LocalBackend(root), attempt=0, rank=0, state_provider=lambda: state,
-                         max_pending=rows_per_segment * 2)
+    state = {
+        "status": "finished",
+        "step": steps,
+        "progress": {"max_steps": steps},
+        "started_at": 0.0,
+        "updated_at": steps / 500,
+        "heartbeat_at": steps / 500,
+    }
+    writer = StoreWriter(
+        LocalBackend(root), attempt=0, rank=0, state_provider=lambda: state, max_pending=rows_per_segment * 2
+    )
     for start in range(1, steps + 1, rows_per_segment):
         rows = []
         for s in range(start, min(start + rows_per_segment, steps + 1)):
@@ -59,10 +66,20 @@ def measure(steps: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         live = json.dumps(build_payload(data, live=True))
         live_s = time.perf_counter() - t0
-    return {"steps": steps, "scalars": steps * len(NAMES), "files": len(files), "stored_bytes": stored,
-            "bytes_per_scalar": stored / (steps * len(NAMES)), "write_s": write_s, "load_s": load_s,
-            "render_s": render_s, "final_total_s": load_s + render_s, "html_bytes": len(html),
-            "live_payload_bytes": len(live), "live_payload_s": live_s}
+    return {
+        "steps": steps,
+        "scalars": steps * len(NAMES),
+        "files": len(files),
+        "stored_bytes": stored,
+        "bytes_per_scalar": stored / (steps * len(NAMES)),
+        "write_s": write_s,
+        "load_s": load_s,
+        "render_s": render_s,
+        "final_total_s": load_s + render_s,
+        "html_bytes": len(html),
+        "live_payload_bytes": len(live),
+        "live_payload_s": live_s,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -73,10 +90,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     results = [measure(n) for n in ([2_000] if args.quick else args.steps)]
-    print(f"{'steps':>9} {'files':>6} {'B/scalar':>9} {'load s':>7} {'render s':>9} {'html KiB':>9} {'live KiB':>9}")
+    print(
+        f"{'steps':>9} {'files':>6} {'B/scalar':>9} {'load s':>7} {'render s':>9} {'html KiB':>9} {'live KiB':>9}"
+    )
     for r in results:
-        print(f"{r['steps']:>9} {r['files']:>6} {r['bytes_per_scalar']:>9.1f} {r['load_s']:>7.2f} "
-              f"{r['render_s']:>9.2f} {r['html_bytes'] / 1024:>9.0f} {r['live_payload_bytes'] / 1024:>9.1f}")
+        print(
+            f"{r['steps']:>9} {r['files']:>6} {r['bytes_per_scalar']:>9.1f} {r['load_s']:>7.2f} "
+            f"{r['render_s']:>9.2f} {r['html_bytes'] / 1024:>9.0f} {r['live_payload_bytes'] / 1024:>9.1f}"
+        )
     out = {"benchmark": "card_render", "results": results}
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
