@@ -90,9 +90,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     results = [measure(n) for n in ([2_000] if args.quick else args.steps)]
-    print(
-        f"{'steps':>9} {'files':>6} {'B/scalar':>9} {'load s':>7} {'render s':>9} {'html KiB':>9} {'live KiB':>9}"
-    )
+    header = ("steps", "files", "B/scalar", "load s", "render s", "html KiB", "live KiB")
+    print(" ".join(f"{h:>9}" for h in header))
     for r in results:
         print(
             f"{r['steps']:>9} {r['files']:>6} {r['bytes_per_scalar']:>9.1f} {r['load_s']:>7.2f} "
