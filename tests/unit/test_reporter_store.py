@@ -210,3 +210,24 @@ def test_python_logging_reaches_the_log_tail_with_tracebacks(store_dir: Path) ->
     err = next(r for r in logs if "data loader hiccup" in r["message"])
     assert err["level"] == "ERROR" and "KeyError: 'missing shard'" in err["traceback"]
     assert not any("exporter down" in r["message"] for r in logs)
+
+
+def test_incremental_reader_adds_only_what_is_new(store_dir: Path) -> None:
+    from traincard_otel.store.backends import LocalBackend
+    from traincard_otel.store.reader import StoreReader
+
+    r = traincard_otel.configure()
+    for s in range(1, 11):
+        r.metrics({"loss": float(s)}, step=s)
+    assert r.flush()
+    reader = StoreReader(LocalBackend(store_dir))
+    first = reader.read()
+    assert first.metrics["loss"].steps == list(range(1, 11))
+    for s in range(11, 21):
+        r.metrics({"loss": float(s)}, step=s)
+    traincard_otel.shutdown()
+    second = reader.read()
+    assert second is first  # the same series objects grow
+    assert second.metrics["loss"].steps == list(range(1, 21))
+    assert second.stats["segments"] == len(list(store_dir.rglob("seg-*.jsonl")))
+    assert second.status["status"] == "finished"

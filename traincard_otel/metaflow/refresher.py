@@ -12,7 +12,7 @@ from typing import Any
 from .._safety import report_internal_error
 from ..card.payload import build_payload
 from ..store.backends import Backend
-from ..store.reader import read_store
+from ..store.reader import StoreReader
 
 
 def traincard_cards() -> list[Any]:
@@ -35,6 +35,7 @@ class Refresher:
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self.pushed = 0
+        self._reader = StoreReader(backend, source=title)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-refresher", daemon=True)
 
@@ -51,7 +52,7 @@ class Refresher:
         if not cards:
             return
         try:
-            data = read_store(self.backend, source=self.title)
+            data = self._reader.read()
             payload = build_payload(data, live=True, hourly_cost=self.hourly_cost)
             for card in cards:
                 card.refresh(payload)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from . import layout
@@ -81,11 +79,6 @@ class RunData:
         return self.metrics[name]
 
 
-_cache_lock = threading.Lock()
-_cache: OrderedDict[tuple[str, str], list[Record] | None] = OrderedDict()
-_CACHE_MAX = 20_000
-
-
 def _parse_segment(data: bytes) -> tuple[list[Record], bool]:
     out, corrupt = [], False
     for line in data.splitlines():
@@ -103,70 +96,73 @@ def _parse_segment(data: bytes) -> tuple[list[Record], bool]:
     return out, corrupt
 
 
-def _segments(backend: Backend, names: list[str], stats: dict[str, Any]) -> dict[str, list[Record]]:
-    spec = backend.spec
-    out: dict[str, list[Record]] = {}
-    missing = []
-    with _cache_lock:
-        for n in names:
-            if (spec, n) in _cache:
-                cached = _cache[(spec, n)]
-                if cached is None:
-                    stats["corrupt_segments"] += 1
-                else:
-                    out[n] = cached
-            else:
-                missing.append(n)
-    fetched = backend.read_many(missing) if missing else {}
-    with _cache_lock:
-        for n, data in fetched.items():
-            records, corrupt = _parse_segment(data)
-            if corrupt:
-                stats["corrupt_segments"] += 1
-                stats.setdefault("corrupt_names", []).append(n)
-            out[n] = records
-            _cache[(spec, n)] = None if (corrupt and not records) else records
-        while len(_cache) > _CACHE_MAX:
-            _cache.popitem(last=False)
-    return out
-
-
 def _series_key(name: str, tags: dict[str, str] | None) -> str:
     if not tags:
         return name
     return name + "{" + ",".join(f"{k}={v}" for k, v in sorted(tags.items())) + "}"
 
 
+class StoreReader:
+    """Reads a store, then only what is new on each :meth:`read` (segments are immutable).
+
+    The live refresher keeps one for the whole run, so a refresh costs what was written since the
+    last one, not the run's length.
+    """
+
+    def __init__(self, backend: Backend, source: str | None = None) -> None:
+        self.backend = backend
+        self.data = RunData(source=source or backend.spec)
+        self._done: set[str] = set()
+        self._corrupt: set[str] = set()
+        self._records = 0
+
+    def read(self) -> RunData:
+        data = self.data
+        parsed = sorted((p, n) for n in self.backend.list() if (p := layout.parse(n)) is not None)
+        new = [n for p, n in parsed if p.kind == "segment" and n not in self._done]
+        fetched = self.backend.read_many(new) if new else {}
+        for p, name in parsed:
+            if name not in fetched:
+                continue
+            records, corrupt = _parse_segment(fetched[name])
+            if corrupt:
+                self._corrupt.add(name)
+            for rec in records:
+                _add(data, rec, p.attempt, p.rank)
+            self._records += len(records)
+            self._done.add(name)
+        stats: dict[str, Any] = {
+            "segments": len(self._done),
+            "corrupt_segments": len(self._corrupt),
+            "corrupt_names": sorted(self._corrupt),
+            "records": self._records,
+            "dropped": {},
+        }
+        data.states = self._states([n for p, n in parsed if p.kind == "state"], stats)
+        data.stats = stats
+        return data
+
+    def _states(self, names: list[str], stats: dict[str, Any]) -> list[Record]:
+        states = []
+        for name, raw in self.backend.read_many(names).items():
+            try:
+                state = json.loads(raw)
+            except ValueError:
+                stats["corrupt_segments"] += 1
+                stats["corrupt_names"].append(name)
+                continue
+            states.append(state)
+            dropped = stats["dropped"]
+            for reason, n in (state.get("dropped") or {}).items():
+                dropped[reason] = dropped.get(reason, 0) + int(n)
+            if state.get("hot_path_overflow"):
+                dropped["buffer_full"] = dropped.get("buffer_full", 0) + int(state["hot_path_overflow"])
+        return states
+
+
 def read_store(backend: Backend, source: str | None = None) -> RunData:
     """Read and merge everything under ``backend``."""
-    data = RunData(source=source or backend.spec)
-    stats: dict[str, Any] = {"segments": 0, "corrupt_segments": 0, "records": 0, "dropped": {}}
-    parsed = sorted((p, n) for n in backend.list() if (p := layout.parse(n)) is not None)
-    seg_names = [n for p, n in parsed if p.kind == "segment"]
-    state_names = [n for p, n in parsed if p.kind == "state"]
-    segments = _segments(backend, seg_names, stats)
-    for raw in backend.read_many(state_names).values():
-        try:
-            state = json.loads(raw)
-        except ValueError:
-            stats["corrupt_segments"] += 1
-            continue
-        data.states.append(state)
-        for reason, n in (state.get("dropped") or {}).items():
-            stats["dropped"][reason] = stats["dropped"].get(reason, 0) + int(n)
-        if state.get("hot_path_overflow"):
-            stats["dropped"]["buffer_full"] = stats["dropped"].get("buffer_full", 0) + int(
-                state["hot_path_overflow"]
-            )
-    for p, name in parsed:
-        if p.kind != "segment" or name not in segments:
-            continue
-        stats["segments"] += 1
-        for rec in segments[name]:
-            stats["records"] += 1
-            _add(data, rec, p.attempt, p.rank)
-    data.stats = stats
-    return data
+    return StoreReader(backend, source).read()
 
 
 def _append(series: Series, step: Any, value: Any, t: float, attempt: int, rank: int) -> None:
