@@ -80,10 +80,19 @@ class RunData:
 
 
 def _parse_segment(data: bytes) -> tuple[list[Record], bool]:
+    lines = [line for line in data.splitlines() if line.strip()]
+    try:  # one parse for the whole segment; line by line only when something is wrong
+        records = json.loads(b"[" + b",".join(lines) + b"]")
+    except ValueError:
+        return _parse_lines(lines)
+    if all(isinstance(r, dict) for r in records):
+        return records, False
+    return _parse_lines(lines)
+
+
+def _parse_lines(lines: list[bytes]) -> tuple[list[Record], bool]:
     out, corrupt = [], False
-    for line in data.splitlines():
-        if not line.strip():
-            continue
+    for line in lines:
         try:
             rec = json.loads(line)
         except ValueError:
@@ -173,16 +182,27 @@ def _append(series: Series, step: Any, value: Any, t: float, attempt: int, rank:
     series.ranks.append(rank)
 
 
+def _add_row(metrics: dict[str, Series], rec: Record, t: float, attempt: int, rank: int) -> None:
+    """The hot loop of reading a long run: appends inlined on purpose."""
+    tags = rec.get("g")
+    step = rec.get("s")
+    nan = float("nan")
+    for name, value in (rec.get("v") or {}).items():
+        key = _series_key(name, tags) if tags else name
+        series = metrics.get(key)
+        if series is None:
+            series = metrics[key] = Series(name=name, tags=dict(tags or {}))
+        series.steps.append(step)
+        series.values.append(nan if value is None else value)
+        series.times.append(t)
+        series.attempts.append(attempt)
+        series.ranks.append(rank)
+
+
 def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
     kind, t = rec.get("k"), float(rec.get("t") or 0.0)
     if kind == "m":
-        tags = rec.get("g")
-        for name, value in (rec.get("v") or {}).items():
-            key = _series_key(name, tags)
-            series = data.metrics.get(key)
-            if series is None:
-                series = data.metrics[key] = Series(name=name, tags=dict(tags or {}))
-            _append(series, rec.get("s"), value, t, attempt, rank)
+        _add_row(data.metrics, rec, t, attempt, rank)
     elif kind == "st":
         duration = rec.get("d")
         if duration:
