@@ -216,13 +216,11 @@ def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
     elif kind == "x":
         attrs = rec.get("a") or {}
         key = _series_key(rec.get("n", "?"), {k: str(v) for k, v in attrs.items()})
-        series = data.system.get(key)
-        if series is None:
-            series = data.system[key] = Series(
-                name=rec.get("n", "?"), tags={k: str(v) for k, v in attrs.items()}
-            )
-            series.tags["unit"] = str(rec.get("u", ""))
-        _append(series, None, rec.get("v"), t, attempt, rank)
+        found = data.system.get(key)
+        if found is None:
+            found = data.system[key] = Series(name=rec.get("n", "?"), tags={k: str(v) for k, v in attrs.items()})
+            found.tags["unit"] = str(rec.get("u", ""))
+        _append(found, None, rec.get("v"), t, attempt, rank)
     elif kind == "s":
         data.phases.append({**rec, "attempt": attempt, "rank": rank})
     elif kind == "l":
