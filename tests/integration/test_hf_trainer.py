@@ -79,3 +79,34 @@ def test_exception_in_training_is_recorded_once(store_dir: Path, tmp_path: Path)
     assert sum(1 for e in run.events if e["name"] == "traincard.run.failed") == 1
     assert run.status["status"] == "failed"
     assert os.path.isdir(tmp_path / "out")
+
+
+@pytest.mark.slow
+def test_resume_from_checkpoint_is_a_rewind_and_both_stretches_are_kept(
+    store_dir: Path, tmp_path: Path
+) -> None:
+    from tiny_gpt2 import trainer as make_trainer
+
+    from traincard_otel.card.payload import build_payload
+
+    out = str(tmp_path / "out")
+    first = make_trainer(out, max_steps=30, logging_steps=2, eval_steps=100, save_steps=15)
+    traincard_otel.instrument(first)
+    first.train()
+    second = make_trainer(out, max_steps=30, logging_steps=2, eval_steps=100, save_steps=15)
+    traincard_otel.instrument(second)
+    second.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-15"))
+    traincard_otel.shutdown()
+
+    run = traincard_otel.load(store_dir)
+    resumed = [e for e in run.events if e["name"] == "traincard.run.resumed"]
+    assert [e["attributes"]["traincard.step"] for e in resumed] == [15]
+    rewinds = [e["attributes"] for e in run.events if e["name"] == "traincard.run.rewind"]
+    assert [(r["traincard.rewind.from"], r["traincard.step"]) for r in rewinds] == [(30, 16)]
+    steps = run.metrics["loss"].steps
+    assert steps == list(range(2, 31, 2)) + list(range(16, 31, 2))  # nothing overwritten
+    loss = next(c for c in build_payload(run)["charts"] if c["id"] == "loss")
+    train = [s for s in loss["series"] if s["label"].startswith("train")]
+    assert [s["label"] for s in train] == ["train", "train (resumed 1)"]
+    assert train[1]["x"][0] == 16
+    assert any(m["kind"] == "rewind" and m["x"] == 15 for m in build_payload(run)["markers"])

@@ -231,3 +231,30 @@ def test_incremental_reader_adds_only_what_is_new(store_dir: Path) -> None:
     assert second.metrics["loss"].steps == list(range(1, 21))
     assert second.stats["segments"] == len(list(store_dir.rglob("seg-*.jsonl")))
     assert second.status["status"] == "finished"
+
+
+def test_raw_loop_cuda_oom_shaped_error_gets_the_verdict_and_last_system_state(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    proc, _ = _run_script(
+        """
+        import time, traincard_otel
+        r = traincard_otel.configure()
+        with r.phase("train"):
+            for step in range(1, 6):
+                r.metrics({"loss": 1.0 / step}, step=step)
+                r.step_end(step, duration_s=0.01)
+            time.sleep(0.6)
+            raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB (GPU 0; 79.1 GiB total)")
+        """,
+        tmp_path,
+        TRAINCARD_DIR=str(store),
+        TRAINCARD_SYSTEM_INTERVAL="0.2",
+    )
+    assert proc.returncode == 1
+    failure = traincard_otel.load(store).status["failure"]
+    assert failure["verdict"]["kind"] == "cuda_oom" and failure["step"] == 5 and failure["phase"] == "train"
+    assert failure["last_metrics"] == {"loss": 0.2}
+    assert (
+        "process.memory.usage" in failure["last_system"]
+        and "system.cpu.utilization" in failure["last_system"]
+    )
