@@ -432,7 +432,12 @@ class Pump:
         self.run_span.record_exception(exc, timestamp=_ns(t))
         self.run_span.set_status(Status(StatusCode.ERROR, f"{exc_type}: {exc}"))
         self._failures.add(
-            1, {"error.type": exc_type, "traincard.failure.verdict": verdict["kind"] or "none"}
+            1,
+            {
+                "error.type": exc_type,
+                "traincard.failure.verdict": verdict["kind"] or "none",
+                "traincard.phase": phase or "none",
+            },
         )
         self._emit(
             t,
