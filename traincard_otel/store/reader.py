@@ -218,7 +218,9 @@ def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
         key = _series_key(rec.get("n", "?"), {k: str(v) for k, v in attrs.items()})
         found = data.system.get(key)
         if found is None:
-            found = data.system[key] = Series(name=rec.get("n", "?"), tags={k: str(v) for k, v in attrs.items()})
+            found = data.system[key] = Series(
+                name=rec.get("n", "?"), tags={k: str(v) for k, v in attrs.items()}
+            )
             found.tags["unit"] = str(rec.get("u", ""))
         _append(found, None, rec.get("v"), t, attempt, rank)
     elif kind == "s":
