@@ -92,6 +92,8 @@ class MetaflowBackend:
             if not impls:
                 raise ConfigError(f"Metaflow has no datastore of type {self.ds_type!r}")
             self._storage = impls[0](self.ds_root)
+            if self.ds_type == "s3":
+                self._storage.s3_client = _quick_s3_client()
         return self._storage
 
     def write(self, name: str, data: bytes) -> None:
@@ -126,6 +128,27 @@ class MetaflowBackend:
                     with open(local_path, "rb") as fh:
                         out[key[len(self.prefix) + 1 :]] = fh.read()
         return out
+
+
+def _quick_s3_client() -> Any:
+    """An S3 client that gives up fast: the writer keeps a failed segment and retries it at the next
+    flush anyway, while botocore's own retries (10 adaptive attempts by Metaflow's default) run in
+    transfer threads that the interpreter joins at exit, so a dead endpoint would hold exit for
+    minutes."""
+    from metaflow.metaflow_config import DATATOOLS_CLIENT_PARAMS
+    from metaflow.plugins.datatools.s3.s3 import S3Client
+
+    params = dict(DATATOOLS_CLIENT_PARAMS or {})  # endpoint URL and the like from Metaflow's config
+    config = params.get("config") or {}
+    if not isinstance(config, dict):
+        return S3Client()  # the user configured a botocore Config object: keep theirs
+    params["config"] = {
+        "connect_timeout": 5,
+        "read_timeout": 30,
+        "retries": {"max_attempts": 2, "mode": "standard"},
+        **config,
+    }
+    return S3Client(s3_client_params=params)
 
 
 def backend_from_spec(spec: str) -> Backend:

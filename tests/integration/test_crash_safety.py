@@ -1,0 +1,166 @@
+"""kill -9 at random moments, dead or blocking storage, and bounded exit on a dead S3 endpoint."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from helpers import subprocess_env
+from s3_server import s3_server
+
+import traincard_otel
+from traincard_otel.store.backends import LocalBackend
+from traincard_otel.store.writer import StoreWriter
+
+FLUSH = 0.2
+LOOP = textwrap.dedent(
+    """
+    import time, traincard_otel
+    r = traincard_otel.configure()
+    step = 0
+    while True:
+        step += 1
+        r.metrics({"loss": 1.0 / step, "lr": 0.1}, step=step)
+        r.step_end(step, duration_s=0.001)
+        print(step, flush=True)
+        time.sleep(0.001)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(5))
+def test_kill_9_loses_at_most_the_last_flush_interval(tmp_path: Path, seed: int) -> None:
+    store = tmp_path / "store"
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(
+            TRAINCARD_DIR=str(store), TRAINCARD_SYSTEM="false", TRAINCARD_FLUSH_INTERVAL=str(FLUSH)
+        ),
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "1"
+    time.sleep(random.Random(seed).uniform(0.5, 2.5))
+    proc.send_signal(signal.SIGKILL)
+    printed = [int(line) for line in proc.stdout.read().split()]
+    proc.wait()
+    last_printed = printed[-1] if printed else 1
+    run = traincard_otel.load(store)
+    assert run.stats["corrupt_segments"] == 0  # every file left behind parses
+    steps = run.metrics["loss"].steps
+    assert steps == list(range(1, len(steps) + 1))  # a gap-free prefix
+    rate = last_printed / max(run.metrics["loss"].times[-1] - run.metrics["loss"].times[0], 1e-3)
+    lost = last_printed - steps[-1]
+    assert lost <= rate * (FLUSH + 1.0), (lost, rate)
+
+
+class _DeadBackend(LocalBackend):
+    """A datastore that blocks for a long time, then fails, on every write."""
+
+    def __init__(self, root: Path, block: float) -> None:
+        super().__init__(root)
+        self.block, self.calls = block, 0
+
+    def write(self, name: str, data: bytes) -> None:
+        self.calls += 1
+        time.sleep(self.block)
+        raise ConnectionError("datastore unreachable")
+
+
+def test_dead_storage_never_blocks_reporting_and_drops_are_counted(tmp_path: Path) -> None:
+    backend = _DeadBackend(tmp_path, block=0.5)
+    state: dict[str, object] = {}
+    writer = StoreWriter(
+        backend, attempt=0, rank=0, flush_interval_s=0.05, max_pending=500, state_provider=lambda: state
+    )
+    writer.start()
+    t0 = time.perf_counter()
+    for i in range(2000):
+        writer.add({"k": "m", "t": 0.0, "s": i, "v": {"loss": 1.0}})
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 0.5  # adds never wait for the (blocked) storage thread
+    time.sleep(0.8)  # one blocked write attempt comes back with its error
+    assert writer.dropped["buffer_full"] >= 1500  # memory stayed bounded at max_pending
+    assert writer.write_errors >= 1 and backend.calls >= 1
+    t0 = time.perf_counter()
+    assert writer.close(timeout_s=1.0) is False
+    assert time.perf_counter() - t0 < 1.5  # exit is bounded although storage blocks
+
+
+def test_failed_writes_are_retried_under_the_same_name(tmp_path: Path) -> None:
+    class Flaky(LocalBackend):
+        fail = True
+
+        def write(self, name: str, data: bytes) -> None:
+            if self.fail and "seg-" in name:
+                raise ConnectionError("blip")
+            super().write(name, data)
+
+    backend = Flaky(tmp_path)
+    writer = StoreWriter(backend, attempt=0, rank=0, flush_interval_s=60)
+    writer.add({"k": "m", "t": 0.0, "s": 1, "v": {"loss": 1.0}})
+    assert writer.flush_now() is False
+    backend.fail = False
+    writer.add({"k": "m", "t": 0.0, "s": 2, "v": {"loss": 0.5}})
+    assert writer.flush_now() is True
+    assert sorted(p.name for p in tmp_path.rglob("seg-*")) == ["seg-00000001.jsonl", "seg-00000002.jsonl"]
+    assert traincard_otel.load(tmp_path).metrics["loss"].steps == [1, 2]
+
+
+@pytest.mark.slow
+def test_exit_is_bounded_when_the_s3_store_dies_mid_run(tmp_path: Path) -> None:
+    from s3_server import metaflow_s3_env
+
+    script = tmp_path / "s3loop.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+        import sys, time, traincard_otel
+        from traincard_otel.store.backends import MetaflowBackend
+        r = traincard_otel.configure(backend=MetaflowBackend("s3", sys.argv[1], "Flow/1/train/1/traincard"))
+        for step in range(1, 100000):
+            r.metrics({"loss": 1.0 / step}, step=step)
+            time.sleep(0.002)
+            if step == 300:
+                print("ready", flush=True)
+                sys.stdin.readline()  # the test stops the S3 server now
+                t0 = time.monotonic()
+                break
+        print("training done", flush=True)
+        """
+        )
+    )
+    with s3_server() as endpoint:
+        env = subprocess_env(
+            **metaflow_s3_env(endpoint), TRAINCARD_SYSTEM="false", TRAINCARD_FLUSH_INTERVAL="0.5"
+        )
+        env["METAFLOW_S3_RETRY_COUNT"] = "0"
+        proc = subprocess.Popen(
+            [sys.executable, str(script), "s3://traincard-test/metaflow"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == "ready"
+    # The server is gone: training ends now, and the process must exit within seconds.
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "training done"
+    t0 = time.monotonic()
+    _out, err = proc.communicate(timeout=60)  # drain stderr: the S3 client complains at length
+    assert time.monotonic() - t0 < 8, err[-3000:]
+    assert proc.returncode == 0
+    assert "could not be written before exit" in err  # what was not flushed is counted and said
