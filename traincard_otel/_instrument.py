@@ -12,7 +12,10 @@ from typing import Any, Protocol
 from ._pipeline import configure
 from ._safety import warn_once
 
-SUPPORTED = "transformers.Trainer (and subclasses such as trl.SFTTrainer)"
+SUPPORTED = (
+    "transformers.Trainer (and subclasses such as trl.SFTTrainer), "
+    "lightning.pytorch.Trainer / pytorch_lightning.Trainer"
+)
 
 
 class Handle(Protocol):
@@ -50,10 +53,15 @@ def instrument(obj: Any, **settings: Any) -> Handle:
         warn_once(f"instrument-twice:{id(obj)}", "traincard: %r is already instrumented", type(obj).__name__)
         return existing
     roots = _roots(obj)
+    handle: Handle
     if "transformers" in roots:
         from .adapters.huggingface import attach
 
-        handle: Handle = attach(obj, configure(**settings))
+        handle = attach(obj, configure(**settings))
+    elif roots & {"lightning", "pytorch_lightning"} and hasattr(obj, "fit"):
+        from .adapters.lightning import attach as attach_lightning
+
+        handle = attach_lightning(obj, configure(**settings))
     else:
         raise TypeError(
             f"traincard_otel.instrument() does not support {type(obj).__qualname__}; supported: {SUPPORTED}"

@@ -1,0 +1,118 @@
+"""Real Lightning Trainers (both namespaces) on a tiny model: what self.log reports is what is stored."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+from pathlib import Path
+
+import pytest
+
+import traincard_otel
+
+
+def _module(pl):  # type: ignore[no-untyped-def]
+    import torch
+
+    class Regressor(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+            x, y = batch
+            loss = torch.nn.functional.mse_loss(self.net(x), y)
+            self.log("train_loss", loss, on_step=True, on_epoch=False)
+            return loss
+
+        def validation_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+            x, y = batch
+            self.log("val_loss", torch.nn.functional.mse_loss(self.net(x), y), on_epoch=True)
+
+        def configure_optimizers(self):  # type: ignore[no-untyped-def]
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    return Regressor()
+
+
+def _loader(seed: int):  # type: ignore[no-untyped-def]
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(64, 4, generator=g)
+    y = x.sum(dim=1, keepdim=True)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("namespace", ["lightning.pytorch", "pytorch_lightning"])
+def test_lightning_metrics_checkpoints_and_phases(namespace: str, store_dir: Path, tmp_path: Path) -> None:
+    pl = pytest.importorskip(namespace)
+    csv_logger = importlib.import_module(f"{namespace}.loggers").CSVLogger(str(tmp_path / "csv"), name="run")
+    ckpt = pl.callbacks.ModelCheckpoint(
+        dirpath=str(tmp_path / "ckpt"), monitor="val_loss", mode="min", save_top_k=2
+    )
+    trainer = pl.Trainer(
+        max_epochs=3,
+        log_every_n_steps=1,
+        accelerator="cpu",
+        devices=1,
+        logger=csv_logger,
+        callbacks=[ckpt],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    traincard_otel.instrument(trainer)
+    trainer.fit(_module(pl), _loader(0), _loader(1))
+    traincard_otel.shutdown()
+
+    run = traincard_otel.load(store_dir)
+    rows = list(csv.DictReader(open(Path(csv_logger.log_dir) / "metrics.csv")))
+    expected = [(int(r["step"]), float(r["train_loss"])) for r in rows if r.get("train_loss")]
+    got = list(zip(run.metrics["train_loss"].steps, run.metrics["train_loss"].values, strict=True))
+    assert [s for s, _ in got] == [s for s, _ in expected]
+    assert [v for _, v in got] == pytest.approx([v for _, v in expected], rel=1e-6)
+    val = [float(r["val_loss"]) for r in rows if r.get("val_loss")]
+    assert run.metrics["val_loss"].values == pytest.approx(val, rel=1e-6)
+
+    saved = {c["path"]: c for c in run.checkpoints}
+    kept = [p for p in saved if Path(p).exists()]  # save_top_k=2 deletes the worse ones later
+    assert kept and all(Path(p).stat().st_size == saved[p]["size_bytes"] for p in kept)
+    # A checkpoint deleted (top-k rotation) before the pump measured it has no size, never a wrong one.
+    assert all(c["size_bytes"] is None or c["size_bytes"] > 0 for c in saved.values())
+    assert all(c["metric"] == "val_loss" for c in saved.values())
+    assert sum(c["best"] for c in saved.values()) >= 1
+    names = [p["n"] for p in run.phases]
+    assert names.count("training.eval") == 3 and "training.train" in names and "training.save" in names
+    status = run.status
+    assert status["status"] == "finished" and status["progress"]["max_steps"] == 24
+    assert run.step_times[0].steps[-1] == 24
+
+
+@pytest.mark.slow
+def test_lightning_exception_is_recorded(store_dir: Path) -> None:
+    pl = pytest.importorskip("lightning.pytorch")
+    module = _module(pl)
+    original = module.training_step
+
+    def exploding(batch, batch_idx):  # type: ignore[no-untyped-def]
+        if batch_idx == 3:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 1.00 GiB")
+        return original(batch, batch_idx)
+
+    module.training_step = exploding  # type: ignore[method-assign]
+    trainer = pl.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    traincard_otel.instrument(trainer)
+    with pytest.raises(RuntimeError):
+        trainer.fit(module, _loader(0))
+    traincard_otel.shutdown()
+    failure = traincard_otel.load(store_dir).status["failure"]
+    assert failure["type"] == "RuntimeError" and failure["verdict"]["kind"] == "cuda_oom"
