@@ -67,7 +67,8 @@ def test_lightning_metrics_checkpoints_and_phases(namespace: str, store_dir: Pat
     traincard_otel.shutdown()
 
     run = traincard_otel.load(store_dir)
-    rows = list(csv.DictReader(open(Path(csv_logger.log_dir) / "metrics.csv")))
+    with open(Path(csv_logger.log_dir) / "metrics.csv") as fh:
+        rows = list(csv.DictReader(fh))
     expected = [(int(r["step"]), float(r["train_loss"])) for r in rows if r.get("train_loss")]
     got = list(zip(run.metrics["train_loss"].steps, run.metrics["train_loss"].values, strict=True))
     assert [s for s, _ in got] == [s for s, _ in expected]
