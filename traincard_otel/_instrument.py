@@ -14,7 +14,8 @@ from ._safety import warn_once
 
 SUPPORTED = (
     "transformers.Trainer (and subclasses such as trl.SFTTrainer), "
-    "lightning.pytorch.Trainer / pytorch_lightning.Trainer"
+    "lightning.pytorch.Trainer / pytorch_lightning.Trainer, "
+    "torch.optim.Optimizer (hand-written loops)"
 )
 
 
@@ -62,6 +63,10 @@ def instrument(obj: Any, **settings: Any) -> Handle:
         from .adapters.lightning import attach as attach_lightning
 
         handle = attach_lightning(obj, configure(**settings))
+    elif "torch" in roots and hasattr(obj, "register_step_post_hook") and hasattr(obj, "param_groups"):
+        from .adapters.torch_loop import attach as attach_loop
+
+        handle = attach_loop(obj, configure(**settings))
     else:
         raise TypeError(
             f"traincard_otel.instrument() does not support {type(obj).__qualname__}; supported: {SUPPORTED}"

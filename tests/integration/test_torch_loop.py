@@ -1,0 +1,44 @@
+"""A hand-written PyTorch loop with three added lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import traincard_otel
+
+torch = pytest.importorskip("torch")
+
+
+def test_raw_loop_three_lines(store_dir: Path, tmp_path: Path) -> None:
+    from traincard_otel.adapters.torch_loop import track
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    tracker = track(opt, model=model, grad_norm_every=5)  # line 1
+    assert traincard_otel.instrument(torch.optim.SGD(model.parameters(), lr=0.1)) is not None
+    logged = []
+    for _ in range(20):
+        x, y = torch.randn(16, 8), torch.randn(16, 1)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        tracker.log(loss=loss.detach(), batch=(x, y))  # line 2
+        logged.append(float(loss))
+    path = str(tmp_path / "ckpt.pt")
+    tracker.save(model.state_dict(), path, metric="loss", value=logged[-1])  # line 3
+    tracker.close()
+    traincard_otel.shutdown()
+
+    run = traincard_otel.load(store_dir)
+    assert run.metrics["loss"].steps == list(range(1, 21))
+    assert run.metrics["loss"].values == pytest.approx(logged)
+    assert run.metrics["grad_norm"].steps == [5, 10, 15, 20]
+    assert all(v > 0 for v in run.metrics["grad_norm"].values)
+    assert run.step_times[0].steps == list(range(1, 21))
+    assert run.throughput["samples_per_second{rank=0}"].values[-1] > 0
+    assert run.checkpoints[0]["size_bytes"] == Path(path).stat().st_size and run.checkpoints[0]["step"] == 20
+    assert any(p["n"] == "training.save" for p in run.phases)

@@ -1,0 +1,107 @@
+"""Hand-written PyTorch loops: at most three added lines.
+
+    tracker = traincard_otel.instrument(optimizer)      # step ends and step time, from optimizer.step()
+    ...
+    tracker.log(loss=loss, batch=batch)                 # metrics, and throughput from the batch
+    tracker.save(model.state_dict(), "ckpt/step-1000.pt")  # torch.save + the checkpoint record
+
+For grad-norm, use :func:`track` with ``model=`` and ``grad_norm_every=``: the norm is computed as
+a tensor before ``optimizer.step()`` and converted off the training thread (no extra CUDA sync there).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from .._optional import require
+from .._reporter import Reporter
+from .._safety import guarded
+
+torch = require("torch", "torch")
+
+
+def _batch_counts(batch: Any) -> tuple[int | None, int | None]:
+    """(samples, tokens) of a batch: the leading dimension, and the element count of token ids."""
+    if isinstance(batch, Mapping):
+        ids = batch.get("input_ids")
+        if ids is not None and getattr(ids, "ndim", 0) >= 2:
+            return int(ids.shape[0]), int(ids.numel())
+        batch = next(iter(batch.values()), None)
+    if isinstance(batch, (list, tuple)) and batch:
+        batch = batch[0]
+    shape = getattr(batch, "shape", None)
+    return (int(shape[0]), None) if shape is not None and len(shape) >= 1 else (None, None)
+
+
+class LoopTracker:
+    """Reports a raw loop through optimizer hooks; see the module docstring."""
+
+    def __init__(
+        self, optimizer: Any, reporter: Reporter, *, model: Any = None, grad_norm_every: int = 0
+    ) -> None:
+        self.optimizer, self.reporter = optimizer, reporter
+        self.model, self.grad_norm_every = model, grad_norm_every
+        self.step = 0
+        self._last = time.perf_counter()
+        self._pending: tuple[int, float] | None = None
+        self._handles = [optimizer.register_step_post_hook(self._after_step)]
+        if model is not None and grad_norm_every > 0:
+            self._handles.append(optimizer.register_step_pre_hook(self._before_step))
+
+    @guarded("torch_loop.pre_step", None)
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if (self.step + 1) % self.grad_norm_every:
+            return
+        grads = [p.grad.detach() for p in self.model.parameters() if p.grad is not None]
+        if grads:
+            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+            self.reporter.metrics({"grad_norm": norm}, step=self.step + 1)  # a tensor: .item() off-thread
+
+    @guarded("torch_loop.post_step", None)
+    def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        now = time.perf_counter()
+        self._emit_pending()
+        self.step += 1
+        self._pending = (self.step, now - self._last)
+        self._last = now
+
+    def _emit_pending(self, samples: int | None = None, tokens: int | None = None) -> None:
+        if self._pending is not None:
+            step, duration = self._pending
+            self.reporter.step_end(step, duration_s=duration, samples=samples, tokens=tokens)
+            self._pending = None
+
+    @guarded("torch_loop.log", None)
+    def log(self, batch: Any = None, step: int | None = None, **values: Any) -> None:
+        """Report scalars (floats or tensors) at the current step; ``batch`` gives the throughput."""
+        samples, tokens = _batch_counts(batch) if batch is not None else (None, None)
+        self._emit_pending(samples, tokens)
+        if values:
+            self.reporter.metrics(values, step=self.step if step is None else step)
+
+    def save(self, obj: Any, path: str, **metadata: Any) -> None:
+        """``torch.save(obj, path)`` inside a ``save`` phase, recorded as a checkpoint."""
+        with self.reporter.phase("save"):
+            torch.save(obj, path)
+        self.reporter.checkpoint(path, step=self.step, metadata=metadata)
+
+    def close(self) -> None:
+        """Remove the hooks and flush."""
+        self._emit_pending()
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self.reporter.flush()
+
+
+def track(optimizer: Any, *, model: Any = None, grad_norm_every: int = 0, **settings: Any) -> LoopTracker:
+    """Track a raw loop driven by ``optimizer`` (configures telemetry if needed)."""
+    from .._pipeline import configure
+
+    return LoopTracker(optimizer, configure(**settings), model=model, grad_norm_every=grad_norm_every)
+
+
+def attach(optimizer: Any, reporter: Reporter) -> LoopTracker:
+    return LoopTracker(optimizer, reporter)
