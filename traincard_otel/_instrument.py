@@ -15,7 +15,7 @@ from ._safety import warn_once
 SUPPORTED = (
     "transformers.Trainer (and subclasses such as trl.SFTTrainer), "
     "lightning.pytorch.Trainer / pytorch_lightning.Trainer, "
-    "torch.optim.Optimizer (hand-written loops)"
+    "accelerate.Accelerator, torch.optim.Optimizer (hand-written loops)"
 )
 
 
@@ -63,6 +63,10 @@ def instrument(obj: Any, **settings: Any) -> Handle:
         from .adapters.lightning import attach as attach_lightning
 
         handle = attach_lightning(obj, configure(**settings))
+    elif "accelerate" in roots and hasattr(obj, "trackers"):
+        from .adapters.accelerate import attach as attach_accelerate
+
+        handle = attach_accelerate(obj, configure(**settings))
     elif "torch" in roots and hasattr(obj, "register_step_post_hook") and hasattr(obj, "param_groups"):
         from .adapters.torch_loop import attach as attach_loop
 

@@ -1,0 +1,52 @@
+"""Accelerate: accelerator.log(...) reaches the store, through log_with= or instrument(accelerator)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import traincard_otel
+
+accelerate = pytest.importorskip("accelerate")
+torch = pytest.importorskip("torch")
+
+
+def _train(accelerator, steps: int = 12) -> list[float]:  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    model, opt = accelerator.prepare(model, opt)
+    logged = []
+    for step in range(1, steps + 1):
+        x = torch.randn(8, 4)
+        loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
+        accelerator.backward(loss)
+        opt.step()
+        opt.zero_grad()
+        accelerator.log({"loss": loss.item(), "lr": 0.05}, step=step)
+        logged.append(loss.item())
+    accelerator.log({"eval_loss": 0.5}, step=steps)
+    accelerator.end_training()
+    return logged
+
+
+@pytest.mark.parametrize("how", ["log_with", "instrument"])
+def test_accelerate_log_reaches_the_store(how: str, store_dir: Path) -> None:
+    from traincard_otel.adapters.accelerate import TraincardTracker
+
+    if how == "log_with":
+        accelerator = accelerate.Accelerator(cpu=True, log_with=[TraincardTracker()])
+        accelerator.init_trackers("demo", config={"lr": 0.05})
+    else:
+        accelerator = accelerate.Accelerator(cpu=True)
+        traincard_otel.instrument(accelerator)
+    logged = _train(accelerator)
+    traincard_otel.shutdown()
+    run = traincard_otel.load(store_dir)
+    assert run.metrics["loss"].steps == list(range(1, 13))
+    assert run.metrics["loss"].values == pytest.approx(logged)
+    assert run.metrics["eval_loss"].values == [0.5]
+    assert run.status["step"] == 12
+    if how == "log_with":
+        assert any(e["name"] == "traincard.hyperparams" and e["body"] == {"lr": "0.05"} for e in run.events)

@@ -1,0 +1,82 @@
+"""Hugging Face Accelerate: a tracker for ``Accelerator(log_with=[TraincardTracker()])``, so
+``accelerator.log(values, step=...)`` reaches the card, and ``instrument(accelerator)``.
+
+Accelerate calls trackers on the main process only (``main_process_only``), like every tracker;
+step ends and heartbeats of the other ranks come from the optimizer hooks of
+:mod:`traincard_otel.adapters.torch_loop` when a raw loop is also tracked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._optional import require
+from .._reporter import Reporter
+from .._safety import guarded
+
+accelerate_tracking = require("accelerate.tracking", "accelerate")
+
+
+class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[misc,name-defined]
+    """An Accelerate tracker writing to traincard (configures telemetry on first use)."""
+
+    name = "traincard"
+    requires_logging_directory = False
+    main_process_only = True
+
+    def __init__(self, reporter: Reporter | None = None, **settings: Any) -> None:
+        super().__init__()
+        self._reporter = reporter
+        self._settings = settings
+
+    @property
+    def reporter(self) -> Reporter:
+        if self._reporter is None:
+            from .._pipeline import configure
+
+            self._reporter = configure(**self._settings)
+        return self._reporter
+
+    @property
+    def tracker(self) -> Reporter:
+        return self.reporter
+
+    @guarded("accelerate.store_init_configuration", None)
+    def store_init_configuration(self, values: dict[str, Any]) -> None:
+        self.reporter.event("traincard.hyperparams", body={str(k): str(v) for k, v in values.items()})
+
+    @guarded("accelerate.log", None)
+    def log(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
+        scalars = {k: v for k, v in values.items() if not isinstance(v, (str, dict, list))}
+        if scalars:
+            phase = "eval" if any(k.startswith(("eval", "val")) for k in scalars) else "train"
+            self.reporter.metrics(scalars, step=step, phase=phase)
+        if step is not None:
+            self.reporter.progress(step=step)
+            self.reporter.heartbeat()
+
+    @guarded("accelerate.finish", None)
+    def finish(self) -> None:
+        self.reporter.flush()
+
+
+class AccelerateHandle:
+    """Returned by :func:`traincard_otel.instrument` for an ``Accelerator``."""
+
+    def __init__(self, accelerator: Any, tracker: TraincardTracker) -> None:
+        self.accelerator, self.tracker = accelerator, tracker
+
+    def close(self) -> None:
+        """Detach the tracker and flush."""
+        if self.tracker in self.accelerator.trackers:
+            self.accelerator.trackers.remove(self.tracker)
+        self.tracker.reporter.flush()
+
+
+def attach(accelerator: Any, reporter: Reporter) -> AccelerateHandle:
+    """Add a :class:`TraincardTracker` to ``accelerator`` (on the main process, like Accelerate does)."""
+    tracker = TraincardTracker(reporter)
+    if accelerator.is_main_process:
+        accelerator.trackers.append(tracker)
+    reporter.progress(world_size=accelerator.num_processes)
+    return AccelerateHandle(accelerator, tracker)
