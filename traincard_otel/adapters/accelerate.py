@@ -17,7 +17,7 @@ from .._safety import guarded
 accelerate_tracking = require("accelerate.tracking", "accelerate")
 
 
-class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[misc,name-defined]
+class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name-defined]
     """An Accelerate tracker writing to traincard (configures telemetry on first use)."""
 
     name = "traincard"
