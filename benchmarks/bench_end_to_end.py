@@ -1,5 +1,6 @@
-"""End to end: a Hugging Face Trainer on a tiny GPT-2 (CPU), logging every step, with and without
-traincard (system telemetry and the store on), in fresh processes interleaved ABBA.
+"""End to end: a Hugging Face Trainer on a tiny GPT-2 (CPU), a Lightning module and a raw loop,
+logging every step, with and without traincard (system telemetry and the store on), in fresh
+processes interleaved ABBA.
 
     python -m benchmarks.bench_end_to_end [--steps 400] [--rounds 3] [--quick] [--json out.json]
 
@@ -69,62 +70,145 @@ def child(mode: str, steps: int) -> None:
     print(json.dumps({"median_step_s": statistics.median(warm), "steps": len(warm)}))
 
 
-def _run(mode: str, steps: int, tmp: str) -> float:
-    env = dict(os.environ, TRAINCARD_DIR=f"{tmp}/{mode}-{time.monotonic_ns()}", PYTHONPATH=str(REPO))
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_end_to_end", "--child", mode, "--steps", str(steps)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+def child_raw(mode: str, steps: int) -> None:
+    """A hand-written loop; instrumented through the optimizer hooks and tracker.log()."""
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    tracker = None
+    if mode == "traincard":
+        import traincard_otel
+
+        tracker = traincard_otel.instrument(opt)
+    times, last = [], time.perf_counter()
+    for _ in range(steps):
+        x = torch.randn(128, 256)
+        loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if tracker is not None:
+            tracker.log(loss=loss.detach(), batch=x)  # type: ignore[attr-defined]
+        now = time.perf_counter()
+        times.append(now - last)
+        last = now
+    warm = times[len(times) // 5 :]
+    print(json.dumps({"median_step_s": statistics.median(warm), "steps": len(warm)}))
+
+
+def child_lightning(mode: str, steps: int) -> None:
+    import lightning.pytorch as pl
+    import torch
+
+    torch.set_num_threads(1)
+    times: list[float] = []
+
+    class Module(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Sequential(
+                torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1)
+            )
+            self.last: float | None = None
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            now = time.perf_counter()
+            if self.last is not None:
+                times.append(now - self.last)
+            self.last = now
+            (x,) = batch
+            loss = torch.nn.functional.mse_loss(self.net(x), x.sum(1, keepdim=True))
+            self.log("train_loss", loss)
+            return loss
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+    data = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.randn(64 * steps, 64)), batch_size=64
     )
+    trainer = pl.Trainer(
+        max_steps=steps,
+        log_every_n_steps=1,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    if mode == "traincard":
+        import traincard_otel
+
+        traincard_otel.instrument(trainer)
+    trainer.fit(Module(), data)
+    warm = times[len(times) // 5 :]
+    print(json.dumps({"median_step_s": statistics.median(warm), "steps": len(warm)}))
+
+
+CHILDREN = {"hf": child, "raw": child_raw, "lightning": child_lightning}
+
+
+def _run(mode: str, steps: int, tmp: str, framework: str) -> float:
+    env = dict(os.environ, TRAINCARD_DIR=f"{tmp}/{mode}-{time.monotonic_ns()}", PYTHONPATH=str(REPO))
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.bench_end_to_end",
+        "--child",
+        mode,
+        "--steps",
+        str(steps),
+        "--framework",
+        framework,
+    ]
+    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     return float(json.loads(out.stdout.strip().splitlines()[-1])["median_step_s"])
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Interleaved plain/instrumented runs; prints median step time per mode and the overhead."""
+    """Interleaved plain/instrumented runs per framework; prints median step times and the overhead."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--framework", choices=sorted(CHILDREN), nargs="*", default=["hf", "lightning", "raw"]
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
     parser.add_argument("--child", choices=["plain", "traincard"], default=None)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.child, args.steps)
+        CHILDREN[args.framework[0]](args.child, args.steps)
         return {}
     steps, rounds = (30, 1) if args.quick else (args.steps, args.rounds)
-    results: dict[str, list[float]] = {"plain": [], "traincard": []}
+    frameworks = ["raw"] if args.quick else args.framework
+    rows, raw = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        for r in range(rounds):
-            for mode in ("plain", "traincard") if r % 2 == 0 else ("traincard", "plain"):
-                for _ in range(2 if not args.quick else 1):  # ABBA inside each round as well
-                    results[mode].append(_run(mode, steps, tmp))
-    plain, ours = spread(results["plain"]), spread(results["traincard"])
-    overhead = ours["median"] / plain["median"] - 1
-    rows = [
-        {
-            "mode": m,
-            "median_step_ms": s["median"] * 1e3,
-            "p25_ms": s["p25"] * 1e3,
-            "p75_ms": s["p75"] * 1e3,
-            "runs": s["n"],
-        }
-        for m, s in (("plain", plain), ("traincard", ours))
-    ]
-    print(table(rows, ["mode", "median_step_ms", "p25_ms", "p75_ms", "runs"]))
-    print(f"step-time overhead: {overhead * 100:+.2f} %")
-    out = {
-        "benchmark": "end_to_end_hf",
-        "steps": steps,
-        "rounds": rounds,
-        "raw": results,
-        "results": rows,
-        "overhead": overhead,
-    }
+        for fw in frameworks:
+            results: dict[str, list[float]] = {"plain": [], "traincard": []}
+            for r in range(rounds):
+                for mode in ("plain", "traincard") if r % 2 == 0 else ("traincard", "plain"):
+                    for _ in range(1 if args.quick else 2):  # ABBA inside each round as well
+                        results[mode].append(_run(mode, steps, tmp, fw))
+            plain, ours = spread(results["plain"]), spread(results["traincard"])
+            raw[fw] = results
+            rows.append(
+                {
+                    "framework": fw,
+                    "plain_ms": plain["median"] * 1e3,
+                    "traincard_ms": ours["median"] * 1e3,
+                    "plain_iqr_ms": (plain["p75"] - plain["p25"]) * 1e3,
+                    "runs": plain["n"],
+                    "overhead_pct": (ours["median"] / plain["median"] - 1) * 100,
+                }
+            )
+    print(table(rows, ["framework", "plain_ms", "traincard_ms", "plain_iqr_ms", "runs", "overhead_pct"]))
+    out = {"benchmark": "end_to_end", "steps": steps, "rounds": rounds, "raw": raw, "results": rows}
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
     return out
