@@ -164,3 +164,47 @@ def test_exit_is_bounded_when_the_s3_store_dies_mid_run(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 8, err[-3000:]
     assert proc.returncode == 0
     assert "could not be written before exit" in err  # what was not flushed is counted and said
+
+
+@pytest.mark.parametrize("user_handler", [False, True])
+def test_sigterm_flushes_marks_terminated_and_keeps_the_signal_status(
+    tmp_path: Path, user_handler: bool
+) -> None:
+    store = tmp_path / "store"
+    script = tmp_path / "term.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+        import os, signal, sys, time
+        if {user_handler}:
+            def mine(signum, frame):
+                print("user handler ran", flush=True)
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+            signal.signal(signal.SIGTERM, mine)
+        import traincard_otel
+        r = traincard_otel.configure()
+        for step in range(1, 100000):
+            r.metrics({{"loss": 1.0 / step}}, step=step)
+            if step == 200:
+                print("ready", flush=True)
+            time.sleep(0.001)
+        """
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(TRAINCARD_DIR=str(store), TRAINCARD_SYSTEM="false", TRAINCARD_FLUSH_INTERVAL="30"),
+    )  # nothing flushed before SIGTERM
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 5
+    assert proc.returncode == -signal.SIGTERM
+    assert ("user handler ran" in out) is user_handler  # chained, not replaced
+    run = traincard_otel.load(store)
+    assert run.status["status"] == "terminated" and run.status["terminated_by"] == "SIGTERM"
+    assert run.metrics["loss"].steps[-1] >= 200  # the buffered rows were flushed by the handler

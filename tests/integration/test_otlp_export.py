@@ -75,10 +75,12 @@ def test_everything_arrives_over_otlp(tmp_path: Path, protocol: str) -> None:
     assert res["deployment.environment.name"] == "test" and res["team"] == "ml" and "host.name" in res
 
     # Logs: per-step rows, checkpoint events correlated with the save spans, the text log line.
-    rows = [lr for lr in got.logs if lr["event_name"] == "traincard.metrics"]
-    assert [r["body"]["step"] for r in rows] == list(range(1, STEPS + 1))
+    batches = [lr for lr in got.logs if lr["event_name"] == "traincard.metrics"]
+    assert all(b["attributes"]["traincard.rows"] == len(b["body"]["rows"]) for b in batches)
+    rows = [row for b in batches for row in b["body"]["rows"]]
+    assert [r["step"] for r in rows] == list(range(1, STEPS + 1))
     local = traincard_otel.load(tmp_path / "store")
-    assert [r["body"]["values"]["loss"] for r in rows] == local.metrics["loss"].values
+    assert [r["values"]["loss"] for r in rows] == local.metrics["loss"].values
     ckpts = [lr for lr in got.logs if lr["event_name"] == "traincard.checkpoint.saved"]
     assert {(c["trace_id"], c["span_id"]) for c in ckpts} == {(trace_id, s["span_id"]) for s in saves}
     assert any(lr["body"] == "training done" and lr["severity"] == "INFO" for lr in got.logs)

@@ -70,6 +70,31 @@ def _attrs(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in (attributes or {}).items()}
 
 
+def _metric_row(row: Mapping[str, Any], t: float) -> Record:
+    out: Record = {
+        "k": "m",
+        "t": row.get("t", t),
+        "s": row.get("step"),
+        "p": row.get("phase"),
+        "v": dict(row.get("values", {})),
+    }
+    if row.get("tags"):
+        out["g"] = dict(row["tags"])
+    return out
+
+
+def log_record_to_records(item: ReadableLogRecord) -> list[Record]:
+    """Store records for one log record; a batched ``traincard.metrics`` event holds many rows."""
+    rec = item.log_record
+    body: Any = rec.body
+    if rec.event_name in (METRICS_EVENT, STEP_EVENT) and isinstance(body, Mapping) and "rows" in body:
+        t = _seconds(rec.timestamp or rec.observed_timestamp)
+        if rec.event_name == METRICS_EVENT:
+            return [_metric_row(row, t) for row in body["rows"]]
+        return [{"k": "st", **dict(row)} for row in body["rows"]]
+    return [log_record_to_record(item)]
+
+
 def log_record_to_record(item: ReadableLogRecord) -> Record:
     rec = item.log_record
     t = _seconds(rec.timestamp or rec.observed_timestamp)
@@ -155,7 +180,7 @@ class TraincardLogExporter(LogRecordExporter):
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
         try:
-            self._writer.add_many([log_record_to_record(r) for r in batch])
+            self._writer.add_many([rec for r in batch for rec in log_record_to_records(r)])
         except Exception as exc:
             _internal("store log exporter", exc)
             return LogRecordExportResult.FAILURE
