@@ -128,7 +128,7 @@ def child_lightning(mode: str, steps: int) -> None:
             return torch.optim.AdamW(self.parameters(), lr=1e-3)
 
     data = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(torch.randn(64 * steps, 64)), batch_size=64
+        torch.utils.data.TensorDataset(torch.randn(128 * steps, 256)), batch_size=128
     )
     trainer = pl.Trainer(
         max_steps=steps,
