@@ -13,8 +13,20 @@ from typing import Any
 from .._optional import require
 from .._reporter import Reporter
 from .._safety import guarded
+from ..exceptions import TraincardError
 
 accelerate_tracking = require("accelerate.tracking", "accelerate")
+MIN_VERSION = (0, 26)
+
+
+def _check_version() -> None:
+    import accelerate
+
+    parts = tuple(int(p) for p in accelerate.__version__.split(".")[:2] if p.isdigit())
+    if parts < MIN_VERSION:
+        raise TraincardError(
+            f"accelerate {accelerate.__version__} is not supported; traincard-otel supports >= 0.26"
+        )
 
 
 class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name-defined]
@@ -75,6 +87,7 @@ class AccelerateHandle:
 
 def attach(accelerator: Any, reporter: Reporter) -> AccelerateHandle:
     """Add a :class:`TraincardTracker` to ``accelerator`` (on the main process, like Accelerate does)."""
+    _check_version()
     tracker = TraincardTracker(reporter)
     if accelerator.is_main_process:
         accelerator.trackers.append(tracker)
