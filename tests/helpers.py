@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -16,3 +20,24 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env.setdefault("USER", "traincard")
     env.update(extra)
     return env
+
+
+_PAYLOAD = re.compile(r'<script type="application/json" id="tc-payload">(.*?)</script>', re.S)
+
+
+def card_payload(html: str) -> dict[str, Any]:
+    """The payload embedded in a card page."""
+    match = _PAYLOAD.search(html)
+    assert match, "card has no embedded payload"
+    return json.loads(match.group(1))
+
+
+def metaflow_client(code: str, pathspec: str, cwd: Path, env: dict[str, str]) -> Any:
+    """Run Metaflow client code in a child process (Metaflow reads its datastore config at import)
+    with ``sys.argv[1] = pathspec``; returns the JSON it prints last."""
+    prog = "import json, sys, metaflow, traincard_otel\nmetaflow.namespace(None)\n" + code
+    out = subprocess.run(
+        [sys.executable, "-c", prog, pathspec], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])

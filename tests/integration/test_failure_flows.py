@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, subprocess_env
+from helpers import REPO, card_payload, metaflow_client, subprocess_env
 
 pytest.importorskip("metaflow")
 FLOW = REPO / "tests" / "integration" / "flows" / "failure_flow.py"
@@ -37,26 +36,13 @@ def run_flow(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[st
 def cards(tmp_path: Path, pathspec: str) -> list[dict[str, Any]]:
     """Every traincard card of the task (one per attempt), as payloads, latest attempt last."""
     code = (
-        "import json, sys, metaflow\n"
         "from metaflow.cards import get_cards\n"
-        "metaflow.namespace(None)\n"
         "print(json.dumps([c.get() for c in get_cards(metaflow.Task(sys.argv[1]), type='traincard')]))"
     )
-    env = subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path))
-    out = subprocess.run(
-        [sys.executable, "-c", code, pathspec],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    pages = metaflow_client(
+        code, pathspec, tmp_path, subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path))
     )
-    assert out.returncode == 0, out.stderr[-2000:]
-    payloads = []
-    for html in json.loads(out.stdout):
-        m = _PAYLOAD.search(html)
-        if m:
-            payloads.append(json.loads(m.group(1)))
+    payloads = [card_payload(html) for html in pages if 'id="tc-payload"' in html]
     return sorted(payloads, key=lambda p: (p["run"]["attempt"], p["final"]))
 
 

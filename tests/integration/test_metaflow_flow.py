@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import REPO, subprocess_env
+from helpers import REPO, card_payload, metaflow_client, subprocess_env
 
 pytest.importorskip("metaflow")
 pytest.importorskip("transformers")
-
-_PAYLOAD = re.compile(r'<script type="application/json" id="tc-payload">(.*?)</script>', re.S)
-
-
-def card_payload(html: str) -> dict:
-    match = _PAYLOAD.search(html)
-    assert match, "card has no embedded payload"
-    return json.loads(match.group(1))
 
 
 @pytest.fixture(scope="module")
@@ -61,20 +53,10 @@ def finished_run(flow_dir: Path) -> str:
     return f"FinetuneFlow/{match.group(1)}/train/{match.group(2)}"
 
 
-def client(flow_dir: Path, code: str, pathspec: str) -> dict:
-    """Run Metaflow client code in a child (its datastore root is read from the env at import)."""
-    env = subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(flow_dir))
-    prog = "import json, sys, metaflow, traincard_otel\nmetaflow.namespace(None)\n" + code
-    out = subprocess.run(
-        [sys.executable, "-c", prog, pathspec],
-        cwd=flow_dir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+def client(flow_dir: Path, code: str, pathspec: str) -> Any:
+    return metaflow_client(
+        code, pathspec, flow_dir, subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(flow_dir))
     )
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.slow

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -10,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, subprocess_env
+from helpers import REPO, card_payload, metaflow_client, subprocess_env
 from s3_server import BUCKET, _boto_kwargs, metaflow_s3_env, s3_server
 
 pytest.importorskip("moto")
@@ -62,23 +61,12 @@ def test_flow_on_s3_card_and_load_read_back_from_the_bucket(tmp_path: Path) -> N
         assert not list(tmp_path.rglob("traincard/a0"))  # the store lives in the bucket only
 
         code = (
-            "import json, sys, metaflow, traincard_otel\n"
-            "metaflow.namespace(None)\n"
             "task = metaflow.Task(sys.argv[1])\n"
             "run = traincard_otel.load(task)\n"
             "print(json.dumps({'history': task['log_history'].data, 'loss': run.metrics['loss'].values,\n"
             "                  'status': run.status['status'], 'source': run.source}))"
         )
-        out = subprocess.run(
-            [sys.executable, "-c", code, pathspec],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert out.returncode == 0, out.stderr[-2000:]
-        got = json.loads(out.stdout.strip().splitlines()[-1])
+        got = metaflow_client(code, pathspec, tmp_path, env)
         assert got["loss"] == [h["loss"] for h in got["history"] if "loss" in h]
         assert got["status"] == "finished"
 
@@ -101,6 +89,6 @@ def test_flow_on_s3_card_and_load_read_back_from_the_bucket(tmp_path: Path) -> N
             timeout=120,
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
-        payload = json.loads(_PAYLOAD.search(card.read_text()).group(1))  # type: ignore[union-attr]
+        payload = card_payload(card.read_text())
         loss = next(c for c in payload["charts"] if c["id"] == "loss")
         assert next(s for s in loss["series"] if s["label"] == "train")["y"] == got["loss"]

@@ -25,6 +25,6 @@ def test_unsupported_transformers_version_names_the_supported_range(
 
 
 def test_unsupported_objects_list_what_is_supported() -> None:
-    with pytest.raises(TypeError, match="Lightning|lightning") as info:
+    with pytest.raises(TypeError, match=r"Lightning|lightning") as info:
         traincard_otel.instrument("a string")
     assert "accelerate.Accelerator" in str(info.value) and "torch.optim.Optimizer" in str(info.value)

@@ -99,19 +99,6 @@ def log_record_to_record(item: ReadableLogRecord) -> Record:
     rec = item.log_record
     t = _seconds(rec.timestamp or rec.observed_timestamp)
     body: Any = rec.body
-    if rec.event_name == METRICS_EVENT and isinstance(body, Mapping):
-        row: Record = {
-            "k": "m",
-            "t": t,
-            "s": body.get("step"),
-            "p": body.get("phase"),
-            "v": dict(body.get("values", {})),
-        }
-        if body.get("tags"):
-            row["g"] = dict(body["tags"])
-        return row
-    if rec.event_name == STEP_EVENT and isinstance(body, Mapping):
-        return {"k": "st", "t": t, **dict(body)}
     if rec.event_name:
         out: Record = {"k": "e", "t": t, "n": rec.event_name, "a": _attrs(rec.attributes)}
         if body is not None:
