@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
@@ -34,3 +37,14 @@ def _fmt(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
     return "" if v is None else str(v)
+
+
+def report(
+    benchmark: str, rows: list[dict[str, Any]], columns: Sequence[str], json_path: str | None, **extra: Any
+) -> dict[str, Any]:
+    """Print the table, write the raw numbers as JSON when asked, and return them."""
+    print(table(rows, columns))
+    out = {"benchmark": benchmark, **extra, "results": rows}
+    if json_path:
+        Path(json_path).write_text(json.dumps(out, indent=2, default=str))
+    return out

@@ -10,15 +10,13 @@ process's CPU; what is left is what the pump, store, sampler, watchdog and SDK t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import table
+from benchmarks._harness import report
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -55,11 +53,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "background_cpu_s": background,
         "core_share_pct": background / wall * 100,
     }
-    print(table([row], list(row)))
-    out = {"benchmark": "background", "results": [row]}
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
-    return out
+    return report("background", [row], list(row), args.json)
 
 
 if __name__ == "__main__":

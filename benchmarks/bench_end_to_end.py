@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import spread, table
+from benchmarks._harness import report, spread
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -207,11 +207,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     "overhead_pct": (ours["median"] / plain["median"] - 1) * 100,
                 }
             )
-    print(table(rows, ["framework", "plain_ms", "traincard_ms", "plain_iqr_ms", "runs", "overhead_pct"]))
-    out = {"benchmark": "end_to_end", "steps": steps, "rounds": rounds, "raw": raw, "results": rows}
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
-    return out
+    return report(
+        "end_to_end",
+        rows,
+        ["framework", "plain_ms", "traincard_ms", "plain_iqr_ms", "runs", "overhead_pct"],
+        args.json,
+        steps=steps,
+        rounds=rounds,
+        raw=raw,
+    )
 
 
 if __name__ == "__main__":

@@ -7,17 +7,15 @@ unreachable OTLP endpoint for all three signals.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import spread, table
+from benchmarks._harness import report, spread
 
 CHILD = (
     "import traincard_otel\n"
@@ -58,11 +56,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for label, extra in (("nothing configured", {}), ("unreachable OTLP endpoint", DEAD_OTLP)):
             s = spread([_exit_time({**base, **extra}) for _ in range(runs)])
             rows.append({"case": label, "median_s": s["median"], "p75_s": s["p75"], "runs": s["n"]})
-    print(table(rows, ["case", "median_s", "p75_s", "runs"]))
-    out = {"benchmark": "exit", "results": rows}
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
-    return out
+    return report("exit", rows, ["case", "median_s", "p75_s", "runs"], args.json)
 
 
 if __name__ == "__main__":

@@ -8,15 +8,13 @@ The live card adds its refresh period (``TRAINCARD_REFRESH_INTERVAL``) on top of
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import spread, table
+from benchmarks._harness import report, spread
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -62,11 +60,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ordered = sorted(values)
         p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
         rows.append({"to": name, "p50_s": s["median"], "p95_s": p95, "target_s": target})
-    print(table(rows, ["to", "p50_s", "p95_s", "target_s"]))
-    out = {"benchmark": "freshness", "results": rows}
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
-    return out
+    return report("freshness", rows, ["to", "p50_s", "p95_s", "target_s"], args.json)
 
 
 if __name__ == "__main__":

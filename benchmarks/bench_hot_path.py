@@ -9,15 +9,13 @@ Compared in the same run with the floor (build and append an 8-entry dict) and, 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import interleave, spread, table
+from benchmarks._harness import interleave, report, spread
 
 NAMES = [f"metric_{i}" for i in range(8)]
 
@@ -105,11 +103,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "x_floor": s["median"] / floor,
             }
         )
-    print(table(rows, ["case", "median_us", "p25_us", "p75_us", "x_floor"]))
-    out = {"benchmark": "hot_path", "calls_per_round": calls, "rounds": rounds, "results": rows}
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
-    return out
+    return report(
+        "hot_path",
+        rows,
+        ["case", "median_us", "p25_us", "p75_us", "x_floor"],
+        args.json,
+        calls_per_round=calls,
+        rounds=rounds,
+    )
 
 
 if __name__ == "__main__":

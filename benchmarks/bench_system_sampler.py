@@ -6,13 +6,11 @@ python -m benchmarks.bench_system_sampler [--quick] [--json out.json]
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import spread, table
+from benchmarks._harness import report, spread
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -43,11 +41,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "core_share_pct": share * 100,
         "gpu_notes": "; ".join(sampler.notes),
     }
-    print(table([row], ["cpu_ms_per_sample", "p25_ms", "p75_ms", "interval_s", "core_share_pct"]))
-    out = {"benchmark": "system_sampler", "results": [row]}
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
-    return out
+    return report(
+        "system_sampler",
+        [row],
+        ["cpu_ms_per_sample", "p25_ms", "p75_ms", "interval_s", "core_share_pct"],
+        args.json,
+    )
 
 
 if __name__ == "__main__":
