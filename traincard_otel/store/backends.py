@@ -71,6 +71,10 @@ class LocalBackend:
                 continue
         return out
 
+    def delete(self, names: Iterable[str]) -> None:
+        for name in names:
+            (self.root / name).unlink(missing_ok=True)
+
 
 class MetaflowBackend:
     """The task's folder in the Metaflow datastore, through Metaflow's own storage classes."""

@@ -3,6 +3,7 @@
 ::
 
     a<attempt>/r<rank>/<writer>/seg-<seq>.jsonl   immutable, one per flush
+    a<attempt>/r<rank>/<writer>/part-<first>-<last>.parquet   segments first..last, compacted
     a<attempt>/r<rank>/<writer>/state.json        replaced atomically at every flush
 
 ``writer`` is unique per process, so a rank restarted inside one attempt (torchrun elastic)
@@ -17,6 +18,7 @@ import re
 STATE_NAME = "state.json"
 _SEGMENT = re.compile(r"^a(\d+)/r(\d+)/([A-Za-z0-9_-]+)/seg-(\d{8})\.jsonl$")
 _STATE = re.compile(r"^a(\d+)/r(\d+)/([A-Za-z0-9_-]+)/state\.json$")
+_PART = re.compile(r"^a(\d+)/r(\d+)/([A-Za-z0-9_-]+)/part-(\d{8})-(\d{8})\.parquet$")
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -24,8 +26,9 @@ class ObjectName:
     attempt: int
     rank: int
     writer: str
-    kind: str  # "segment" | "state"
-    seq: int = 0
+    kind: str  # "segment" | "part" | "state"
+    seq: int = 0  # a part: its first segment
+    last: int = 0  # a part: its last segment
 
 
 def writer_dir(attempt: int, rank: int, writer: str) -> str:
@@ -36,6 +39,10 @@ def segment_name(attempt: int, rank: int, writer: str, seq: int) -> str:
     return f"{writer_dir(attempt, rank, writer)}/seg-{seq:08d}.jsonl"
 
 
+def part_name(attempt: int, rank: int, writer: str, first: int, last: int) -> str:
+    return f"{writer_dir(attempt, rank, writer)}/part-{first:08d}-{last:08d}.parquet"
+
+
 def state_name(attempt: int, rank: int, writer: str) -> str:
     return f"{writer_dir(attempt, rank, writer)}/{STATE_NAME}"
 
@@ -44,6 +51,8 @@ def parse(path: str) -> ObjectName | None:
     """Parse a relative object name; ``None`` for anything that is not ours (temp files...)."""
     if m := _SEGMENT.match(path):
         return ObjectName(int(m[1]), int(m[2]), m[3], "segment", int(m[4]))
+    if m := _PART.match(path):
+        return ObjectName(int(m[1]), int(m[2]), m[3], "part", int(m[4]), int(m[5]))
     if m := _STATE.match(path):
         return ObjectName(int(m[1]), int(m[2]), m[3], "state")
     return None

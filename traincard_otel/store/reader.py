@@ -125,6 +125,21 @@ class StoreReader:
         self._done: set[str] = set()
         self._corrupt: set[str] = set()
         self._records = 0
+        self._seqs: dict[tuple[int, int, str], set[int]] = {}  # segments read, per writer
+
+    def _add_part(self, p: layout.ObjectName, name: str, raw: bytes) -> None:
+        from .compaction import read_parquet
+
+        seen = self._seqs.setdefault((p.attempt, p.rank, p.writer), set())
+        try:
+            table = read_parquet(raw)
+        except Exception:  # a corrupt part is skipped and counted, like a corrupt segment
+            self._corrupt.add(name)
+            self._done.add(name)
+            return
+        self._records += _add_table(self.data, table, seen, p.attempt, p.rank)
+        seen.update(range(p.seq, p.last + 1))
+        self._done.add(name)
 
     def read(self) -> RunData:
         # Millions of small objects are created and none of them form cycles: the cyclic GC would
@@ -140,10 +155,21 @@ class StoreReader:
     def _read(self) -> RunData:
         data = self.data
         parsed = sorted((p, n) for n in self.backend.list() if (p := layout.parse(n)) is not None)
-        new = [n for p, n in parsed if p.kind == "segment" and n not in self._done]
-        fetched = self.backend.read_many(new) if new else {}
+        parts = [(p, n) for p, n in parsed if p.kind == "part" and n not in self._done]
+        covered = {(p.attempt, p.rank, p.writer, seq) for p, _n in parts for seq in range(p.seq, p.last + 1)}
+        new = [
+            n
+            for p, n in parsed
+            if p.kind == "segment"
+            and n not in self._done
+            and (p.attempt, p.rank, p.writer, p.seq) not in covered
+        ]
+        fetched = self.backend.read_many([n for _p, n in parts] + new) if parts or new else {}
         for p, name in parsed:
             if name not in fetched:
+                continue
+            if p.kind == "part":
+                self._add_part(p, name, fetched[name])
                 continue
             records, corrupt = _parse_segment(fetched[name])
             if corrupt:
@@ -152,6 +178,7 @@ class StoreReader:
                 _add(data, rec, p.attempt, p.rank)
             self._records += len(records)
             self._done.add(name)
+            self._seqs.setdefault((p.attempt, p.rank, p.writer), set()).add(p.seq)
         stats: dict[str, Any] = {
             "segments": len(self._done),
             "corrupt_segments": len(self._corrupt),
@@ -179,6 +206,68 @@ class StoreReader:
             if state.get("hot_path_overflow"):
                 dropped["buffer_full"] = dropped.get("buffer_full", 0) + int(state["hot_path_overflow"])
         return states
+
+
+def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: int) -> int:
+    """Add a compacted part, a column at a time; rows of segments already read are skipped."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if skip:
+        table = table.filter(pc.invert(pc.is_in(table["seq"], value_set=pa.array(sorted(skip), pa.int64()))))
+    kinds = table["k"]
+    metrics = table.filter(pc.equal(kinds, "m"))
+    for combo in metrics.group_by(["name", "g"]).aggregate([]).to_pylist():
+        name, tags_json = combo["name"], combo["g"]
+        tags = json.loads(tags_json) if tags_json else None
+        mask = pc.equal(metrics["name"], name)
+        mask = pc.and_(mask, pc.equal(metrics["g"], tags_json) if tags_json else pc.is_null(metrics["g"]))
+        rows = metrics.filter(mask)
+        key = _series_key(name, tags) if tags else name
+        series = data.metrics.get(key)
+        if series is None:
+            series = data.metrics[key] = Series(name=name, tags=dict(tags or {}))
+        _extend(
+            series, rows["s"].to_pylist(), rows["value"].to_pylist(), rows["t"].to_pylist(), attempt, rank
+        )
+    steps = table.filter(pc.equal(kinds, "st"))
+    if steps.num_rows:
+        series = data.step_times.get(rank)
+        if series is None:
+            series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
+        s, d, t = steps["s"].to_pylist(), steps["value"].to_pylist(), steps["t"].to_pylist()
+        _extend(series, s, d, t, attempt, rank)
+        for column, tname in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
+            count = steps[column].to_pylist()
+            idx = [i for i, c in enumerate(count) if c and d[i]]
+            if idx:
+                key = f"{tname}{{rank={rank}}}"
+                tput = data.throughput.get(key)
+                if tput is None:
+                    tput = data.throughput[key] = Series(name=tname, tags={"rank": str(rank)})
+                _extend(
+                    tput,
+                    [s[i] for i in idx],
+                    [count[i] / d[i] for i in idx],
+                    [t[i] for i in idx],
+                    attempt,
+                    rank,
+                )
+    others = table.filter(pc.invert(pc.is_in(kinds, value_set=pa.array(["m", "st"]))))
+    for rest in others["rest"].to_pylist():
+        _add(data, json.loads(rest), attempt, rank)
+    return table.num_rows
+
+
+def _extend(
+    series: Series, steps: list[Any], values: list[Any], times: list[Any], attempt: int, rank: int
+) -> None:
+    n = len(values)
+    series.steps.extend(steps)
+    series.values.extend(float("nan") if v is None else v for v in values)
+    series.times.extend(times)
+    series.attempts.extend([attempt] * n)
+    series.ranks.extend([rank] * n)
 
 
 def read_store(backend: Backend, source: str | None = None) -> RunData:

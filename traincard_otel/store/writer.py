@@ -23,6 +23,9 @@ logger = logging.getLogger("traincard_otel")
 
 Record = dict[str, Any]
 
+COMPACT_SEGMENTS = 64  # closed segments per Parquet part...
+COMPACT_RECORDS = 100_000  # ...or fewer, once they hold this many records (bounds the writer's memory)
+
 
 def _json_default(obj: object) -> object:
     return str(obj)
@@ -60,7 +63,12 @@ class StoreWriter:
         self.write_errors = 0
         self.last_error: str | None = None
         self._buffer: list[Record] = []
-        self._unwritten: list[tuple[int, bytes, int]] = []  # (seq, payload, n records) awaiting retry
+        self._unwritten: list[tuple[int, bytes, list[Record]]] = []  # (seq, payload, records) awaiting retry
+        self._closed: list[tuple[int, list[Record]]] = []  # written segments not compacted yet
+        self._closed_records = 0
+        self.compact_segments, self.compact_records = COMPACT_SEGMENTS, COMPACT_RECORDS
+        self.parts_written = 0
+        self.compaction_note: str | None = None
         self._next_seq = 1
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()
@@ -90,7 +98,7 @@ class StoreWriter:
             self.dropped[reason] = self.dropped.get(reason, 0) + n
 
     def _pending_unwritten(self) -> int:
-        return sum(n for _seq, _payload, n in self._unwritten)
+        return sum(len(records) for _seq, _payload, records in self._unwritten)
 
     # -- thread ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -112,15 +120,59 @@ class StoreWriter:
             with self._lock:
                 batch, self._buffer = self._buffer, []
                 if batch:
-                    self._unwritten.append((self._next_seq, encode_lines(batch), len(batch)))
+                    self._unwritten.append((self._next_seq, encode_lines(batch), batch))
                     self._next_seq += 1
             ok = self._write_segments()
+            if ok:
+                self._maybe_compact()
             ok = self._write_state() and ok
             return ok
 
+    def _maybe_compact(self) -> None:
+        """Merge closed segments into one Parquet part once there are enough of them.
+
+        The part is written before the segments it covers are deleted, and readers skip segments a
+        part covers, so a reader never sees a record twice or misses one.
+        """
+        if self.compaction_note is not None or not self._closed:
+            return
+        if len(self._closed) < self.compact_segments and self._closed_records < self.compact_records:
+            return
+        try:
+            from .compaction import to_parquet
+
+            payload = to_parquet(self._closed)
+        except ImportError:
+            self.compaction_note = "store compaction is off: pyarrow is not installed (traincard-otel[store])"
+            logger.warning("traincard: %s", self.compaction_note)
+            self._closed, self._closed_records = [], 0
+            return
+        first, last = self._closed[0][0], self._closed[-1][0]
+        try:
+            self.backend.write(
+                layout.part_name(self.attempt, self.rank, self.writer_id, first, last), payload
+            )
+        except Exception as exc:
+            self._note_error(exc)
+            if len(self._closed) > 4 * self.compact_segments:  # segments stay readable; stop holding them
+                self._closed, self._closed_records = [], 0
+            return
+        self.parts_written += 1
+        covered = [
+            layout.segment_name(self.attempt, self.rank, self.writer_id, seq) for seq, _ in self._closed
+        ]
+        self._closed, self._closed_records = [], 0
+        delete = getattr(self.backend, "delete", None)
+        if delete is not None:
+            try:
+                delete(covered)
+            except Exception as exc:  # leftovers are harmless: readers skip covered segments
+                self._note_error(exc)
+
     def _write_segments(self) -> bool:
         while self._unwritten:
-            seq, payload, n = self._unwritten[0]
+            seq, payload, records = self._unwritten[0]
+            n = len(records)
             try:
                 self.backend.write(layout.segment_name(self.attempt, self.rank, self.writer_id, seq), payload)
             except Exception as exc:
@@ -130,6 +182,8 @@ class StoreWriter:
                 self._unwritten.pop(0)
                 self.segments_written += 1
                 self.records_written += n
+            self._closed.append((seq, records))
+            self._closed_records += n
         return True
 
     def _write_state(self) -> bool:
@@ -145,6 +199,8 @@ class StoreWriter:
                 dropped=dict(self.dropped),
                 pending=len(self._buffer) + self._pending_unwritten(),
                 write_errors=self.write_errors,
+                parts=self.parts_written,
+                compaction_note=self.compaction_note,
                 last_write_error=self.last_error,
             )
         try:

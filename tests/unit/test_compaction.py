@@ -1,0 +1,86 @@
+"""Compaction into Parquet parts: readers see one consistent series before, during and after it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import traincard_otel
+from traincard_otel.store.backends import LocalBackend
+from traincard_otel.store.reader import StoreReader
+from traincard_otel.store.writer import StoreWriter
+
+pytest.importorskip("pyarrow")
+
+
+def _writer(root: Path, every: int = 4) -> StoreWriter:
+    w = StoreWriter(LocalBackend(root), attempt=0, rank=0, flush_interval_s=60, state_provider=dict)
+    w.compact_segments = every
+    return w
+
+
+def _flush_steps(w: StoreWriter, first: int, last: int) -> None:
+    for s in range(first, last + 1):
+        w.add({"k": "m", "t": float(s), "s": s, "p": "train", "v": {"loss": 1.0 / s, "lr": 0.1}})
+        w.add({"k": "st", "t": float(s), "s": s, "d": 0.01, "n": 8, "tok": 64})
+        if s == 7:
+            w.add({"k": "m", "t": float(s), "s": s, "v": {"gpu": 0.5}, "g": {"hw": "gpu0"}})
+            w.add({"k": "l", "t": float(s), "lvl": "WARNING", "msg": "<b>spiky</b>", "a": {}})
+    assert w.flush_now()
+
+
+def test_parts_replace_segments_and_read_the_same(tmp_path: Path) -> None:
+    w = _writer(tmp_path)
+    for i in range(10):
+        _flush_steps(w, 10 * i + 1, 10 * i + 10)
+    assert w.parts_written == 2
+    names = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
+    assert [n for n in names if n.endswith(".parquet")] == [
+        "part-00000001-00000004.parquet",
+        "part-00000005-00000008.parquet",
+    ]
+    assert [n for n in names if n.startswith("seg-")] == ["seg-00000009.jsonl", "seg-00000010.jsonl"]
+    run = traincard_otel.load(tmp_path)
+    assert run.metrics["loss"].steps == list(range(1, 101))
+    assert run.metrics["loss"].values == [1.0 / s for s in range(1, 101)]
+    assert run.metrics["gpu{hw=gpu0}"].values == [0.5]
+    assert run.step_times[0].steps == list(range(1, 101))
+    assert run.throughput["tokens_per_second{rank=0}"].values[0] == pytest.approx(6400)
+    assert [r["message"] for r in run.logs] == ["<b>spiky</b>"]
+    assert run.stats["corrupt_segments"] == 0
+
+
+def test_a_live_reader_sees_no_duplicates_or_gaps_while_compaction_runs(tmp_path: Path) -> None:
+    w = _writer(tmp_path)
+    reader = StoreReader(LocalBackend(tmp_path))
+    _flush_steps(w, 1, 10)
+    _flush_steps(w, 11, 20)
+    assert reader.read().metrics["loss"].steps == list(range(1, 21))  # read segments 1-2
+    _flush_steps(w, 21, 30)
+    _flush_steps(w, 31, 40)  # compaction: part 1-4 written, segments 1-4 deleted
+    assert w.parts_written == 1 and not list(tmp_path.rglob("seg-00000001.jsonl"))
+    _flush_steps(w, 41, 50)
+    data = reader.read()
+    assert data.metrics["loss"].steps == list(range(1, 51))
+    assert data.step_times[0].steps == list(range(1, 51))
+
+
+def test_a_corrupt_part_is_skipped_and_counted(tmp_path: Path) -> None:
+    w = _writer(tmp_path)
+    for i in range(4):
+        _flush_steps(w, 10 * i + 1, 10 * i + 10)
+    part = next(tmp_path.rglob("*.parquet"))
+    part.write_bytes(part.read_bytes()[:100])
+    run = traincard_otel.load(tmp_path)
+    assert run.stats["corrupt_segments"] == 1 and part.name in run.stats["corrupt_names"][0]
+    assert "loss" not in run.metrics  # its segments were deleted after the part was written: lost, but said
+
+
+def test_state_reports_parts(tmp_path: Path) -> None:
+    w = _writer(tmp_path)
+    for i in range(4):
+        _flush_steps(w, 10 * i + 1, 10 * i + 10)
+    state = json.loads(next(tmp_path.rglob("state.json")).read_text())
+    assert state["parts"] == 1 and state["compaction_note"] is None
