@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,18 +14,55 @@ from typing import Any
 def spread(values: Sequence[float]) -> dict[str, float]:
     """Median and quartiles of repeated measurements."""
     ordered = sorted(values)
-    q = statistics.quantiles(ordered, n=4) if len(ordered) >= 2 else [ordered[0]] * 3
+    q = statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) >= 2 else [ordered[0]] * 3
     return {"median": statistics.median(ordered), "p25": q[0], "p75": q[2], "n": len(ordered)}
 
 
-def interleave(cases: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
-    """Run every case once per round, in ABBA order, so slow drifts of the machine cancel out."""
+def interleave(
+    cases: dict[str, Callable[[], float]], rounds: int, *, between: Callable[[], object] | None = None
+) -> dict[str, list[float]]:
+    """Run every case once per round, in ABBA order, so slow drifts of the machine cancel out.
+
+    ``between`` runs after each case (e.g. :func:`settle`), untimed.
+    """
     names = list(cases)
     out: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
         for name in names if r % 2 == 0 else reversed(names):
             out[name].append(cases[name]())
+            if between is not None:
+                between()
     return out
+
+
+def settle(max_s: float = 20.0, quiet_fraction: float = 0.05, window_s: float = 0.2) -> float:
+    """Wait until this process and its children use under ``quiet_fraction`` of a core.
+
+    Trackers hand work to background threads and processes (wandb's service, MLflow's async queue);
+    without this, their backlog would run during the next case and be charged to it.
+    Returns the seconds waited.
+    """
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+
+    def cpu() -> float:
+        # Other threads of this process (the waiting thread's own polling excluded) and children.
+        total = time.process_time() - time.thread_time()
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                total += sum(child.cpu_times()[:2])
+        return total
+
+    start = time.monotonic()
+    before = cpu()
+    while time.monotonic() - start < max_s:
+        time.sleep(window_s)
+        now = cpu()
+        if now - before < quiet_fraction * window_s:
+            break
+        before = now
+    return time.monotonic() - start
 
 
 def table(rows: list[dict[str, object]], columns: Sequence[str]) -> str:

@@ -2,10 +2,14 @@
 logging every step, with and without traincard (system telemetry and the store on), in fresh
 processes interleaved ABBA.
 
-    python -m benchmarks.bench_end_to_end [--steps 400] [--rounds 3] [--quick] [--json out.json]
+    python -m benchmarks.bench_end_to_end [--steps 400] [--rounds 3] [--no-peers] [--quick] [--json F]
 
-Each child times its own optimizer steps (median of on_step_end intervals after a warm-up), so
-process start-up and model construction are not counted.
+When installed (``pip install -e '.[bench]'``), the same runs are made with TensorBoard, wandb
+(offline) and MLflow (its default SQLite store) in place of traincard, each wired the way its
+framework integration does it (``report_to=``, a Lightning logger, direct calls in the raw loop).
+
+Each child times its own optimizer steps (median of step intervals after a warm-up), so process
+start-up and model construction are not counted.
 """
 
 from __future__ import annotations
@@ -18,13 +22,66 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from benchmarks._harness import report, spread
 
 REPO = Path(__file__).resolve().parent.parent
+# Peer tracker -> the module that must be importable for it.
+PEERS = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
+
+
+def installed_peers() -> list[str]:
+    return [peer for peer, module in PEERS.items() if find_spec(module) is not None]
+
+
+def peer_environment(tmp: str) -> dict[str, str]:
+    """Local, offline settings for the peers: nothing leaves the machine."""
+    return {
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": tmp,
+        "WANDB_SILENT": "true",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/mlflow.db",
+    }
+
+
+def raw_loop_logger(mode: str, tmp: str) -> Callable[[int, float], object] | None:
+    """What a hand-written loop calls each step to record its loss with a peer tracker."""
+    if mode == "tensorboard":
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(log_dir=f"{tmp}/tb")
+        return lambda step, loss: writer.add_scalar("loss", loss, step)
+    if mode == "wandb":
+        import wandb
+
+        run = wandb.init(project="bench")
+        return lambda step, loss: run.log({"loss": loss}, step=step)
+    if mode == "mlflow":
+        import mlflow
+
+        mlflow.start_run()
+        return lambda step, loss: mlflow.log_metrics({"loss": loss}, step=step)
+    return None
+
+
+def lightning_logger(mode: str, tmp: str) -> Any:
+    if mode == "tensorboard":
+        from lightning.pytorch.loggers import TensorBoardLogger
+
+        return TensorBoardLogger(save_dir=tmp)
+    if mode == "wandb":
+        from lightning.pytorch.loggers import WandbLogger
+
+        return WandbLogger(project="bench", save_dir=tmp, offline=True)
+    if mode == "mlflow":
+        from lightning.pytorch.loggers import MLFlowLogger
+
+        return MLFlowLogger(tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
+    return False
 
 
 def child(mode: str, steps: int) -> None:
@@ -54,6 +111,7 @@ def child(mode: str, steps: int) -> None:
             save_strategy="no",
             per_device_train_batch_size=4,
             warmup_steps=0,
+            report_to=[mode] if mode in PEERS else "none",
         )
         trainer = Trainer(
             model=tiny_gpt2(n_layer=1, n_embd=32),
@@ -83,8 +141,9 @@ def child_raw(mode: str, steps: int) -> None:
         import traincard_otel
 
         tracker = traincard_otel.instrument(opt)
+    peer = raw_loop_logger(mode, os.environ["TRAINCARD_DIR"])
     times, last = [], time.perf_counter()
-    for _ in range(steps):
+    for step in range(steps):
         x = torch.randn(128, 256)
         loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
         opt.zero_grad()
@@ -92,6 +151,8 @@ def child_raw(mode: str, steps: int) -> None:
         opt.step()
         if tracker is not None:
             tracker.log(loss=loss.detach(), batch=x)  # type: ignore[attr-defined]
+        if peer is not None:
+            peer(step, loss.item())
         now = time.perf_counter()
         times.append(now - last)
         last = now
@@ -134,7 +195,7 @@ def child_lightning(mode: str, steps: int) -> None:
         max_steps=steps,
         log_every_n_steps=1,
         accelerator="cpu",
-        logger=False,
+        logger=lightning_logger(mode, os.environ["TRAINCARD_DIR"]),
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
@@ -152,7 +213,9 @@ CHILDREN = {"hf": child, "raw": child_raw, "lightning": child_lightning}
 
 
 def _run(mode: str, steps: int, tmp: str, framework: str) -> float:
-    env = dict(os.environ, TRAINCARD_DIR=f"{tmp}/{mode}-{time.monotonic_ns()}", PYTHONPATH=str(REPO))
+    run_dir = f"{tmp}/{mode}-{time.monotonic_ns()}"
+    os.makedirs(run_dir)
+    env = dict(os.environ, TRAINCARD_DIR=run_dir, PYTHONPATH=str(REPO), **peer_environment(run_dir))
     cmd = [
         sys.executable,
         "-m",
@@ -180,37 +243,42 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
-    parser.add_argument("--child", choices=["plain", "traincard"], default=None)
+    parser.add_argument("--no-peers", action="store_true", help="skip TensorBoard, wandb and MLflow")
+    parser.add_argument("--child", choices=["plain", "traincard", *PEERS], default=None)
     args = parser.parse_args(argv)
     if args.child:
         CHILDREN[args.framework[0]](args.child, args.steps)
         return {}
     steps, rounds = (30, 1) if args.quick else (args.steps, args.rounds)
     frameworks = ["raw"] if args.quick else args.framework
+    modes = ["plain", "traincard", *([] if args.no_peers else installed_peers())]
     rows, raw = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for fw in frameworks:
-            results: dict[str, list[float]] = {"plain": [], "traincard": []}
+            results: dict[str, list[float]] = {mode: [] for mode in modes}
             for r in range(rounds):
-                for mode in ("plain", "traincard") if r % 2 == 0 else ("traincard", "plain"):
+                for mode in modes if r % 2 == 0 else reversed(modes):
                     for _ in range(1 if args.quick else 2):  # ABBA inside each round as well
                         results[mode].append(_run(mode, steps, tmp, fw))
-            plain, ours = spread(results["plain"]), spread(results["traincard"])
             raw[fw] = results
-            rows.append(
-                {
-                    "framework": fw,
-                    "plain_ms": plain["median"] * 1e3,
-                    "traincard_ms": ours["median"] * 1e3,
-                    "plain_iqr_ms": (plain["p75"] - plain["p25"]) * 1e3,
-                    "runs": plain["n"],
-                    "overhead_pct": (ours["median"] / plain["median"] - 1) * 100,
-                }
-            )
+            plain = spread(results["plain"])
+            for mode in modes[1:]:
+                s = spread(results[mode])
+                rows.append(
+                    {
+                        "framework": fw,
+                        "tracker": mode,
+                        "plain_ms": plain["median"] * 1e3,
+                        "tracked_ms": s["median"] * 1e3,
+                        "iqr_ms": (s["p75"] - s["p25"]) * 1e3,
+                        "runs": s["n"],
+                        "overhead_pct": (s["median"] / plain["median"] - 1) * 100,
+                    }
+                )
     return report(
         "end_to_end",
         rows,
-        ["framework", "plain_ms", "traincard_ms", "plain_iqr_ms", "runs", "overhead_pct"],
+        ["framework", "tracker", "plain_ms", "tracked_ms", "iqr_ms", "runs", "overhead_pct"],
         args.json,
         steps=steps,
         rounds=rounds,

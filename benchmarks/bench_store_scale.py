@@ -44,8 +44,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             if step % 10_000 == 0:
                 reporter.flush()
             if step % max(steps // 10, 1) == 0:
-                rows.append({"step": step, "rss_mib": proc.memory_info().rss / 2**20,
-                             "elapsed_s": time.perf_counter() - t0})
+                rows.append(
+                    {
+                        "step": step,
+                        "rss_mib": proc.memory_info().rss / 2**20,
+                        "elapsed_s": time.perf_counter() - t0,
+                    }
+                )
         traincard_otel.shutdown()
         files = [p for p in Path(tmp).rglob("*") if p.is_file()]
         stored = sum(p.stat().st_size for p in files)
@@ -53,8 +58,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         run = traincard_otel.load(tmp)
         load_s = time.perf_counter() - t1
         assert run.metrics["metric_0"].steps[-1] == steps
-    extra = {"steps": steps, "files": len(files), "bytes_per_scalar": stored / (steps * 8), "load_s": load_s,
-             "rss_growth_mib": rows[-1]["rss_mib"] - rows[0]["rss_mib"], "dropped": run.stats["dropped"]}
+    extra = {
+        "steps": steps,
+        "files": len(files),
+        "bytes_per_scalar": stored / (steps * 8),
+        "load_s": load_s,
+        "rss_growth_mib": rows[-1]["rss_mib"] - rows[0]["rss_mib"],
+        "dropped": run.stats["dropped"],
+    }
     print(", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in extra.items()))
     return report("store_scale", rows, ["step", "rss_mib", "elapsed_s"], args.json, **extra)
 

@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
+from importlib.util import find_spec
 
 import pytest
 
 import benchmarks
 
 NAMES = sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__) if m.name.startswith("bench_"))
+# Rows the side-by-side benchmarks must show for each peer tracker installed (the `bench` extra).
+PEER_ROWS = {
+    "bench_hot_path": (
+        "case",
+        {
+            "tensorboard": {"tensorboard add_scalar x8"},
+            "wandb": {"wandb log (offline)"},
+            "mlflow": {"mlflow log_metrics (async)", "mlflow log_metrics (default, sync)"},
+        },
+    ),
+    "bench_end_to_end": (
+        "tracker",
+        {"tensorboard": {"tensorboard"}, "wandb": {"wandb"}, "mlflow": {"mlflow"}},
+    ),
+}
 
 
 def test_there_are_benchmarks() -> None:
@@ -21,4 +38,9 @@ def test_benchmark_runs_quick(name: str, tmp_path, monkeypatch) -> None:  # type
     monkeypatch.setenv("TRAINCARD_DIR", str(tmp_path / "store"))
     out = importlib.import_module(f"benchmarks.{name}").main(["--quick", "--json", str(tmp_path / "r.json")])
     assert out and "error" not in out
-    assert (tmp_path / "r.json").read_text().startswith("{")
+    assert json.loads((tmp_path / "r.json").read_text())["results"] == json.loads(json.dumps(out["results"]))
+    if name in PEER_ROWS:
+        column, by_peer = PEER_ROWS[name]
+        shown = {row[column] for row in out["results"]}
+        for peer, rows in by_peer.items():
+            assert (rows <= shown) == (find_spec(peer) is not None), (peer, shown)

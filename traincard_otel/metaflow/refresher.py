@@ -7,6 +7,7 @@ process writes), so training in torchrun/accelerate children shows up the same w
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .._safety import report_internal_error
@@ -31,9 +32,15 @@ class Refresher:
     """Every ``interval_s``: read the store, build a small live payload, refresh the cards."""
 
     def __init__(
-        self, backend: Backend, title: str, interval_s: float, hourly_cost: float | None = None
+        self,
+        backend: Backend,
+        title: str,
+        interval_s: float,
+        hourly_cost: float | None = None,
+        cards: Callable[[], list[Any]] = traincard_cards,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
+        self._cards = cards
         self.pushed = 0
         self._reader = StoreReader(backend, source=title)
         self._stop = threading.Event()
@@ -48,7 +55,7 @@ class Refresher:
             self.push()
 
     def push(self) -> None:
-        cards = traincard_cards()
+        cards = self._cards()
         if not cards:
             return
         try:
