@@ -23,7 +23,7 @@ def interleave(
 ) -> dict[str, list[float]]:
     """Run every case once per round, in ABBA order, so slow drifts of the machine cancel out.
 
-    ``between`` runs after each case (e.g. :func:`settle`), untimed.
+    ``between`` runs after each case (e.g. a :func:`settler`), untimed.
     """
     names = list(cases)
     out: dict[str, list[float]] = {n: [] for n in names}
@@ -35,34 +35,42 @@ def interleave(
     return out
 
 
-def settle(max_s: float = 20.0, quiet_fraction: float = 0.05, window_s: float = 0.2) -> float:
-    """Wait until this process and its children use under ``quiet_fraction`` of a core.
+def settler(max_s: float = 20.0, quiet_fraction: float = 0.05, window_s: float = 0.2) -> Callable[[], float]:
+    """A function that waits until this process's other threads, and the child processes started
+    since this call, use under ``quiet_fraction`` of a core (at most ``max_s``); it returns the
+    seconds waited.
 
     Trackers hand work to background threads and processes (wandb's service, MLflow's async queue);
-    without this, their backlog would run during the next case and be charged to it.
-    Returns the seconds waited.
+    without this, their backlog would run during the next case and be charged to it. Children that
+    already exist (a browser a test suite keeps open) are not watched.
     """
     import psutil
 
-    children = psutil.Process().children(recursive=True)
+    me = psutil.Process()
+    existing = {child.pid for child in me.children(recursive=True)}
 
-    def cpu() -> float:
-        # Other threads of this process (the waiting thread's own polling excluded) and children.
-        total = time.process_time() - time.thread_time()
-        for child in children:
-            with contextlib.suppress(psutil.Error):
-                total += sum(child.cpu_times()[:2])
-        return total
+    def settle() -> float:
+        children = [c for c in me.children(recursive=True) if c.pid not in existing]
 
-    start = time.monotonic()
-    before = cpu()
-    while time.monotonic() - start < max_s:
-        time.sleep(window_s)
-        now = cpu()
-        if now - before < quiet_fraction * window_s:
-            break
-        before = now
-    return time.monotonic() - start
+        def cpu() -> float:
+            # This process's other threads (the waiting thread's own polling excluded) and children.
+            total = time.process_time() - time.thread_time()
+            for child in children:
+                with contextlib.suppress(psutil.Error):
+                    total += sum(child.cpu_times()[:2])
+            return total
+
+        start = time.monotonic()
+        before = cpu()
+        while time.monotonic() - start < max_s:
+            time.sleep(window_s)
+            now = cpu()
+            if now - before < quiet_fraction * window_s:
+                break
+            before = now
+        return time.monotonic() - start
+
+    return settle
 
 
 def table(rows: list[dict[str, object]], columns: Sequence[str]) -> str:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from benchmarks._harness import interleave, report, settle, spread
+from benchmarks._harness import interleave, report, settler, spread
 
 NAMES = [f"metric_{i}" for i in range(8)]
 FLOOR = "floor: dict + list.append"
@@ -41,7 +41,7 @@ def _timed(fn: Call, n: int) -> Callable[[], float]:
     return run
 
 
-def _calls_per_round(call: Call, most: int) -> int:
+def _calls_per_round(call: Call, most: int, settle: Callable[[], object]) -> int:
     """Warm the case up (first calls create files, threads and caches) and size its rounds."""
     t0 = time.perf_counter()
     for s in range(WARM_UP_CALLS):
@@ -116,9 +116,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     calls, rounds = (200, 2) if args.quick else (5000, 12)
+    settle = settler(max_s=1.0 if args.quick else 20.0)
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         cases = _cases(tmp, stack, peers=not args.no_peers)
-        timers = {name: _timed(call, _calls_per_round(call, calls)) for name, call in cases.items()}
+        timers = {name: _timed(call, _calls_per_round(call, calls, settle)) for name, call in cases.items()}
         samples = interleave(timers, rounds, between=settle)
     floor = spread(samples[FLOOR])["median"]
     rows = []

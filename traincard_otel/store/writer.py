@@ -31,11 +31,13 @@ def _json_default(obj: object) -> object:
     return str(obj)
 
 
+# One encoder for all records: json.dumps() with options builds a new encoder per call.
+# NaN/inf are kept (Python's json reads them back); the card turns them into gaps.
+_encode = json.JSONEncoder(separators=(",", ":"), default=_json_default).encode
+
+
 def encode_lines(records: list[Record]) -> bytes:
-    # NaN/inf are kept (Python's json reads them back); the card turns them into gaps.
-    return "".join(
-        json.dumps(r, separators=(",", ":"), default=_json_default) + "\n" for r in records
-    ).encode()
+    return "".join(_encode(r) + "\n" for r in records).encode()
 
 
 class StoreWriter:
@@ -119,8 +121,11 @@ class StoreWriter:
         with self._io_lock:
             with self._lock:
                 batch, self._buffer = self._buffer, []
-                if batch:
-                    self._unwritten.append((self._next_seq, encode_lines(batch), batch))
+            if batch:
+                # Encoded outside the producers' lock: the pump must not wait for a whole batch.
+                payload = encode_lines(batch)
+                with self._lock:
+                    self._unwritten.append((self._next_seq, payload, batch))
                     self._next_seq += 1
             ok = self._write_segments()
             if ok:
