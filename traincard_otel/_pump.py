@@ -321,11 +321,12 @@ class Pump:
             step_f = to_float(step)
             step = int(step_f) if step_f is not None else None
         clean: dict[str, float] = {}
+        known = self.last_metrics  # names accepted before need no second check (per-step cost)
         for name, raw in values.items():
-            if not isinstance(name, str) or not name.strip():
+            if name not in known and (not isinstance(name, str) or not name.strip()):
                 self._reject("bad_name", "metric names must be non-empty strings; got %r", name)
                 continue
-            value = to_float(raw)
+            value = raw if type(raw) is float else to_float(raw)
             if value is None:
                 self._reject(
                     f"not_a_number:{name}",

@@ -15,7 +15,7 @@ from fakes.nvml import FakeNvml
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from traincard_otel.telemetry import SystemSampler, rates, register_system_instruments
+from traincard_otel.telemetry import SystemSampler, host, rates, register_system_instruments
 from traincard_otel.telemetry.gpu import GpuSampler, visible_devices
 
 
@@ -85,7 +85,8 @@ _CHILD = (
 )
 
 
-def test_child_process_memory_is_counted() -> None:
+def test_child_process_memory_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host, "TREE_REFRESH_S", 0.0)  # walk the process tree at every sample
     sampler = SystemSampler(gpu=False)
     base = _value(sampler.sample_now(), "process.memory.usage")
     child = subprocess.Popen(
@@ -100,6 +101,24 @@ def test_child_process_memory_is_counted() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_process_tree_is_walked_once_per_refresh_period(monkeypatch: pytest.MonkeyPatch) -> None:
+    walks = []
+    children = host.psutil.Process.children
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        walks.append(1)
+        return children(self, *args, **kwargs)
+
+    monkeypatch.setattr(host.psutil.Process, "children", counted)
+    sampler = SystemSampler(gpu=False)
+    for _ in range(3):
+        sampler.sample_now()
+    assert len(walks) == 1
+    monkeypatch.setattr(host, "TREE_REFRESH_S", 0.0)
+    sampler.sample_now()
+    assert len(walks) == 2
 
 
 def test_gpu_figures_from_nvml_with_semconv_names() -> None:

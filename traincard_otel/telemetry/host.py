@@ -9,6 +9,11 @@ import psutil
 
 from ._samples import Sample
 
+# Finding children reads /proc/<pid>/stat of every process on the host (about two thirds of a
+# sample's CPU), while the tree of a training process rarely changes: walk it at most this often
+# and reuse the list in between (children that exit are skipped, new ones join at the next walk).
+TREE_REFRESH_S = 10.0
+
 
 def cgroup_memory_limit() -> int | None:
     """The container's memory limit (cgroup v2, then v1), if one is set."""
@@ -32,17 +37,22 @@ class HostSampler:
         self._cpu_times: dict[int, float] = {}
         self._last_wall: float | None = None
         self._limit = cgroup_memory_limit()
+        self._tree: list[psutil.Process] = [self.process]
+        self._tree_at: float | None = None
 
-    def _process_tree(self) -> list[psutil.Process]:
-        try:
-            return [self.process, *self.process.children(recursive=True)]
-        except psutil.Error:
-            return [self.process]
+    def _process_tree(self, now: float) -> list[psutil.Process]:
+        if self._tree_at is None or now - self._tree_at >= TREE_REFRESH_S or now < self._tree_at:
+            try:
+                self._tree = [self.process, *self.process.children(recursive=True)]
+            except psutil.Error:
+                self._tree = [self.process]
+            self._tree_at = now
+        return self._tree
 
     def _process_figures(self, now: float) -> tuple[float | None, int]:
         """CPU utilization (cores busy / cores) and RSS of this process and its children."""
         cpu_total, rss, seen = 0.0, 0, {}
-        for proc in self._process_tree():
+        for proc in self._process_tree(now):
             try:
                 with proc.oneshot():
                     times = proc.cpu_times()
