@@ -68,13 +68,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             _account(pipeline.pump, "drain", "pump", cpu),
             _account(pipeline.writer, "flush_now", "store writer", cpu),
         ]
-        values = {f"metric_{i}": 0.5 for i in range(8)}
+        names = [f"metric_{i}" for i in range(8)]
         period = 1.0 / args.rate
         proc0, thread0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
         step, next_at = 0, wall0
         while time.perf_counter() - wall0 < seconds:
             step += 1
-            reporter.metrics(values, step=step)
+            # Full-precision values, as losses and learning rates are (short decimals are cheaper).
+            reporter.metrics({name: 1.0 / (step + i + 0.3) for i, name in enumerate(names)}, step=step)
             reporter.step_end(step, duration_s=period)
             next_at += period
             time.sleep(max(0.0, next_at - time.perf_counter()))

@@ -84,102 +84,66 @@ def lightning_logger(mode: str, tmp: str) -> Any:
     return False
 
 
-def child(mode: str, steps: int) -> None:
+def hf_trainer(mode: str, out: str, steps: int, callbacks: list[Any]) -> Any:
+    """A Trainer on a tiny GPT-2 logging every step, reporting to ``mode`` if it is a peer."""
     sys.path.insert(0, str(REPO / "examples"))
-    import torch
     from tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
-    from transformers import Trainer, TrainerCallback
+    from transformers import Trainer
 
-    torch.set_num_threads(1)
-    times: list[float] = []
-
-    class Clock(TrainerCallback):
-        last = None
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            now = time.perf_counter()
-            if self.last is not None:
-                times.append(now - self.last)
-            self.last = now
-
-    with tempfile.TemporaryDirectory() as out:
-        args = training_args(
-            out,
-            max_steps=steps,
-            logging_steps=1,
-            eval_strategy="no",
-            save_strategy="no",
-            per_device_train_batch_size=4,
-            warmup_steps=0,
-            report_to=[mode] if mode in PEERS else "none",
-        )
-        trainer = Trainer(
-            model=tiny_gpt2(n_layer=1, n_embd=32),
-            args=args,
-            train_dataset=ProgressionDataset(512),
-            callbacks=[Clock()],
-        )
-        if mode == "traincard":
-            import traincard_otel
-
-            traincard_otel.instrument(trainer)
-        trainer.train()
-    warm = times[len(times) // 5 :]
-    print(json.dumps({"median_step_s": statistics.median(warm), "steps": len(warm)}))
+    args = training_args(
+        out,
+        max_steps=steps,
+        logging_steps=1,
+        eval_strategy="no",
+        save_strategy="no",
+        per_device_train_batch_size=4,
+        warmup_steps=0,
+        report_to=[mode] if mode in PEERS else "none",
+    )
+    return Trainer(
+        model=tiny_gpt2(n_layer=1, n_embd=32),
+        args=args,
+        train_dataset=ProgressionDataset(512),
+        callbacks=callbacks,
+    )
 
 
-def child_raw(mode: str, steps: int) -> None:
-    """A hand-written loop; instrumented through the optimizer hooks and tracker.log()."""
+def raw_model() -> Any:
     import torch
 
-    torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    tracker = None
-    if mode == "traincard":
-        import traincard_otel
-
-        tracker = traincard_otel.instrument(opt)
-    peer = raw_loop_logger(mode, os.environ["TRAINCARD_DIR"])
-    times, last = [], time.perf_counter()
-    for step in range(steps):
-        x = torch.randn(128, 256)
-        loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if tracker is not None:
-            tracker.log(loss=loss.detach(), batch=x)  # type: ignore[attr-defined]
-        if peer is not None:
-            peer(step, loss.item())
-        now = time.perf_counter()
-        times.append(now - last)
-        last = now
-    warm = times[len(times) // 5 :]
-    print(json.dumps({"median_step_s": statistics.median(warm), "steps": len(warm)}))
+    return torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1))
 
 
-def child_lightning(mode: str, steps: int) -> None:
+def raw_step(model: Any, opt: Any) -> tuple[Any, Any]:
+    """One optimizer step of the raw loop; returns the loss and the batch."""
+    import torch
+
+    x = torch.randn(128, 256)
+    loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss, x
+
+
+def lightning_fit(
+    mode: str, steps: int, on_batch: Callable[[Any], None], setup: Callable[[Any], None]
+) -> None:
+    """Fit a small Lightning module for ``steps`` steps, logging every step to ``mode``'s logger.
+
+    ``on_batch(trainer)`` runs at the start of every training step; ``setup(trainer)`` before fit.
+    """
     import lightning.pytorch as pl
     import torch
-
-    torch.set_num_threads(1)
-    times: list[float] = []
 
     class Module(pl.LightningModule):
         def __init__(self) -> None:
             super().__init__()
-            self.net = torch.nn.Sequential(
-                torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1)
-            )
-            self.last: float | None = None
+            self.net = raw_model()
 
         def training_step(self, batch: Any, batch_idx: int) -> Any:
-            now = time.perf_counter()
-            if self.last is not None:
-                times.append(now - self.last)
-            self.last = now
+            on_batch(self.trainer)
             (x,) = batch
             loss = torch.nn.functional.mse_loss(self.net(x), x.sum(1, keepdim=True))
             self.log("train_loss", loss)
@@ -200,13 +164,88 @@ def child_lightning(mode: str, steps: int) -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
     )
+    setup(trainer)
+    trainer.fit(Module(), data)
+
+
+def _print_median(times: list[float]) -> None:
+    warm = times[len(times) // 5 :]
+    print(json.dumps({"median_step_s": statistics.median(warm), "steps": len(warm)}))
+
+
+def child(mode: str, steps: int) -> None:
+    import torch
+    from transformers import TrainerCallback
+
+    torch.set_num_threads(1)
+    times: list[float] = []
+
+    class Clock(TrainerCallback):
+        last = None
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            now = time.perf_counter()
+            if self.last is not None:
+                times.append(now - self.last)
+            self.last = now
+
+    with tempfile.TemporaryDirectory() as out:
+        trainer = hf_trainer(mode, out, steps, [Clock()])
+        if mode == "traincard":
+            import traincard_otel
+
+            traincard_otel.instrument(trainer)
+        trainer.train()
+    _print_median(times)
+
+
+def child_raw(mode: str, steps: int) -> None:
+    """A hand-written loop; instrumented through the optimizer hooks and tracker.log()."""
+    import torch
+
+    torch.set_num_threads(1)
+    model = raw_model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    tracker = None
     if mode == "traincard":
         import traincard_otel
 
-        traincard_otel.instrument(trainer)
-    trainer.fit(Module(), data)
-    warm = times[len(times) // 5 :]
-    print(json.dumps({"median_step_s": statistics.median(warm), "steps": len(warm)}))
+        tracker = traincard_otel.instrument(opt)
+    peer = raw_loop_logger(mode, os.environ["TRAINCARD_DIR"])
+    times, last = [], time.perf_counter()
+    for step in range(steps):
+        loss, x = raw_step(model, opt)
+        if tracker is not None:
+            tracker.log(loss=loss.detach(), batch=x)  # type: ignore[attr-defined]
+        if peer is not None:
+            peer(step, loss.item())
+        now = time.perf_counter()
+        times.append(now - last)
+        last = now
+    _print_median(times)
+
+
+def child_lightning(mode: str, steps: int) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    times: list[float] = []
+    last: list[float] = []
+
+    def tick(_trainer: Any) -> None:
+        now = time.perf_counter()
+        if last:
+            times.append(now - last[0])
+        last[:] = [now]
+
+    def setup(trainer: Any) -> None:
+        if mode == "traincard":
+            import traincard_otel
+
+            traincard_otel.instrument(trainer)
+
+    lightning_fit(mode, steps, tick, setup)
+    _print_median(times)
 
 
 CHILDREN = {"hf": child, "raw": child_raw, "lightning": child_lightning}

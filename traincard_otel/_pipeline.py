@@ -138,6 +138,7 @@ class Pipeline:
             meter=meter,
             run_span=self.run_span,
             last_system=self.last_system,
+            step_histogram=self.exports_metrics,
         )
         self.watchdog = Watchdog(
             progress=lambda: (self.reporter.step, self.reporter.heartbeat_at),
@@ -205,6 +206,8 @@ class Pipeline:
                 readers.append(
                     PeriodicExportingMetricReader(cls(), export_interval_millis=s.metric_export_interval_ms)
                 )
+        # Readers beyond the store's own: the step-duration histogram is aggregated only for them.
+        self.exports_metrics = len(readers) > (self.writer is not None)
         views = [
             View(
                 instrument_name="traincard.step.duration",

@@ -88,6 +88,7 @@ class Pump:
         run_span: Span,
         last_system: Callable[[], Mapping[str, float]],
         period_s: float = 0.25,
+        step_histogram: bool = True,
     ) -> None:
         self.reporter = reporter
         self.tracer, self.logger, self.run_span = tracer, logger, run_span
@@ -112,9 +113,12 @@ class Pump:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-pump", daemon=True)
-        self._step_hist = meter.create_histogram(
+        step_hist = meter.create_histogram(
             "traincard.step.duration", unit="s", description="Wall time per optimizer step"
         )
+        # Recording costs ~15 µs of SDK work per step; the store keeps every step's duration
+        # anyway, so the histogram is fed only when a metric exporter (OTLP, Prometheus) reads it.
+        self._step_hist = step_hist if step_histogram else None
         self._steps = meter.create_counter("traincard.steps", unit="{step}", description="Steps completed")
         self._ckpts = meter.create_counter("traincard.checkpoints", unit="{checkpoint}")
         self._ckpt_size: int | None = None
@@ -320,13 +324,36 @@ class Pump:
         if step is not None and not isinstance(step, int):
             step_f = to_float(step)
             step = int(step_f) if step_f is not None else None
+        floats = values.values()
+        if (
+            self.last_metrics.keys() >= values.keys()
+            and all(type(v) is float for v in floats)
+            and math.isfinite(sum(floats))  # NaN or inf anywhere makes the sum non-finite
+        ):
+            clean = values  # the per-step case: known names, finite floats; the reporter's own copy
+        else:
+            clean = self._clean(values, step)
+        if not clean:
+            return
+        step = self.reporter.step if step is None else step
+        if not self.recent_durations and not self._step_ends:
+            self._check_rewind(t, step)  # step ends, when reported, are the reliable progress signal
+        self.last_metrics.update(clean)
+        row: dict[str, Any] = {"t": t, "step": step, "phase": phase, "values": clean}
+        if tags:
+            row["tags"] = dict(tags)
+        self._rows.append(row)
+        if len(self._rows) >= MAX_ROWS_PER_EVENT:
+            self.flush_rows()
+
+    def _clean(self, values: dict[str, Any], step: int | None) -> dict[str, float]:
+        """The valid values of a report as floats; the rest is rejected and counted."""
         clean: dict[str, float] = {}
-        known = self.last_metrics  # names accepted before need no second check (per-step cost)
         for name, raw in values.items():
-            if name not in known and (not isinstance(name, str) or not name.strip()):
+            if not isinstance(name, str) or not name.strip():
                 self._reject("bad_name", "metric names must be non-empty strings; got %r", name)
                 continue
-            value = raw if type(raw) is float else to_float(raw)
+            value = to_float(raw)
             if value is None:
                 self._reject(
                     f"not_a_number:{name}",
@@ -340,18 +367,7 @@ class Pump:
                     f"nonfinite:{name}", "traincard: metric %r is %s at step %s (recorded)", name, value, step
                 )
             clean[name] = value
-        if not clean:
-            return
-        step = self.reporter.step if step is None else step
-        if not self.recent_durations and not self._step_ends:
-            self._check_rewind(t, step)  # step ends, when reported, are the reliable progress signal
-        self.last_metrics.update(clean)
-        row: dict[str, Any] = {"t": t, "step": step, "phase": phase, "values": clean}
-        if tags:
-            row["tags"] = dict(tags)
-        self._rows.append(row)
-        if len(self._rows) >= MAX_ROWS_PER_EVENT:
-            self.flush_rows()
+        return clean
 
     def _check_rewind(self, t: float, step: int | None) -> None:
         """A step counter moving backwards is a resume from a checkpoint, not corrupt data."""
@@ -382,7 +398,8 @@ class Pump:
         if wait is not None and wait >= 0:
             body["w"] = wait
         if duration is not None and duration > 0:
-            self._step_hist.record(duration)
+            if self._step_hist is not None:
+                self._step_hist.record(duration)
             self.recent_durations.append(duration)
             if wait is not None and wait >= 0:
                 self.recent_wait_shares.append(min(wait / duration, 1.0))

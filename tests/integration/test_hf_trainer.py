@@ -110,3 +110,30 @@ def test_resume_from_checkpoint_is_a_rewind_and_both_stretches_are_kept(
     assert [s["label"] for s in train] == ["train", "train (resumed 1)"]
     assert train[1]["x"][0] == 16
     assert any(m["kind"] == "rewind" and m["x"] == 15 for m in build_payload(run)["markers"])
+
+
+@pytest.mark.slow
+def test_time_spent_waiting_for_batches_is_measured_and_flags_input_bound_training(
+    store_dir: Path, tmp_path: Path
+) -> None:
+    import time
+
+    from tiny_gpt2 import ProgressionDataset
+    from tiny_gpt2 import trainer as make_trainer
+
+    class SlowDataset(ProgressionDataset):
+        def __getitem__(self, i: int) -> dict[str, object]:
+            time.sleep(0.01)  # a slow input pipeline: 40 ms per batch of 4
+            return super().__getitem__(i)
+
+    trainer = make_trainer(
+        str(tmp_path / "out"), max_steps=40, logging_steps=5, per_device_train_batch_size=4
+    )
+    trainer.train_dataset = SlowDataset(256)
+    traincard_otel.instrument(trainer)
+    trainer.train()
+    traincard_otel.shutdown()
+
+    run = traincard_otel.load(store_dir)
+    assert run.status["input_bound_share"] >= 0.5
+    assert run.step_times[0].steps[-1] == 40

@@ -26,6 +26,10 @@ PEER_ROWS = {
         "tracker",
         {"tensorboard": {"tensorboard"}, "wandb": {"wandb"}, "mlflow": {"mlflow"}},
     ),
+    "bench_step_overhead": (
+        "tracker",
+        {"tensorboard": {"tensorboard"}, "wandb": {"wandb"}, "mlflow": {"mlflow"}},
+    ),
 }
 
 
@@ -44,3 +48,21 @@ def test_benchmark_runs_quick(name: str, tmp_path, monkeypatch) -> None:  # type
         shown = {row[column] for row in out["results"]}
         for peer, rows in by_peer.items():
             assert (rows <= shown) == (find_spec(peer) is not None), (peer, shown)
+
+
+def test_step_overhead_blocks_alternate_abba_and_pair_one_on_with_one_off() -> None:
+    from benchmarks.bench_step_overhead import WARMUP_STEPS, Blocks
+
+    switched: list[bool] = []
+    blocks = Blocks(10, switched.append)
+    for _ in range(WARMUP_STEPS + 8 * 10):
+        blocks.tick()
+    assert switched == [False, True, True, False, False, True, True, False, False]
+    assert [block[0] for block in blocks.done] == switched[:8]
+    result = blocks.result()
+    assert (
+        len(result["ratios"]) == len(result["cpu_ratios"]) == 4
+        and len(result["on_s"]) == len(result["off_s"]) == 4
+    )
+    assert result["ratios"][0] == result["on_s"][0] / result["off_s"][0]  # pair 1: off, then on
+    assert result["ratios"][1] == result["on_s"][1] / result["off_s"][1]  # pair 2: on, then off

@@ -4,20 +4,21 @@ A ``TrainerCallback`` maps Trainer events to the reporter: every ``on_log`` dict
 step, train/eval/save phases with their real durations, checkpoints from ``on_save`` with the
 best-model metric, status fields for the ETA, and heartbeats. Token and sample counts come
 from the batches themselves (``training_step`` is wrapped on the instance) because the Trainer
-only logs throughput at the end of training.
+only logs throughput at the end of training; the same wrapper measures the time each step
+waited for its batches.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
+import math
 import os
 import time
 from typing import Any
 
 from .._optional import require
 from .._reporter import Phase, Reporter
-from .._safety import guarded
+from .._safety import guarded, report_internal_error, under_pytest
 from ..exceptions import TraincardError
 
 transformers = require("transformers", "hf")
@@ -54,13 +55,18 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
         self._last_eval: dict[str, float] = {}
         self._data_wait: float | None = None
 
-    # -- counters fed by the wrapped training_step -------------------------------------------
-    def count_batch(self, inputs: Any) -> None:
-        ids = inputs.get("input_ids") if isinstance(inputs, dict) else None
-        shape = getattr(ids, "shape", None)
-        if ids is not None and shape is not None and len(shape) >= 1:
-            self._samples += int(shape[0])
-            self._tokens += int(ids.numel()) if len(shape) >= 2 else 0
+    # -- fed by the wrapped training_step -----------------------------------------------------
+    def before_training_step(self, inputs: Any) -> None:
+        """The data wait (at a step's first micro-batch) and the batch's sample and token counts."""
+        if self._data_wait is None and self._last_step_end is not None:
+            # The Trainer fetches a step's batches between the previous step's end and here.
+            self._data_wait = time.perf_counter() - self._last_step_end
+        get = getattr(inputs, "get", None)  # a dict or a BatchEncoding
+        shape = getattr(get("input_ids"), "shape", None) if get is not None else None
+        if shape:
+            self._samples += shape[0]
+            if len(shape) >= 2:
+                self._tokens += math.prod(shape)
 
     # -- Trainer events --------------------------------------------------------------------------
     @guarded("hf.on_train_begin", None)
@@ -82,12 +88,6 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             )
         self._train = self.reporter.phase("train")
         self._last_step_end = time.perf_counter()
-
-    @guarded("hf.on_step_begin", None)
-    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        # The Trainer fetches the batch between the previous step's end and this call.
-        if self._last_step_end is not None:
-            self._data_wait = time.perf_counter() - self._last_step_end
 
     @guarded("hf.on_step_end", None)
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -204,9 +204,12 @@ def attach(trainer: Any, reporter: Reporter) -> HFHandle:
 
     @functools.wraps(step_fn)
     def training_step(*args: Any, **kwargs: Any) -> Any:
-        inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
-        with contextlib.suppress(Exception):  # counting is best effort; the step itself must run
-            callback.count_batch(inputs)
+        try:  # inlined rather than @guarded: this runs once per micro-batch
+            callback.before_training_step(args[1] if len(args) > 1 else kwargs.get("inputs"))
+        except Exception as exc:  # the step itself must run
+            if under_pytest():
+                raise
+            report_internal_error("hf.training_step", exc)
         return step_fn(*args, **kwargs)
 
     @functools.wraps(train_fn)

@@ -12,7 +12,7 @@ import gc
 import json
 from typing import Any
 
-from . import layout
+from . import layout, segment
 from .backends import Backend
 
 Record = dict[str, Any]
@@ -80,32 +80,6 @@ class RunData:
         return self.metrics[name]
 
 
-def _parse_segment(data: bytes) -> tuple[list[Record], bool]:
-    lines = [line for line in data.splitlines() if line.strip()]
-    try:  # one parse for the whole segment; line by line only when something is wrong
-        records = json.loads(b"[" + b",".join(lines) + b"]")
-    except ValueError:
-        return _parse_lines(lines)
-    if all(isinstance(r, dict) for r in records):
-        return records, False
-    return _parse_lines(lines)
-
-
-def _parse_lines(lines: list[bytes]) -> tuple[list[Record], bool]:
-    out, corrupt = [], False
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            corrupt = True
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-        else:
-            corrupt = True
-    return out, corrupt
-
-
 def _series_key(name: str, tags: dict[str, str] | None) -> str:
     if not tags:
         return name
@@ -171,7 +145,7 @@ class StoreReader:
             if p.kind == "part":
                 self._add_part(p, name, fetched[name])
                 continue
-            records, corrupt = _parse_segment(fetched[name])
+            records, corrupt = segment.decode(fetched[name])
             if corrupt:
                 self._corrupt.add(name)
             for rec in records:

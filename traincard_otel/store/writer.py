@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import layout
+from . import layout, segment
 from .backends import Backend
 
 logger = logging.getLogger("traincard_otel")
@@ -25,19 +25,6 @@ Record = dict[str, Any]
 
 COMPACT_SEGMENTS = 64  # closed segments per Parquet part...
 COMPACT_RECORDS = 100_000  # ...or fewer, once they hold this many records (bounds the writer's memory)
-
-
-def _json_default(obj: object) -> object:
-    return str(obj)
-
-
-# One encoder for all records: json.dumps() with options builds a new encoder per call.
-# NaN/inf are kept (Python's json reads them back); the card turns them into gaps.
-_encode = json.JSONEncoder(separators=(",", ":"), default=_json_default).encode
-
-
-def encode_lines(records: list[Record]) -> bytes:
-    return "".join(_encode(r) + "\n" for r in records).encode()
 
 
 class StoreWriter:
@@ -123,7 +110,7 @@ class StoreWriter:
                 batch, self._buffer = self._buffer, []
             if batch:
                 # Encoded outside the producers' lock: the pump must not wait for a whole batch.
-                payload = encode_lines(batch)
+                payload = segment.encode(batch)
                 with self._lock:
                     self._unwritten.append((self._next_seq, payload, batch))
                     self._next_seq += 1
@@ -209,7 +196,7 @@ class StoreWriter:
                 last_write_error=self.last_error,
             )
         try:
-            data = json.dumps(state, default=_json_default, allow_nan=True).encode()
+            data = json.dumps(state, default=str, allow_nan=True).encode()
             self.backend.write(layout.state_name(self.attempt, self.rank, self.writer_id), data)
         except Exception as exc:
             self._note_error(exc)
