@@ -59,15 +59,18 @@ def test_bad_values_are_recorded_or_rejected_never_raised(
         r.metric("", 1.0, step=5)
         r.metric("tagged", 1.0, step=6, tags={"gpu": 0})  # type: ignore[dict-item]
         r.metric("tagged", 2.0, step=6, tags={"gpu": "0"})
+        r.metrics({"loss": 0.125, "acc": "high"}, step=7)  # a known name is still checked
         traincard_otel.shutdown()
     run = traincard_otel.load(store_dir)
     loss = run.metrics["loss"]
     assert loss.values[0] == 0.25 and math.isnan(loss.values[1]) and math.isinf(loss.values[2])
+    assert loss.values[3] == 0.125
     assert run.metrics["acc"].values == [0.5] and run.metrics["n"].values == [3.0]
     assert "text" not in run.metrics and "" not in run.metrics
     assert list(run.metrics).count("tagged{gpu=0}") == 1 and run.metrics["tagged{gpu=0}"].values == [2.0]
     rejected = run.status["rejected"]
     assert rejected["bad_name"] == 1 and rejected["bad_tags"] == 1 and rejected["not_a_number:text"] == 1
+    assert rejected["not_a_number:acc"] == 1
     messages = " ".join(rec.getMessage() for rec in caplog.records)
     assert "not a number" in messages and "non-empty strings" in messages and "is nan" in messages
 
