@@ -48,6 +48,12 @@ def peer_environment(tmp: str) -> dict[str, str]:
     }
 
 
+def child_environment(run_dir: str) -> dict[str, str]:
+    """A benchmark child's environment: its own store, this checkout importable, peers offline."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return dict(os.environ, TRAINCARD_DIR=run_dir, PYTHONPATH=path, **peer_environment(run_dir))
+
+
 def raw_loop_logger(mode: str, tmp: str) -> Callable[[int, float], object] | None:
     """What a hand-written loop calls each step to record its loss with a peer tracker."""
     if mode == "tensorboard":
@@ -84,7 +90,7 @@ def lightning_logger(mode: str, tmp: str) -> Any:
     return False
 
 
-def hf_trainer(mode: str, out: str, steps: int, callbacks: list[Any]) -> Any:
+def hf_trainer(mode: str, out: str, steps: int, callbacks: list[Any], device: str = "cpu") -> Any:
     """A Trainer on a tiny GPT-2 logging every step, reporting to ``mode`` if it is a peer."""
     sys.path.insert(0, str(REPO / "examples"))
     from tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
@@ -99,6 +105,7 @@ def hf_trainer(mode: str, out: str, steps: int, callbacks: list[Any]) -> Any:
         per_device_train_batch_size=4,
         warmup_steps=0,
         report_to=[mode] if mode in PEERS else "none",
+        use_cpu=device == "cpu",
     )
     return Trainer(
         model=tiny_gpt2(n_layer=1, n_embd=32),
@@ -108,18 +115,19 @@ def hf_trainer(mode: str, out: str, steps: int, callbacks: list[Any]) -> Any:
     )
 
 
-def raw_model() -> Any:
+def raw_model(device: str = "cpu") -> Any:
     import torch
 
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1))
+    net = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1))
+    return net.to(device)
 
 
-def raw_step(model: Any, opt: Any) -> tuple[Any, Any]:
+def raw_step(model: Any, opt: Any, device: str = "cpu") -> tuple[Any, Any]:
     """One optimizer step of the raw loop; returns the loss and the batch."""
     import torch
 
-    x = torch.randn(128, 256)
+    x = torch.randn(128, 256, device=device)
     loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
     opt.zero_grad()
     loss.backward()
@@ -128,7 +136,11 @@ def raw_step(model: Any, opt: Any) -> tuple[Any, Any]:
 
 
 def lightning_fit(
-    mode: str, steps: int, on_batch: Callable[[Any], None], setup: Callable[[Any], None]
+    mode: str,
+    steps: int,
+    on_batch: Callable[[Any], None],
+    setup: Callable[[Any], None],
+    device: str = "cpu",
 ) -> None:
     """Fit a small Lightning module for ``steps`` steps, logging every step to ``mode``'s logger.
 
@@ -158,7 +170,7 @@ def lightning_fit(
     trainer = pl.Trainer(
         max_steps=steps,
         log_every_n_steps=1,
-        accelerator="cpu",
+        accelerator="cpu" if device == "cpu" else "gpu",
         logger=lightning_logger(mode, os.environ["TRAINCARD_DIR"]),
         enable_checkpointing=False,
         enable_progress_bar=False,
@@ -254,7 +266,7 @@ CHILDREN = {"hf": child, "raw": child_raw, "lightning": child_lightning}
 def _run(mode: str, steps: int, tmp: str, framework: str) -> float:
     run_dir = f"{tmp}/{mode}-{time.monotonic_ns()}"
     os.makedirs(run_dir)
-    env = dict(os.environ, TRAINCARD_DIR=run_dir, PYTHONPATH=str(REPO), **peer_environment(run_dir))
+    env = child_environment(run_dir)
     cmd = [
         sys.executable,
         "-m",

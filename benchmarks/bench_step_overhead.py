@@ -1,6 +1,7 @@
 """Step-time overhead within one process: the tracker switched on and off in alternating blocks.
 
     python -m benchmarks.bench_step_overhead [--steps 4000] [--block 100] [--no-peers] [--quick] [--json F]
+                                             [--device cuda]
 
 Separate processes (``bench_end_to_end``) differ by several percent in step time from one
 process to the next (memory layout, thread placement, frequency), more than the overhead being
@@ -42,10 +43,10 @@ from benchmarks._harness import report, spread
 from benchmarks.bench_end_to_end import (
     PEERS,
     REPO,
+    child_environment,
     hf_trainer,
     installed_peers,
     lightning_fit,
-    peer_environment,
     raw_loop_logger,
     raw_model,
     raw_step,
@@ -122,7 +123,7 @@ class Gate:
         return forward
 
 
-def child_hf(mode: str, steps: int, block: int) -> None:
+def child_hf(mode: str, steps: int, block: int, device: str) -> None:
     import torch
     from transformers import TrainerCallback
 
@@ -134,7 +135,7 @@ def child_hf(mode: str, steps: int, block: int) -> None:
             holder["blocks"].tick()
 
     with tempfile.TemporaryDirectory() as out:
-        trainer = hf_trainer(mode, out, steps, [Clock()])
+        trainer = hf_trainer(mode, out, steps, [Clock()], device)
         if mode == "traincard":
             import traincard_otel
             from traincard_otel.adapters.huggingface import TraincardCallback
@@ -169,7 +170,7 @@ def child_hf(mode: str, steps: int, block: int) -> None:
     _emit(holder["blocks"])
 
 
-def child_lightning(mode: str, steps: int, block: int) -> None:
+def child_lightning(mode: str, steps: int, block: int, device: str) -> None:
     import torch
 
     torch.set_num_threads(1)
@@ -194,15 +195,15 @@ def child_lightning(mode: str, steps: int, block: int) -> None:
 
         holder["blocks"] = Blocks(block, switch)
 
-    lightning_fit(mode, steps, lambda _trainer: holder["blocks"].tick(), setup)
+    lightning_fit(mode, steps, lambda _trainer: holder["blocks"].tick(), setup, device)
     _emit(holder["blocks"])
 
 
-def child_raw(mode: str, steps: int, block: int) -> None:
+def child_raw(mode: str, steps: int, block: int, device: str) -> None:
     import torch
 
     torch.set_num_threads(1)
-    model = raw_model()
+    model = raw_model(device)
     plain_opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     tracked_opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     tracker: Any = None
@@ -215,13 +216,13 @@ def child_raw(mode: str, steps: int, block: int) -> None:
     blocks = Blocks(block, lambda on: state.update(on=on))
     for step in range(steps):
         if state["on"]:
-            loss, x = raw_step(model, tracked_opt)
+            loss, x = raw_step(model, tracked_opt, device)
             if tracker is not None:
                 tracker.log(loss=loss.detach(), batch=x)
             if peer is not None:
                 peer(step, loss.item())
         else:
-            raw_step(model, plain_opt)
+            raw_step(model, plain_opt, device)
         blocks.tick()
     _emit(blocks)
 
@@ -229,12 +230,12 @@ def child_raw(mode: str, steps: int, block: int) -> None:
 CHILDREN = {"hf": child_hf, "lightning": child_lightning, "raw": child_raw}
 
 
-def _run(framework: str, mode: str, steps: int, block: int, tmp: str) -> dict[str, Any]:
+def _run(framework: str, mode: str, steps: int, block: int, device: str, tmp: str) -> dict[str, Any]:
     run_dir = f"{tmp}/{framework}-{mode}"
     os.makedirs(run_dir)
-    env = dict(os.environ, TRAINCARD_DIR=run_dir, PYTHONPATH=str(REPO), **peer_environment(run_dir))
+    env = child_environment(run_dir)
     cmd = [sys.executable, "-m", "benchmarks.bench_step_overhead", "--child", framework, mode]
-    cmd += ["--steps", str(steps), "--block", str(block)]
+    cmd += ["--steps", str(steps), "--block", str(block), "--device", device]
     out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
@@ -251,13 +252,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--framework", choices=sorted(CHILDREN), nargs="*", default=["hf", "lightning", "raw"]
     )
     parser.add_argument("--no-peers", action="store_true", help="skip TensorBoard, wandb and MLflow")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda to train on the GPU")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
     parser.add_argument("--child", nargs=2, metavar=("FRAMEWORK", "TRACKER"), default=None)
     args = parser.parse_args(argv)
     if args.child:
         framework, mode = args.child
-        CHILDREN[framework](mode, args.steps, args.block)
+        CHILDREN[framework](mode, args.steps, args.block, args.device)
         return {}
     steps, block = (WARMUP_STEPS + 40, 10) if args.quick else (args.steps, args.block)
     frameworks = ["raw"] if args.quick else args.framework
@@ -266,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         for fw in frameworks:
             for mode in trackers:
-                result = raw[f"{fw}/{mode}"] = _run(fw, mode, steps, block, tmp)
+                result = raw[f"{fw}/{mode}"] = _run(fw, mode, steps, block, args.device, tmp)
                 ratios = spread([r - 1 for r in result["ratios"]])
                 cpu = spread([r - 1 for r in result["cpu_ratios"]])
                 rows.append(
@@ -303,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.json,
         steps=steps,
         block=block,
+        device=args.device,
         peers=sorted(PEERS),
         raw=raw,
     )

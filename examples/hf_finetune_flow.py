@@ -1,6 +1,6 @@
 """Fine-tune a tiny GPT-2 with the Hugging Face Trainer in a Metaflow step, with the live card.
 
-python examples/hf_finetune_flow.py run
+python examples/hf_finetune_flow.py run                 # --device cuda on a GPU machine
 python examples/hf_finetune_flow.py card server      # live, while it runs
 python examples/hf_finetune_flow.py card view train  # after the run
 """
@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 class FinetuneFlow(FlowSpec):
     max_steps = Parameter("max_steps", default=1200, help="optimizer steps")
     fail_at = Parameter("fail_at", default=0, help="raise at this step (to see the failure card)")
+    device = Parameter("device", default="cpu", help="cpu, or cuda to train on the GPU")
 
     @step
     def start(self):
@@ -31,7 +32,7 @@ class FinetuneFlow(FlowSpec):
         import traincard_otel
 
         out = os.path.join(tempfile.gettempdir(), f"traincard-example-{current.run_id}")
-        trainer = make_trainer(out, max_steps=int(self.max_steps))
+        trainer = make_trainer(out, max_steps=int(self.max_steps), use_cpu=self.device == "cpu")
         if int(self.fail_at):
             from transformers import TrainerCallback
 

@@ -246,21 +246,7 @@ class Pipeline:
     # -- views used by the pump and the writer ---------------------------------------------------
     def last_system(self) -> dict[str, float]:
         snap = self.sampler.latest() if self.sampler is not None else None
-        out: dict[str, float] = {}
-        for s in getattr(snap, "samples", ()):
-            key = s.name
-            hw_id = s.attributes.get("hw.id")
-            other = [
-                f"{k}={v}"
-                for k, v in sorted(s.attributes.items())
-                if k not in {"hw.id", "hw.name", "hw.vendor", "hw.type", "hw.gpu.task"}
-            ]
-            if hw_id is not None:
-                key += f"[{hw_id}]"
-            if other:
-                key += "{" + ",".join(other) + "}"
-            out[key] = s.value
-        return out
+        return {s.reading_key: s.value for s in getattr(snap, "samples", ())}
 
     def gpu_utilization(self) -> list[float]:
         return [v for k, v in self.last_system().items() if k.startswith("hw.gpu.utilization")]

@@ -283,10 +283,22 @@ def system_section() -> dict[str, Any]:
         "notes": ["No GPU power figures: NVML does not report power on this device."],
         "latest": [
             {"name": "system.cpu.utilization", "label": "CPU", "value": 0.62, "unit": "1"},
-            {"name": "system.memory.usage", "label": "Memory", "value": 44_023_414_784, "unit": "By"},
-            {"name": "hw.gpu.utilization", "label": "GPU 0", "value": 0.93, "unit": "1"},
-            {"name": "hw.temperature", "label": "GPU 0 temp", "value": 71, "unit": "Cel"},
+            {
+                "name": "system.memory.usage{system.memory.state=used}",
+                "label": "Memory used",
+                "value": 44_023_414_784,
+                "unit": "By",
+            },
+            {"name": "hw.gpu.utilization[gpu0]", "label": "gpu0 utilization", "value": 0.93, "unit": "1"},
+            {"name": "hw.temperature[gpu0]", "label": "gpu0 temperature", "value": 71, "unit": "Cel"},
         ],
+        "units": {
+            "hw.gpu.memory.usage": "By",
+            "hw.gpu.utilization": "1",
+            "hw.power": "W",
+            "hw.errors": "{error}",
+            "system.memory.utilization": "1",
+        },
     }
 
 
@@ -349,9 +361,11 @@ def failed_payload() -> dict[str, Any]:
         "step": step,
         "last_metrics": {"loss": 1.2873, "learning_rate": 0.000271, "grad_norm": 1.31},
         "last_system": {
-            "hw.gpu.memory.usage": 83_751_862_272,
-            "hw.gpu.utilization": 0.97,
-            "system.memory.utilization": 0.41,
+            "hw.gpu.memory.usage[gpu0]": 83_751_862_272,
+            "hw.gpu.utilization[gpu0]": 0.97,
+            "hw.power[gpu0]": 612.5,
+            "hw.errors[gpu0]{error.type=uncorrected}": 0,
+            "system.memory.utilization{system.memory.state=used}": 0.41,
         },
         "verdict": {
             "kind": "cuda_oom",

@@ -158,7 +158,12 @@ def test_charts_series_legends_and_markers(browser: Any, tmp_path: Path) -> None
     system = _text(browser, "#tc-system")
     assert "NVML does not report power" in system
     tiles = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#tc-system .tc-tile")]
-    assert tiles == ["CPU\n62 %", "Memory\n41.0 GiB", "GPU 0\n93 %", "GPU 0 temp\n71 °C"]
+    assert tiles == [
+        "CPU\n62 %",
+        "Memory used\n41.0 GiB",
+        "gpu0 utilization\n93 %",
+        "gpu0 temperature\n71 °C",
+    ]
 
 
 def test_series_with_different_x_are_merged_on_one_axis(browser: Any, tmp_path: Path) -> None:
@@ -279,7 +284,13 @@ def test_failure_summary(browser: Any, tmp_path: Path) -> None:
     metrics = _text(browser, "#tc-failure-metrics")
     assert "loss" in metrics and "1.287" in metrics and "grad_norm" in metrics
     system = _text(browser, "#tc-failure-system")
-    assert "hw.gpu.memory.usage" in system and "78.0 GiB" in system and "97 %" in system
+    assert "hw.gpu.memory.usage[gpu0]" in system and "78.0 GiB" in system and "97 %" in system
+    # Units come from what the run recorded for each metric (payload.system.units).
+    assert "612.5 W" in system and "41 %" in system
+    rows = browser.find_elements(By.CSS_SELECTOR, "#tc-failure-system tr")
+    readings = {r.find_element(By.TAG_NAME, "th").text: r.find_element(By.TAG_NAME, "td").text for r in rows}
+    assert readings["hw.errors[gpu0]{error.type=uncorrected}"] == "0"  # {error}: a count, no unit
+    assert readings["hw.power[gpu0]"] == "612.5 W"
     assert (
         browser.find_element(By.CSS_SELECTOR, "#tc-status .tc-pill").get_attribute("data-status") == "failed"
     )

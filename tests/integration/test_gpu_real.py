@@ -1,9 +1,20 @@
-"""Real NVML on a real GPU (runs only where one is present; CI has none)."""
+"""Real NVML and CUDA on a real GPU (these run only where one is present; CI has none)."""
 
 from __future__ import annotations
 
-import pytest
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
 
+import pytest
+from helpers import subprocess_env
+
+import traincard_otel
+from traincard_otel.card.payload import build_payload
+from traincard_otel.store.reader import RunData, Series
 from traincard_otel.telemetry.gpu import GpuSampler
 
 
@@ -17,8 +28,26 @@ def _nvml_ready() -> bool:
         return False
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not _nvml_ready(), reason="no NVIDIA GPU / NVML on this machine")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not _nvml_ready(), reason="no NVIDIA GPU / NVML on this machine"),
+]
+
+
+@pytest.fixture
+def cuda() -> Any:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    return torch
+
+
+def _system(run: RunData, name: str, **tags: str) -> list[Series]:
+    return [
+        s for s in run.system.values() if s.name == name and all(s.tags.get(k) == v for k, v in tags.items())
+    ]
+
+
 def test_real_gpu_figures_are_plausible() -> None:
     gpu = GpuSampler()
     gpu.start()
@@ -36,3 +65,88 @@ def test_real_gpu_figures_are_plausible() -> None:
     if "hw.power" in by_name:
         assert all(5 <= w <= 1500 for w in by_name["hw.power"])
     print({k: v[:2] for k, v in by_name.items()})
+
+
+@pytest.mark.slow
+def test_hf_trainer_on_the_gpu_records_its_gpu_and_allocator_and_charts_them(
+    store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cuda: Any
+) -> None:
+    from tiny_gpt2 import trainer as make_trainer
+
+    monkeypatch.setenv("TRAINCARD_SYSTEM", "true")
+    monkeypatch.setenv("TRAINCARD_SYSTEM_INTERVAL", "0.2")
+    trainer = make_trainer(
+        str(tmp_path / "out"), max_steps=300, logging_steps=10, eval_steps=100, save_steps=300, use_cpu=False
+    )
+    traincard_otel.instrument(trainer)
+    trainer.train()
+    assert trainer.args.device.type == "cuda"
+    traincard_otel.shutdown()
+
+    run = traincard_otel.load(store_dir)
+    history = trainer.state.log_history
+    assert run.metrics["loss"].values == [h["loss"] for h in history if "loss" in h]
+    assert run.throughput["tokens_per_second{rank=0}"].values[-1] > 0
+
+    (util,) = _system(run, "hw.gpu.utilization", **{"hw.id": "gpu0"})
+    assert all(0.0 <= v <= 1.0 for v in util.values) and max(util.values) > 0  # the GPU did work
+    (used,) = _system(run, "hw.gpu.memory.usage", **{"hw.id": "gpu0"})
+    (limit,) = _system(run, "hw.gpu.memory.limit", **{"hw.id": "gpu0"})
+    assert 0 < max(used.values) <= limit.values[-1]
+    (peak,) = _system(run, "traincard.gpu.torch.memory", **{"traincard.torch.memory.kind": "peak"})
+    (reserved,) = _system(run, "traincard.gpu.torch.memory", **{"traincard.torch.memory.kind": "reserved"})
+    assert 0 < peak.values[-1] <= reserved.values[-1] <= max(used.values)
+    assert peak.values[-1] <= cuda.cuda.max_memory_allocated(0)
+
+    payload = build_payload(run, final=True)
+    charts = {c["id"]: c for c in payload["charts"]}
+    assert {"gpu_util", "gpu_mem", "gpu_temp"} <= set(charts)
+    assert {"gpu0", "gpu0 limit", "gpu0 torch peak"} <= {s["label"] for s in charts["gpu_mem"]["series"]}
+    assert any(k.startswith("hw.gpu.memory.usage") for k in run.status["last_system"])
+    tiles = {t["label"]: t for t in payload["system"]["latest"]}
+    assert {"gpu0 utilization", "gpu0 memory used", "gpu0 torch peak", "gpu0 temperature"} <= set(tiles)
+    assert tiles["gpu0 memory used"]["unit"] == "By" and tiles["gpu0 temperature"]["unit"] == "Cel"
+
+
+@pytest.mark.slow
+def test_a_real_cuda_oom_in_a_raw_loop_gets_the_verdict_and_the_gpu_state(tmp_path: Path, cuda: Any) -> None:
+    store = tmp_path / "store"
+    script = tmp_path / "oom.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import json, time, torch, traincard_otel
+            model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 1))
+            model = model.cuda()
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            tracker = traincard_otel.instrument(opt)
+            losses = []
+            for step in range(1, 41):
+                x = torch.randn(256, 512, device="cuda")
+                loss = model(x).square().mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                tracker.log(loss=loss.detach(), batch=x)  # a CUDA tensor: read off the training thread
+                losses.append(loss.item())
+            print(json.dumps(losses), flush=True)
+            time.sleep(0.6)  # a system sample or two
+            total = torch.cuda.get_device_properties(0).total_memory
+            torch.empty(2 * total, dtype=torch.uint8, device="cuda")
+            """
+        )
+    )
+    env = subprocess_env(TRAINCARD_DIR=str(store), TRAINCARD_SYSTEM_INTERVAL="0.2")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 1 and "OutOfMemoryError" in proc.stderr, proc.stderr[-2000:]
+    losses = json.loads(proc.stdout.strip().splitlines()[-1])
+
+    run = traincard_otel.load(store)
+    assert run.metrics["loss"].values == losses and run.metrics["loss"].steps == list(range(1, 41))
+    failure = run.status["failure"]
+    assert failure["type"].endswith("OutOfMemoryError") and failure["step"] == 40
+    assert failure["verdict"]["kind"] == "cuda_oom"
+    assert "CUDA out of memory" in failure["message"]
+    assert failure["last_metrics"]["loss"] == losses[-1]
+    assert any(k.startswith("hw.gpu.memory.usage") for k in failure["last_system"])
+    assert run.status["status"] == "failed"

@@ -106,3 +106,61 @@ def test_system_charts_per_node_and_total() -> None:
     assert labels == ["node-a system", "node-b system", "system all nodes (mean)"]
     mean = chart["series"][2]["y"]
     assert mean and all(abs(v - 40.0) < 1e-9 for v in mean)  # percent
+
+
+def test_gpu_memory_chart_shows_the_driver_and_the_torch_allocator_views() -> None:
+    from traincard_otel.card.payload import _Mode, system_charts
+
+    data = RunData(source="one gpu")
+    figures = [
+        ("hw.gpu.memory.usage", {"hw.id": "gpu0", "hw.name": "H100"}, 30e9),
+        ("hw.gpu.memory.limit", {"hw.id": "gpu0", "hw.name": "H100"}, 80e9),
+        ("traincard.gpu.torch.memory", {"hw.id": "gpu0", "traincard.torch.memory.kind": "reserved"}, 28e9),
+        ("traincard.gpu.torch.memory", {"hw.id": "gpu0", "traincard.torch.memory.kind": "peak"}, 25e9),
+    ]
+    for name, tags, value in figures:
+        series = Series(name=name, tags={**tags, "unit": "By"})
+        for t in range(3):
+            series.steps.append(None)
+            series.values.append(value)
+            series.times.append(1000.0 + t)
+            series.attempts.append(0)
+            series.ranks.append(0)
+        data.system[f"{name}{tags}"] = series
+    chart = next(c for c in system_charts(data, _Mode(live=False)) if c["id"] == "gpu_mem")
+    got = {s["label"]: round(s["y"][-1], 6) for s in chart["series"]}
+    assert got == {"gpu0": 30.0, "gpu0 limit": 80.0, "gpu0 torch reserved": 28.0, "gpu0 torch peak": 25.0}
+
+
+def test_latest_reading_tiles_name_the_device_and_carry_the_recorded_units() -> None:
+    from fakes.nvml import FakeNvml
+
+    from traincard_otel.telemetry import Sample
+    from traincard_otel.telemetry._samples import split_reading_key
+    from traincard_otel.telemetry.gpu import GpuSampler
+
+    gpu = GpuSampler(FakeNvml(devices=2))
+    gpu.start()
+    samples = [
+        Sample("system.cpu.utilization", 0.25, "1", "gauge"),
+        Sample("system.memory.usage", 8 * 2**30, "By", "updowncounter", {"system.memory.state": "used"}),
+        Sample("system.memory.usage", 2 * 2**30, "By", "updowncounter", {"system.memory.state": "free"}),
+        *gpu.sample(),
+    ]
+    data = RunData(source="fake gpus")
+    data.states = [{"attempt": 0, "rank": 0, "last_system": {s.reading_key: s.value for s in samples}}]
+    for s in samples:
+        series = data.system.setdefault(s.reading_key, Series(name=s.name, tags={"unit": s.unit}))
+        series.values.append(s.value)
+    assert all(split_reading_key(s.reading_key)[0] == s.name for s in samples)
+
+    section = build_payload(data, final=True)["system"]
+    tiles = [(t["label"], t["value"], t["unit"]) for t in section["latest"]]
+    assert tiles[:2] == [("CPU", 0.25, "1"), ("Memory used", 8 * 2**30, "By")]
+    assert [label for label, _v, _u in tiles[2:]] == [
+        f"gpu{i} {what}"
+        for i in (0, 1)
+        for what in ("utilization", "memory used", "memory total", "temperature", "power")
+    ]
+    assert ("gpu1 temperature", 61.0, "Cel") in tiles and ("gpu0 power", 300.0, "W") in tiles
+    assert section["units"]["hw.energy"] == "J"  # the failure table looks units up here

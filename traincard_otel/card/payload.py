@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..store.reader import RunData, Series
+from ..telemetry._samples import split_reading_key
 
 SCHEMA_VERSION = 1
 MAX_POINTS = 2000  # per series in a full render (min and max of 1000 buckets)
@@ -45,7 +46,12 @@ _SYSTEM_CHARTS: list[tuple[str, str, str, tuple[str, ...]]] = [
     ("disk", "Disk throughput", "MB/s", ("system.disk.io",)),
     ("network", "Network throughput", "MB/s", ("system.network.io",)),
     ("gpu_util", "GPU utilization", "%", ("hw.gpu.utilization",)),
-    ("gpu_mem", "GPU memory used", "GB", ("hw.gpu.memory.usage", "hw.gpu.memory.limit")),
+    (
+        "gpu_mem",
+        "GPU memory used",
+        "GB",
+        ("hw.gpu.memory.usage", "hw.gpu.memory.limit", "traincard.gpu.torch.memory"),
+    ),
     ("gpu_temp", "GPU temperature", "°C", ("hw.temperature",)),
     ("gpu_power", "GPU power", "W", ("hw.power",)),
 ]
@@ -340,6 +346,8 @@ def _system_label(series: Series, node: str | None) -> str:
     }
     parts = [series.name.split(".")[0] if series.name.startswith(("process.", "system.")) else ""]
     parts += [v for k, v in sorted(tags.items())]
+    if series.name == "traincard.gpu.torch.memory":  # the allocator's view beside the driver's
+        parts.insert(-1, "torch")  # "gpu0 torch peak"
     if series.name.endswith(".limit"):
         parts.append("limit")
     if node:
@@ -631,17 +639,49 @@ def _logs(data: RunData, mode: _Mode) -> list[dict[str, Any]]:
     ]
 
 
+# The latest-readings tiles: (metric, attributes it must carry, label); GPU labels get "gpu0 " first.
+_TILES: list[tuple[str, dict[str, str], str]] = [
+    ("system.cpu.utilization", {}, "CPU"),
+    ("process.cpu.utilization", {}, "CPU, this process"),
+    ("system.memory.usage", {"system.memory.state": "used"}, "Memory used"),
+    ("system.memory.limit", {}, "Memory total"),
+    ("process.memory.usage", {}, "Memory, this process"),
+    ("hw.gpu.utilization", {}, "utilization"),
+    ("hw.gpu.memory.usage", {}, "memory used"),
+    ("hw.gpu.memory.limit", {}, "memory total"),
+    ("traincard.gpu.torch.memory", {"traincard.torch.memory.kind": "peak"}, "torch peak"),
+    ("hw.temperature", {}, "temperature"),
+    ("hw.power", {}, "power"),
+    ("hw.errors", {"error.type": "uncorrected"}, "uncorrected ECC errors"),
+]
+
+
 def _system_section(data: RunData) -> dict[str, Any]:
     notes: list[str] = []
     for s in data.states:
         for note in s.get("notes") or []:
             if note not in notes:
                 notes.append(note)
-    latest = []
+    units = {s.name: s.tags.get("unit", "") for s in data.system.values()}
     last_system = data.status.get("last_system") or {}
-    for key, value in list(last_system.items())[:24]:
-        latest.append({"name": key, "label": key, "value": value, "unit": ""})
-    return {"notes": notes, "latest": latest}
+    readings = [(key, value, *split_reading_key(key)) for key, value in last_system.items()]
+    tiles = []
+    for order, (metric, want, label) in enumerate(_TILES):
+        for key, value, name, hw_id, attrs in readings:
+            if name != metric or any(attrs.get(k) != v for k, v in want.items()):
+                continue
+            if metric == "hw.errors" and not value:
+                continue  # a tile only once the GPU reports uncorrectable errors
+            device = (len(hw_id or ""), hw_id or "")  # host first, then gpu0, gpu1, ..., gpu10
+            tile = {
+                "name": key,
+                "label": f"{hw_id} {label}" if hw_id else label,
+                "value": value,
+                "unit": units.get(name, ""),
+            }
+            tiles.append((device, order, tile))
+    latest = [tile for _device, _order, tile in sorted(tiles, key=lambda t: (t[0], t[1]))]
+    return {"notes": notes, "latest": latest, "units": units}
 
 
 def build_payload(

@@ -154,7 +154,8 @@ def _text(value: Any) -> str:
 
 
 def torch_allocator() -> list[Sample]:
-    """This process's torch CUDA allocator figures, only if torch already initialised CUDA."""
+    """This process's torch CUDA allocator figures, for the GPUs it allocated on, only if torch
+    already initialised CUDA."""
     torch = sys.modules.get("torch")
     if torch is None:
         return []
@@ -164,9 +165,12 @@ def torch_allocator() -> list[Sample]:
             return []
         out = []
         for i in range(cuda.device_count()):
+            reserved = cuda.memory_reserved(i)
+            if not reserved:  # a GPU this process has not allocated on (another rank's)
+                continue
             for kind, value in (
                 ("allocated", cuda.memory_allocated(i)),
-                ("reserved", cuda.memory_reserved(i)),
+                ("reserved", reserved),
                 ("peak", cuda.max_memory_allocated(i)),
             ):
                 out.append(

@@ -110,9 +110,13 @@
   }
   function fmtMoney(v) { return isNum(v) ? "$" + v.toFixed(v < 10 ? 2 : 0) : "\u2013"; }
 
-  /* A reading from system.latest / failure.last_system, formatted from its name and unit. */
+  /* A reading from system.latest / failure.last_system, formatted from its name and unit
+     ("hw.power[gpu0]": the unit recorded for hw.power when none is given). */
   function fmtReading(name, value, unit) {
-    name = str(name).replace(/\{.*\}$/, ""); unit = str(unit);
+    name = str(name).replace(/[\[{].*$/, "");
+    var units = S.payload.system && S.payload.system.units;
+    unit = str(unit) || str(units && typeof units === "object" ? units[name] : "");
+    if (/^\{.*\}$/.test(unit)) unit = "";  // an annotation such as {error}: a plain count
     if (!isNum(value)) return fmtNum(value);
     if (unit === "%") return fmtNum(value, 3) + " %";
     if (unit === "By" || (unit === "" && /(memory|disk|network|bytes).*(usage|limit|size|io)$|\.bytes$/.test(name))) {
