@@ -36,7 +36,9 @@ def instrument(obj: Any, **settings: Any) -> Handle:
     """Report everything ``obj`` (a training framework object) does to the card and OTel.
 
     Args:
-        obj: a ``transformers.Trainer`` (or subclass).
+        obj: a ``transformers.Trainer`` (or subclass, such as ``trl.SFTTrainer``), a Lightning
+            ``Trainer``, an ``accelerate.Accelerator``, or the ``torch.optim.Optimizer`` of a
+            hand-written loop (the handle then has ``log()`` and ``save()``).
         **settings: passed to :func:`traincard_otel.configure` if telemetry is not set up yet.
 
     Returns:

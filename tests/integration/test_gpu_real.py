@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +151,46 @@ def test_a_real_cuda_oom_in_a_raw_loop_gets_the_verdict_and_the_gpu_state(tmp_pa
     assert failure["last_metrics"]["loss"] == losses[-1]
     assert any(k.startswith("hw.gpu.memory.usage") for k in failure["last_system"])
     assert run.status["status"] == "failed"
+
+
+def test_reporting_cuda_tensors_never_makes_the_training_thread_wait_for_the_gpu(
+    store_dir: Path, cuda: Any
+) -> None:
+    from traincard_otel.adapters.torch_loop import track
+
+    torch = cuda
+    model = torch.nn.Linear(64, 1).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    tracker = track(opt, model=model, grad_norm_every=1)  # the grad norm too, as a tensor
+    x = torch.randn(32, 64, device="cuda")
+    model(x).square().mean().backward()  # CUDA and cuBLAS initialised before the clock starts
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(2):  # the second reading, with the GPU's clocks up
+        start.record()
+        torch.cuda._sleep(20_000_000)
+        end.record()
+        end.synchronize()
+    cycles = int(20_000_000 * 150 / start.elapsed_time(end))  # a spin of about 150 ms
+
+    losses = []
+    t0 = time.perf_counter()
+    for _ in range(10):
+        torch.cuda._sleep(cycles)  # this step's loss exists only once the GPU is past the spin
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        tracker.log(loss=loss.detach(), batch=x)
+        losses.append(loss.detach())
+    queued_s = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    gpu_s = time.perf_counter() - t0
+    # Ten steps queued in a fraction of the time the GPU needs for them: the loop never waited.
+    assert gpu_s > 0.75 and queued_s < 0.2 * gpu_s, (queued_s, gpu_s)
+
+    tracker.close()
+    traincard_otel.shutdown()
+    run = traincard_otel.load(store_dir)
+    assert run.metrics["loss"].values == [v.item() for v in losses]
+    assert run.metrics["grad_norm"].steps == list(range(1, 11))
+    assert all(v > 0 for v in run.metrics["grad_norm"].values)
