@@ -14,8 +14,9 @@ the work the tracker adds to the training thread, much less noisy; waits are not
 
 How the tracker is switched, per framework, with everything else identical:
 
-* Hugging Face: the tracker's ``TrainerCallback`` sits behind a gate that forwards its events only
-  in "on" blocks (traincard's ``training_step`` wrapper is removed in "off" blocks as well);
+* Hugging Face: a peer's ``TrainerCallback`` sits behind a gate that forwards its events only in
+  "on" blocks; traincard's wrappers of the callback handler's events and of ``training_step`` are
+  removed in "off" blocks;
 * Lightning: traincard's callback and the tracker's logger are removed from the Trainer in "off"
   blocks;
 * raw loop: "on" blocks step an instrumented optimizer and call the tracker, "off" blocks step a
@@ -138,32 +139,39 @@ def child_hf(mode: str, steps: int, block: int, device: str) -> None:
         trainer = hf_trainer(mode, out, steps, [Clock()], device)
         if mode == "traincard":
             import traincard_otel
-            from traincard_otel.adapters.huggingface import TraincardCallback
+            from traincard_otel.adapters.huggingface import TAPPED_EVENTS
 
             traincard_otel.instrument(trainer)
-            tracked: type = TraincardCallback
+            # traincard wraps the callback handler's events and training_step on the instances
+            # (the Trainer's own train() wrapper stays: training runs inside it).
+            installed = [
+                (obj, {name: vars(obj)[name] for name in names if name in vars(obj)})
+                for obj, names in (
+                    (trainer.callback_handler, TAPPED_EVENTS),
+                    (trainer, ("training_step",)),
+                )
+            ]
+
+            def switch(on: bool) -> None:
+                for obj, attrs in installed:
+                    for name, wrapper in attrs.items():
+                        if on:
+                            setattr(obj, name, wrapper)
+                        else:
+                            vars(obj).pop(name, None)
+
         else:
             tracked = {
                 "tensorboard": "TensorBoardCallback",
                 "wandb": "WandbCallback",
                 "mlflow": "MLflowCallback",
-            }[mode]  # type: ignore[assignment]
-        callbacks = trainer.callback_handler.callbacks
-        index = next(
-            i
-            for i, cb in enumerate(callbacks)
-            if (isinstance(cb, tracked) if isinstance(tracked, type) else type(cb).__name__ == tracked)
-        )
-        gate = callbacks[index] = Gate(callbacks[index])
-        wrapped_step = trainer.__dict__.get("training_step")
+            }[mode]
+            callbacks = trainer.callback_handler.callbacks
+            index = next(i for i, cb in enumerate(callbacks) if type(cb).__name__ == tracked)
+            gate = callbacks[index] = Gate(callbacks[index])
 
-        def switch(on: bool) -> None:
-            gate.on = on
-            if wrapped_step is not None:  # traincard counts tokens in a wrapped training_step
-                if on:
-                    trainer.training_step = wrapped_step
-                else:
-                    trainer.__dict__.pop("training_step", None)
+            def switch(on: bool) -> None:
+                gate.on = on
 
         holder["blocks"] = Blocks(block, switch)
         trainer.train()

@@ -142,8 +142,8 @@ class Pipeline:
         )
         self.watchdog = Watchdog(
             progress=lambda: (self.reporter.step, self.reporter.heartbeat_at),
-            recent_step_times=lambda: list(self.pump.recent_durations),
-            recent_wait_shares=lambda: list(self.pump.recent_wait_shares),
+            recent_step_times=self.pump.recent_durations,
+            recent_wait_shares=self.pump.recent_wait_shares,
             gpu_utilization=self.gpu_utilization,
             emit=lambda name, attrs: self.reporter.event(name, attrs),
             backend=backend,

@@ -130,13 +130,17 @@ class Reporter:
         samples: int | None = None,
         tokens: int | None = None,
         data_wait_s: float | None = None,
+        epoch: float | None = None,
     ) -> None:
         """Mark an optimizer step as done: progress, step time, throughput and the time spent
-        waiting for data (every rank; the card flags input-bound training from it)."""
+        waiting for data (every rank; the card flags input-bound training from it), and the
+        epoch (fractional) if known."""
         if self._on:
             now = time.time()
             self.step = step
             self.heartbeat_at = now
+            if epoch is not None:
+                self.progress_fields["epoch"] = epoch
             self._put((STEP, now, step, duration_s, samples, tokens, data_wait_s))
 
     def progress(self, **fields: Any) -> None:

@@ -137,3 +137,26 @@ def test_time_spent_waiting_for_batches_is_measured_and_flags_input_bound_traini
     run = traincard_otel.load(store_dir)
     assert run.status["input_bound_share"] >= 0.5
     assert run.step_times[0].steps[-1] == 40
+
+
+@pytest.mark.slow
+def test_closing_the_handle_puts_the_trainer_back_as_it_was(store_dir: Path, tmp_path: Path) -> None:
+    from tiny_gpt2 import trainer as make_trainer
+
+    trainer = make_trainer(
+        str(tmp_path / "out"), max_steps=6, logging_steps=1, eval_steps=100, save_steps=100
+    )
+    callbacks = list(trainer.callback_handler.callbacks)
+    handle = traincard_otel.instrument(trainer)
+    assert trainer.callback_handler.callbacks == callbacks  # the Trainer's own list is left alone
+    trainer.train()
+    handle.close()
+    assert "training_step" not in vars(trainer) and "train" not in vars(trainer)
+    assert not {"on_step_end", "on_log", "on_save"} & set(vars(trainer.callback_handler))
+    trainer.train()  # a second run from step 0, not reported
+    traincard_otel.shutdown()
+
+    run = traincard_otel.load(store_dir)
+    assert run.metrics["loss"].steps == [1, 2, 3, 4, 5, 6]
+    assert run.step_times[0].steps == [1, 2, 3, 4, 5, 6]
+    assert [p["n"] for p in run.phases].count("training.train") == 1

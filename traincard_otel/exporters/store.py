@@ -70,16 +70,12 @@ def _attrs(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in (attributes or {}).items()}
 
 
-def _metric_row(row: Mapping[str, Any], t: float) -> Record:
-    out: Record = {
-        "k": "m",
-        "t": row.get("t", t),
-        "s": row.get("step"),
-        "p": row.get("phase"),
-        "v": dict(row.get("values", {})),
-    }
+def _metric_row(row: Mapping[str, Any]) -> Record:
+    # The pump's row dicts are never changed after they are emitted, so values and tags are
+    # shared rather than copied (a copy per row was a third of this exporter's cost).
+    out: Record = {"k": "m", "t": row["t"], "s": row["step"], "p": row["phase"], "v": row["values"]}
     if row.get("tags"):
-        out["g"] = dict(row["tags"])
+        out["g"] = row["tags"]
     return out
 
 
@@ -88,10 +84,9 @@ def log_record_to_records(item: ReadableLogRecord) -> list[Record]:
     rec = item.log_record
     body: Any = rec.body
     if rec.event_name in (METRICS_EVENT, STEP_EVENT) and isinstance(body, Mapping) and "rows" in body:
-        t = _seconds(rec.timestamp or rec.observed_timestamp)
         if rec.event_name == METRICS_EVENT:
-            return [_metric_row(row, t) for row in body["rows"]]
-        return [{"k": "st", **dict(row)} for row in body["rows"]]
+            return [_metric_row(row) for row in body["rows"]]
+        return [{"k": "st", **row} for row in body["rows"]]
     return [log_record_to_record(item)]
 
 
