@@ -8,9 +8,12 @@ process to the next (memory layout, thread placement, frequency), more than the 
 measured. Here one training run alternates blocks of ``--block`` steps with the tracker attached
 and detached, in ABBA order, and the overhead is the median over adjacent block pairs of
 ``median(on) / median(off) - 1``: machine drift and per-process luck cancel within each pair.
-It is given twice: in wall time (what training feels, GIL waits for our threads included, but
-also every hiccup of the machine) and in the training thread's CPU time (``time.thread_time``:
-the work the tracker adds to the training thread, much less noisy; waits are not in it).
+With ``--block 2`` the tracker is switched at every other step and the second step of each block
+is timed: drift then cancels within a few tens of milliseconds, but the background threads' work
+falls on "on" and "off" steps alike, so only what the training thread pays is measured.
+The overhead is given twice: in wall time (what training feels, GIL waits for our threads
+included, but also every hiccup of the machine) and in the training thread's CPU time
+(``time.thread_time``: the work the tracker adds to the training thread; waits are not in it).
 
 How the tracker is switched, per framework, with everything else identical:
 
