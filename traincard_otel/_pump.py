@@ -21,7 +21,7 @@ from opentelemetry.metrics import Meter
 from opentelemetry.trace import Span, Status, StatusCode
 
 from . import _reporter as R
-from ._safety import report_internal_error, under_pytest, warn_once
+from ._safety import internal_error, warn_once
 from .exporters.store import METRICS_EVENT, STEP_EVENT
 from .telemetry.failure import classify
 
@@ -220,15 +220,11 @@ class Pump:
                         self.flush_rows()  # keep rows and events in report order
                         self._handle(item)
                 except Exception as exc:
-                    if under_pytest():
-                        raise
-                    report_internal_error("pump", exc)
+                    internal_error("pump", exc)
             try:
                 self.flush_rows()
             except Exception as exc:
-                if under_pytest():
-                    raise
-                report_internal_error("pump", exc)
+                internal_error("pump", exc)
 
     def stop(self, timeout_s: float) -> None:
         self._stop.set()

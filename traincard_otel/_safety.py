@@ -47,6 +47,13 @@ def report_internal_error(where: str, exc: BaseException) -> None:
         )
 
 
+def internal_error(where: str, exc: Exception) -> None:
+    """Apply the policy to an exception caught at ``where``: re-raised under pytest, else logged once."""
+    if under_pytest():
+        raise exc
+    report_internal_error(where, exc)
+
+
 def guarded(where: str, default: R) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a hook so that an exception is reported and ``default`` returned instead."""
 
@@ -56,9 +63,7 @@ def guarded(where: str, default: R) -> Callable[[Callable[P, R]], Callable[P, R]
             try:
                 return fn(*args, **kwargs)
             except Exception as exc:
-                if under_pytest():
-                    raise
-                report_internal_error(where, exc)
+                internal_error(where, exc)
                 return default
 
         return inner

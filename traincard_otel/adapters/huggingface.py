@@ -24,7 +24,7 @@ from typing import Any
 
 from .._optional import require
 from .._reporter import Phase, Reporter
-from .._safety import guarded, report_internal_error, under_pytest
+from .._safety import guarded, internal_error
 from ..exceptions import TraincardError
 
 transformers = require("transformers", "hf")
@@ -43,12 +43,6 @@ def _check_version() -> None:
 
 
 _FLOAT = {float}
-
-
-def _internal_error(where: str, exc: Exception) -> None:
-    if under_pytest():
-        raise exc
-    report_internal_error(where, exc)
 
 
 def _numeric(logs: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +119,7 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             elif self._pending_save:
                 self._open_save()
         except Exception as exc:
-            _internal_error("hf.on_step_end", exc)
+            internal_error("hf.on_step_end", exc)
 
     @guarded("hf.on_epoch_end", None)
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -191,7 +185,7 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             evaluating = self._eval is not None and any(k.startswith("eval_") for k in values)
             self.reporter.metrics(values, step=state.global_step, phase="eval" if evaluating else "train")
         except Exception as exc:
-            _internal_error("hf.on_log", exc)
+            internal_error("hf.on_log", exc)
 
     @guarded("hf.on_train_end", None)
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -259,7 +253,7 @@ def attach(trainer: Any, reporter: Reporter) -> HFHandle:
         try:  # inlined rather than @guarded: this runs once per micro-batch
             callback.before_training_step(args[1] if len(args) > 1 else kwargs.get("inputs"))
         except Exception as exc:  # the step itself must run
-            _internal_error("hf.training_step", exc)
+            internal_error("hf.training_step", exc)
         return step_fn(*args, **kwargs)
 
     @functools.wraps(train_fn)

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
 
-from .._safety import report_internal_error, under_pytest
+from .._safety import internal_error
 from ..store.writer import Record, StoreWriter
 
 # Per-step rows are already stored as log events; storing their gauge again would double the store.
@@ -148,12 +148,6 @@ def metrics_to_records(data: MetricsData) -> list[Record]:
     return out
 
 
-def _internal(where: str, exc: Exception) -> None:
-    if under_pytest():
-        raise exc
-    report_internal_error(where, exc)
-
-
 class TraincardLogExporter(LogRecordExporter):
     """Log-record exporter writing per-step rows, events and log lines into the store."""
 
@@ -164,7 +158,7 @@ class TraincardLogExporter(LogRecordExporter):
         try:
             self._writer.add_many([rec for r in batch for rec in log_record_to_records(r)])
         except Exception as exc:
-            _internal("store log exporter", exc)
+            internal_error("store log exporter", exc)
             return LogRecordExportResult.FAILURE
         return LogRecordExportResult.SUCCESS
 
@@ -185,7 +179,7 @@ class TraincardSpanExporter(SpanExporter):
         try:
             self._writer.add_many([span_to_record(s) for s in spans])
         except Exception as exc:
-            _internal("store span exporter", exc)
+            internal_error("store span exporter", exc)
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
@@ -209,7 +203,7 @@ class TraincardMetricExporter(MetricExporter):
         try:
             self._writer.add_many(metrics_to_records(metrics_data))
         except Exception as exc:
-            _internal("store metric exporter", exc)
+            internal_error("store metric exporter", exc)
             return MetricExportResult.FAILURE
         return MetricExportResult.SUCCESS
 

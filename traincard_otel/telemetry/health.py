@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._safety import report_internal_error, under_pytest
+from .._safety import internal_error
 from ..store import layout
 from ..store.backends import Backend
 
@@ -145,9 +145,7 @@ class Watchdog:
         try:
             fn()
         except Exception as exc:
-            if under_pytest():
-                raise
-            report_internal_error(f"watchdog {where}", exc)
+            internal_error(f"watchdog {where}", exc)
 
     # -- checks ------------------------------------------------------------------------------
     def stall_threshold(self) -> float:
