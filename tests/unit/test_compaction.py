@@ -84,3 +84,21 @@ def test_state_reports_parts(tmp_path: Path) -> None:
         _flush_steps(w, 10 * i + 1, 10 * i + 10)
     state = json.loads(next(tmp_path.rglob("state.json")).read_text())
     assert state["parts"] == 1 and state["compaction_note"] is None
+
+
+def test_a_record_compaction_cannot_encode_turns_compaction_off_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")  # the runtime policy: log once, training goes on
+    w = _writer(tmp_path)
+    _flush_steps(w, 1, 10)
+    w.add({"k": "st", "t": 11.0, "s": "eleven", "d": 0.01})  # a step Parquet's int64 column rejects
+    assert w.flush_now()
+    for i in range(1, 4):
+        _flush_steps(w, 10 * i + 2, 10 * i + 11)
+    assert w.parts_written == 0 and "compaction is off: " in (w.compaction_note or "")
+    state = json.loads(next(tmp_path.rglob("state*.json")).read_text())
+    assert state["compaction_note"] == w.compaction_note
+    run = StoreReader(LocalBackend(tmp_path)).read()
+    assert run.metrics["loss"].steps == [*range(1, 11), *range(12, 42)]
+    assert run.step_times[0].steps == [*range(1, 11), "eleven", *range(12, 42)]

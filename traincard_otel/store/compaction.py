@@ -29,7 +29,6 @@ SCHEMA_FIELDS = (
     ("w", "float64"),
     ("rest", "string"),
 )
-COLUMNS = tuple(name for name, _type in SCHEMA_FIELDS)
 
 
 def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._safety import internal_error
 from . import layout, segment
 from .backends import Backend
 
@@ -138,6 +139,11 @@ class StoreWriter:
             self.compaction_note = "store compaction is off: pyarrow is not installed (traincard-otel[store])"
             logger.warning("traincard: %s", self.compaction_note)
             self._closed, self._closed_records = [], 0
+            return
+        except Exception as exc:  # the segments stay readable; the writer must keep writing them
+            self.compaction_note = f"store compaction is off: {type(exc).__name__}: {exc}"
+            self._closed, self._closed_records = [], 0
+            internal_error("store compaction", exc)
             return
         first, last = self._closed[0][0], self._closed[-1][0]
         try:
