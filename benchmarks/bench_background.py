@@ -67,8 +67,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         pipeline = _pipeline._active
         assert pipeline is not None and pipeline.writer is not None
         from traincard_otel.store.compaction import to_parquet
+        from traincard_otel.store.segment import metric_run
 
-        to_parquet([(0, [{"k": "m", "t": 0.0, "v": {"x": 1.0}}])])  # imports pyarrow: once a process
+        to_parquet([(0, [metric_run(None, ["x"], [0], [0.0], [1.0])])])  # imports pyarrow: once a process
 
         undo += [
             _account(pipeline.pump, "drain", "pump", cpu),

@@ -21,6 +21,7 @@ NAMES = ("loss", "learning_rate", "grad_norm", "eval_loss", "accuracy", "perplex
 
 
 def write_store(root: Path, steps: int, rows_per_segment: int = 1000) -> None:
+    from traincard_otel.store import segment
     from traincard_otel.store.backends import LocalBackend
     from traincard_otel.store.writer import StoreWriter
 
@@ -36,12 +37,16 @@ def write_store(root: Path, steps: int, rows_per_segment: int = 1000) -> None:
         LocalBackend(root), attempt=0, rank=0, state_provider=lambda: state, max_pending=rows_per_segment * 2
     )
     for start in range(1, steps + 1, rows_per_segment):
-        rows = []
-        for s in range(start, min(start + rows_per_segment, steps + 1)):
-            v = {n: math.sin(s / 1000 + i) + 2 for i, n in enumerate(NAMES)}
-            rows.append({"k": "m", "t": s / 500, "s": s, "p": "train", "v": v})
-            rows.append({"k": "st", "t": s / 500, "s": s, "d": 0.002, "n": 32})
-        writer.add_many(rows)
+        seg = list(range(start, min(start + rows_per_segment, steps + 1)))
+        times = [s / 500 for s in seg]
+        values = [math.sin(s / 1000 + i) + 2 for s in seg for i in range(len(NAMES))]
+        n = len(seg)
+        writer.add_many(  # packed runs, as the pump hands them over
+            [
+                segment.metric_run("train", NAMES, seg, times, values),
+                segment.step_run(seg, times, [0.002] * n, [math.nan] * n, [32] * n, [0] * n),
+            ]
+        )
         writer.flush_now()
 
 

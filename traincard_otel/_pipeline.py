@@ -153,6 +153,8 @@ class Pipeline:
             rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
         )
         self.pump.health = self.watchdog.status_fields
+        if self.writer is not None:
+            self.writer.before_flush = self.pump.drain  # a flush stores everything reported so far
         self._closed = False
         self.on_shutdown: list[Callable[[], None]] = [self.watchdog.stop]
         if self.writer is not None:

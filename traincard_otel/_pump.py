@@ -1,8 +1,9 @@
 """The pump: a background thread turning the reporter's queue into OpenTelemetry signals.
 
-Per-step rows become ``traincard.metrics`` log events, phases become spans with their real start
-and end times, checkpoints become events (log-based, mirrored as span events). Validation and
-conversion of values (tensors, numpy scalars) happen here, off the training thread.
+Per-step rows become ``traincard.metrics`` and ``traincard.step.timing`` log events, batched column
+by column (:mod:`._runs`); phases become spans with their real start and end times; checkpoints
+become events (log-based, mirrored as span events). Validation and conversion of values (tensors,
+numpy scalars) happen here, off the training thread.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from opentelemetry.metrics import Meter
 from opentelemetry.trace import Span, Status, StatusCode
 
 from . import _reporter as R
+from ._runs import NAN, MetricRun, StepColumns
 from ._safety import internal_error, warn_once
 from .exporters.store import METRICS_EVENT, STEP_EVENT
 from .telemetry.failure import classify
@@ -88,12 +90,14 @@ class Pump:
         meter: Meter,
         run_span: Span,
         last_system: Callable[[], Mapping[str, float]],
-        period_s: float = 0.25,
+        period_s: float = 1.0,
         step_histogram: bool = True,
     ) -> None:
         self.reporter = reporter
         self.tracer, self.logger, self.run_span = tracer, logger, run_span
         self.last_system = last_system
+        # Each drain has a fixed cost (two log records through the SDK), and the store writer
+        # drains the pump before every flush anyway, so a longer period costs the store no freshness.
         self.period_s = period_s
         self.last_metrics: dict[str, float] = {}
         self.rejected: dict[str, int] = {}
@@ -104,10 +108,15 @@ class Pump:
         self._phase_names: dict[int, str] = {}
         self._failed_phase: str | None = None  # a phase that ended with an exception
         self._max_step: int | None = None
-        self._rows: list[dict[str, Any]] = []
-        self._step_rows: list[dict[str, Any]] = []
+        self._runs: list[MetricRun] = []  # metric rows since the last flush, in report order
+        self._open_run: MetricRun | None = None  # the run the next row may join
+        self._run_rows = 0
         self._step_ends = 0
-        self._recent_steps: collections.deque[dict[str, Any]] = collections.deque(maxlen=50)
+        self._step_cols = StepColumns()
+        # (duration, wait or None, samples, tokens) of the last timed steps, for derived figures
+        self._recent_steps: collections.deque[tuple[float, float | None, int, int]] = collections.deque(
+            maxlen=50
+        )
         self.health: Callable[[], Mapping[str, Any]] = dict
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -321,26 +330,31 @@ class Pump:
         if step is not None and not isinstance(step, int):
             step_f = to_float(step)
             step = int(step_f) if step_f is not None else None
-        floats = values.values()
+        floats, names = values.values(), tuple(values)
+        run = self._open_run
         if (
-            self.last_metrics.keys() >= values.keys()
+            # known names: those of the open run (the per-step case), else any seen before
+            ((run is not None and run.names == names) or self.last_metrics.keys() >= values.keys())
             and set(map(type, floats)) == _FLOAT  # every value a float (a generator is 3x slower)
             and math.isfinite(sum(floats))  # NaN or inf anywhere makes the sum non-finite
         ):
-            clean = values  # the per-step case: known names, finite floats; the reporter's own copy
+            clean = values  # the reporter's own copy
         else:
             clean = self._clean(values, step)
+            names = tuple(clean)
         if not clean:
             return
         step = self.reporter.step if step is None else step
         if not self._step_ends:
             self._check_rewind(t, step)  # step ends, when reported, are the reliable progress signal
+            run = self._open_run  # a rewind emits the rows before it
         self.last_metrics.update(clean)
-        row: dict[str, Any] = {"t": t, "step": step, "phase": phase, "values": clean}
-        if tags:
-            row["tags"] = dict(tags)
-        self._rows.append(row)
-        if len(self._rows) >= MAX_ROWS_PER_EVENT:
+        if run is None or run.names != names or run.phase != phase or run.tags != (tags or None):
+            run = self._open_run = MetricRun(phase, names, dict(tags) if tags else None)
+            self._runs.append(run)
+        run.add(t, step, clean.values())
+        self._run_rows += 1
+        if self._run_rows >= MAX_ROWS_PER_EVENT:
             self.flush_rows()
 
     def _clean(self, values: dict[str, Any], step: int | None) -> dict[str, float]:
@@ -391,36 +405,34 @@ class Pump:
     ) -> None:
         self._step_ends += 1
         self._check_rewind(t, step)
-        body: dict[str, Any] = {"t": t, "s": step}
-        if wait is not None and wait >= 0:
-            body["w"] = wait
+        wait = wait if wait is not None and wait >= 0 else None
+        wait_s = NAN if wait is None else wait
         if duration is not None and duration > 0:
-            body["d"] = duration
-            if samples:
-                body["n"] = samples
-            if tokens:
-                body["tok"] = tokens
+            n, tok = samples or 0, tokens or 0
+            self._step_cols.add(t, step, duration, wait_s, n, tok)
+            self._recent_steps.append((duration, wait, n, tok))
             if self._step_hist is not None:
                 self._step_hist.record(duration)
-        self._recent_steps.append(body)
-        self._step_rows.append(body)
-        if len(self._step_rows) >= MAX_ROWS_PER_EVENT:
+        else:
+            self._step_cols.add(t, step, NAN, wait_s, 0, 0)
+        if len(self._step_cols.steps) >= MAX_ROWS_PER_EVENT:
             self.flush_rows()
 
     # Derived from the recent step rows when asked (by the watchdog, the metric reader), not per step.
     def recent_durations(self) -> list[float]:
-        return [row["d"] for row in list(self._recent_steps) if "d" in row]
+        return [d for d, _w, _n, _tok in list(self._recent_steps)]
 
     def recent_wait_shares(self) -> list[float]:
         """The share of each recent step spent waiting for data."""
-        rows = list(self._recent_steps)
-        return [min(row["w"] / row["d"], 1.0) for row in rows if "d" in row and "w" in row]
+        return [min(w / d, 1.0) for d, w, _n, _tok in list(self._recent_steps) if w is not None]
 
     def _last_throughput(self, field: str) -> float | None:
-        for row in reversed(list(self._recent_steps)):
-            if "d" in row:
-                return row[field] / row["d"] if row.get(field) else None
-        return None
+        try:
+            d, _w, n, tok = self._recent_steps[-1]
+        except IndexError:
+            return None
+        count = tok if field == "tok" else n
+        return count / d if count else None
 
     def flush_rows(self) -> None:
         """Emit the batched per-step rows: one log event per kind and drain, not one per step.
@@ -428,26 +440,27 @@ class Pump:
         A row-per-record stream costs ~10 µs of SDK work per step on this thread, which competes
         with training for the GIL; batching makes it a few µs per hundred steps.
         """
-        if self._rows:
-            rows, self._rows = self._rows, []
-            last = rows[-1]
+        if self._runs:
+            runs, rows = self._runs, self._run_rows
+            self._runs, self._open_run, self._run_rows = [], None, 0
+            last = runs[-1]
             self._emit(
-                last["t"],
+                last.times[-1],
                 METRICS_EVENT,
-                {"rows": rows},
+                {"runs": [run.body() for run in runs]},
                 {
-                    "traincard.step": last["step"] if last["step"] is not None else -1,
-                    "traincard.rows": len(rows),
+                    "traincard.step": last.steps[-1] if last.steps[-1] is not None else -1,
+                    "traincard.rows": rows,
                 },
             )
-        if self._step_rows:
-            steps, self._step_rows = self._step_rows, []
-            self._steps.add(len(steps))
+        if self._step_cols:
+            cols, self._step_cols = self._step_cols, StepColumns()
+            self._steps.add(len(cols))
             self._emit(
-                steps[-1]["t"],
+                cols.times[-1],
                 STEP_EVENT,
-                {"rows": steps},
-                {"traincard.step": steps[-1]["s"], "traincard.rows": len(steps)},
+                cols.body(),
+                {"traincard.step": cols.steps[-1], "traincard.rows": len(cols)},
             )
 
     def _checkpoint(self, t: float, path: str, step: int | None, meta: dict[str, Any]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
@@ -25,11 +24,11 @@ def _step_in_card(driver: object) -> int | None:
         driver.switch_to.default_content()  # type: ignore[attr-defined]
         frame = driver.find_element(By.ID, "card-frame")  # type: ignore[attr-defined]
         driver.switch_to.frame(frame)  # type: ignore[attr-defined]
-        text = driver.find_element(By.ID, "tc-step").text  # type: ignore[attr-defined]
+        # The step itself, not the text: before the first step that reads "— / 4,000".
+        step = driver.find_element(By.ID, "tc-step").get_attribute("data-step")  # type: ignore[attr-defined]
     except WebDriverException:
         return None
-    match = re.search(r"\d[\d,]*", text)
-    return int(match.group(0).replace(",", "")) if match else None
+    return int(step) if step and step.isdigit() else None
 
 
 def test_live_card_through_card_server_advances(browser, tmp_path: Path) -> None:

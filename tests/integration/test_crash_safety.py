@@ -15,6 +15,7 @@ from helpers import subprocess_env
 from s3_server import s3_server
 
 import traincard_otel
+from traincard_otel.store import segment
 from traincard_otel.store.backends import LocalBackend
 from traincard_otel.store.writer import StoreWriter
 
@@ -85,12 +86,14 @@ def test_dead_storage_never_blocks_reporting_and_drops_are_counted(tmp_path: Pat
     )
     writer.start()
     t0 = time.perf_counter()
-    for i in range(2000):
-        writer.add({"k": "m", "t": 0.0, "s": i, "v": {"loss": 1.0}})
+    for i in range(200):  # 2000 rows in runs of 10, as the pump hands them over
+        writer.add(
+            segment.metric_run("train", ["loss"], list(range(10 * i, 10 * i + 10)), [0.0] * 10, [1.0] * 10)
+        )
     elapsed = time.perf_counter() - t0
     assert elapsed < 0.5  # adds never wait for the (blocked) storage thread
     time.sleep(0.8)  # one blocked write attempt comes back with its error
-    assert writer.dropped["buffer_full"] >= 1500  # memory stayed bounded at max_pending
+    assert writer.dropped["buffer_full"] >= 1500  # memory stayed bounded at max_pending rows
     assert writer.write_errors >= 1 and backend.calls >= 1
     t0 = time.perf_counter()
     assert writer.close(timeout_s=1.0) is False

@@ -76,11 +76,25 @@ def test_everything_arrives_over_otlp(tmp_path: Path, protocol: str) -> None:
 
     # Logs: per-step rows, checkpoint events correlated with the save spans, the text log line.
     batches = [lr for lr in got.logs if lr["event_name"] == "traincard.metrics"]
-    assert all(b["attributes"]["traincard.rows"] == len(b["body"]["rows"]) for b in batches)
-    rows = [row for b in batches for row in b["body"]["rows"]]
-    assert [r["step"] for r in rows] == list(range(1, STEPS + 1))
+    runs = [run for b in batches for run in b["body"]["runs"]]
+    assert all(
+        b["attributes"]["traincard.rows"] == sum(len(r["steps"]) for r in b["body"]["runs"]) for b in batches
+    )
+    assert all(
+        len(r["values"]) == len(r["steps"]) * len(r["names"]) == len(r["times"]) * len(r["names"])
+        for r in runs
+    )
+    assert [s for r in runs for s in r["steps"]] == list(range(1, STEPS + 1))
+    losses = [
+        r["values"][i * len(r["names"]) + r["names"].index("loss")]
+        for r in runs
+        for i in range(len(r["steps"]))
+    ]
     local = traincard_otel.load(tmp_path / "store")
-    assert [r["values"]["loss"] for r in rows] == local.metrics["loss"].values
+    assert losses == local.metrics["loss"].values
+    timing = [lr["body"] for lr in got.logs if lr["event_name"] == "traincard.step.timing"]
+    assert [s for b in timing for s in b["steps"]] == list(range(1, STEPS + 1))
+    assert all(n == 32 and d > 0 for b in timing for n, d in zip(b["samples"], b["durations"], strict=True))
     ckpts = [lr for lr in got.logs if lr["event_name"] == "traincard.checkpoint.saved"]
     assert {(c["trace_id"], c["span_id"]) for c in ckpts} == {(trace_id, s["span_id"]) for s in saves}
     assert any(lr["body"] == "training done" and lr["severity"] == "INFO" for lr in got.logs)

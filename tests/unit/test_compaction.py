@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 import traincard_otel
+from traincard_otel.store import segment
 from traincard_otel.store.backends import LocalBackend
 from traincard_otel.store.reader import StoreReader
 from traincard_otel.store.writer import StoreWriter
@@ -22,12 +24,21 @@ def _writer(root: Path, every: int = 4) -> StoreWriter:
 
 
 def _flush_steps(w: StoreWriter, first: int, last: int) -> None:
-    for s in range(first, last + 1):
-        w.add({"k": "m", "t": float(s), "s": s, "p": "train", "v": {"loss": 1.0 / s, "lr": 0.1}})
-        w.add({"k": "st", "t": float(s), "s": s, "d": 0.01, "n": 8, "tok": 64})
-        if s == 7:
-            w.add({"k": "m", "t": float(s), "s": s, "v": {"gpu": 0.5}, "g": {"hw": "gpu0"}})
-            w.add({"k": "l", "t": float(s), "lvl": "WARNING", "msg": "<b>spiky</b>", "a": {}})
+    """Steps ``first..last`` as the pipeline hands them over: packed runs, with a tagged row and a
+    log line after step 7 (splitting the runs there), in one segment."""
+    for steps in (
+        [s for s in range(first, last + 1) if s <= 7],
+        [s for s in range(first, last + 1) if s > 7],
+    ):
+        if not steps:
+            continue
+        n, times = len(steps), [float(s) for s in steps]
+        values = [v for s in steps for v in (1.0 / s, 0.1)]
+        w.add(segment.metric_run("train", ["loss", "lr"], steps, times, values))
+        w.add(segment.step_run(steps, times, [0.01] * n, [math.nan] * n, [8] * n, [64] * n))
+        if steps[-1] == 7:
+            w.add(segment.metric_run(None, ["gpu"], [7], [7.0], [0.5], {"hw": "gpu0"}))
+            w.add({"k": "l", "t": 7.0, "lvl": "WARNING", "msg": "<b>spiky</b>", "a": {}})
     assert w.flush_now()
 
 
@@ -92,7 +103,8 @@ def test_a_record_compaction_cannot_encode_turns_compaction_off_and_loses_nothin
     monkeypatch.delenv("PYTEST_CURRENT_TEST")  # the runtime policy: log once, training goes on
     w = _writer(tmp_path)
     _flush_steps(w, 1, 10)
-    w.add({"k": "st", "t": 11.0, "s": "eleven", "d": 0.01})  # a step Parquet's int64 column rejects
+    # a step Parquet's int64 column rejects
+    w.add(segment.step_run(["eleven"], [11.0], [0.01], [math.nan], [0], [0]))
     assert w.flush_now()
     for i in range(1, 4):
         _flush_steps(w, 10 * i + 2, 10 * i + 11)

@@ -47,6 +47,42 @@ def test_metrics_phases_checkpoints_logs_round_trip(store_dir: Path, tmp_path: P
     assert run.throughput["tokens_per_second{rank=0}"].values[0] == pytest.approx(256 / 0.02)
 
 
+def test_interleaved_names_phases_and_tags_come_back_row_for_row(store_dir: Path) -> None:
+    r = traincard_otel.configure()
+    for step in range(1, 31):
+        r.metrics({"loss": 1.0 / step, "lr": 0.01}, step=step)
+        if step % 3 == 0:
+            r.metrics({"eval_loss": 2.0 / step}, step=step, phase="eval")
+        if step % 5 == 0:
+            r.metrics({"util": step / 100}, step=step, tags={"gpu": "1"})
+        if step == 7:
+            r.metrics({"loss": 1.0 / step}, step=step)  # a row with fewer names
+        r.step_end(
+            step, duration_s=0.01 if step % 2 else None, samples=8, data_wait_s=0.001 if step > 20 else None
+        )
+    traincard_otel.shutdown()
+
+    run = traincard_otel.load(store_dir)
+    assert run.metrics["loss"].steps == [*range(1, 8), 7, *range(8, 31)]
+    assert run.metrics["lr"].steps == list(range(1, 31))
+    assert run.metrics["eval_loss"].steps == list(range(3, 31, 3))
+    assert run.metrics["eval_loss"].values == [2.0 / s for s in range(3, 31, 3)]
+    assert run.metrics["util{gpu=1}"].values == [s / 100 for s in range(5, 31, 5)]
+    assert run.step_times[0].steps == list(range(1, 31, 2))  # steps without a duration add no point
+    assert run.throughput["samples_per_second{rank=0}"].values == [800.0] * 15
+
+
+def test_a_store_flush_holds_everything_reported_before_it(store_dir: Path) -> None:
+    r = traincard_otel.configure()
+    pipeline = _pipeline._active
+    assert pipeline is not None and pipeline.writer is not None
+    r.metrics({"loss": 0.5}, step=1)
+    r.step_end(1, duration_s=0.01)
+    assert pipeline.writer.flush_now()  # the writer's own flush, not pipeline.flush(): no pump cycle
+    assert traincard_otel.load(store_dir).metrics["loss"].steps == [1]
+    traincard_otel.shutdown()
+
+
 def test_bad_values_are_recorded_or_rejected_never_raised(
     store_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

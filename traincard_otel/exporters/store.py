@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
 
 from .._safety import internal_error
+from ..store import segment
 from ..store.writer import Record, StoreWriter
 
 # Per-step rows are already stored as log events; storing their gauge again would double the store.
@@ -70,23 +71,31 @@ def _attrs(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in (attributes or {}).items()}
 
 
-def _metric_row(row: Mapping[str, Any]) -> Record:
-    # The pump's row dicts are never changed after they are emitted, so values and tags are
-    # shared rather than copied (a copy per row was a third of this exporter's cost).
-    out: Record = {"k": "m", "t": row["t"], "s": row["step"], "p": row["phase"], "v": row["values"]}
-    if row.get("tags"):
-        out["g"] = row["tags"]
-    return out
+def _runs(event: str | None, body: Any) -> list[Record] | None:
+    """The packed runs of a pump's batched per-step event, or None if ``body`` is not one."""
+    if not isinstance(body, Mapping):
+        return None
+    try:
+        if event == METRICS_EVENT:
+            return [
+                segment.metric_run(r["phase"], r["names"], r["steps"], r["times"], r["values"], r.get("tags"))
+                for r in body["runs"]
+            ]
+        if event == STEP_EVENT:
+            columns = ("steps", "times", "durations", "waits", "samples", "tokens")
+            return [segment.step_run(*(body[c] for c in columns))]
+    except (KeyError, TypeError, ValueError):
+        return None  # not ours after all: stored as an ordinary event
+    return None
 
 
 def log_record_to_records(item: ReadableLogRecord) -> list[Record]:
-    """Store records for one log record; a batched ``traincard.metrics`` event holds many rows."""
+    """Store records for one log record; a batched per-step event becomes packed runs."""
     rec = item.log_record
-    body: Any = rec.body
-    if rec.event_name in (METRICS_EVENT, STEP_EVENT) and isinstance(body, Mapping) and "rows" in body:
-        if rec.event_name == METRICS_EVENT:
-            return [_metric_row(row) for row in body["rows"]]
-        return [{"k": "st", **row} for row in body["rows"]]
+    if rec.event_name in (METRICS_EVENT, STEP_EVENT):
+        runs = _runs(rec.event_name, rec.body)
+        if runs is not None:
+            return runs
     return [log_record_to_record(item)]
 
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import io
 import json
+from array import array
 from typing import Any
+
+from .segment import PACKED_METRICS, PACKED_STEPS
 
 Record = dict[str, Any]
 
@@ -31,6 +34,35 @@ SCHEMA_FIELDS = (
 )
 
 
+# Parquet column <- packed step run field (the duration is the step row's ``value``).
+_STEP_COLUMNS = (("s", "s"), ("n", "n"), ("tok", "tok"), ("t", "t"), ("value", "d"), ("w", "w"))
+
+
+class _Columns:
+    """The per-row columns of one kind, extended a whole packed run at a time."""
+
+    def __init__(self, *names: str) -> None:
+        self.lists: dict[str, list[Any]] = {name: [] for name in names}
+        self.floats: dict[str, array[float]] = {}
+
+    def repeat(self, name: str, value: Any, rows: int) -> None:
+        self.lists[name] += [value] * rows
+
+    def extend(self, name: str, values: Any) -> None:
+        if isinstance(values, array):
+            self.floats.setdefault(name, array("d")).extend(values)
+        else:
+            self.lists[name].extend(values)
+
+    def arrays(self, schema: Any) -> dict[str, Any]:
+        import pyarrow as pa
+
+        out = {name: pa.array(values, schema.field(name).type) for name, values in self.lists.items()}
+        for name, values in self.floats.items():  # NaN marks "not measured": null in the part
+            out[name] = pa.array(values, pa.float64(), from_pandas=True)
+        return out
+
+
 def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
     """Encode ``[(seq, records), ...]`` as one Parquet file: the metric values, then the step
     ends, then the other records, each in record order."""
@@ -39,58 +71,61 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
     import pyarrow.parquet as pq
 
     schema = pa.schema([(name, getattr(pa, type_name)()) for name, type_name in SCHEMA_FIELDS])
-    # Python does one step per record, not per value (per value, compaction cost more than all
-    # the writer's other work per step); pyarrow repeats each record's fields over its values.
-    m: dict[str, list[Any]] = {c: [] for c in ("seq", "t", "s", "p", "g", "name", "value")}
-    ends = [0]  # offsets of each metric record's values in m["name"] / m["value"]
-    st: dict[str, list[Any]] = {c: [] for c in ("seq", "t", "s", "value", "n", "tok", "w")}
-    other: dict[str, list[Any]] = {c: [] for c in ("seq", "k", "t", "rest")}
+    # Per-step rows arrive as packed runs (segment.py): Python works once per run, never per row
+    # or value; a metric row's fields are repeated over its values by pyarrow.
+    rows = _Columns("seq", "s", "p", "g")  # one per metric row
+    names: list[str] = []
+    values, t = array("d"), array("d")
+    ends = array("q", [0])  # offsets of each metric row's values
+    st = _Columns("seq", "s", "n", "tok")
+    other = _Columns("seq", "k", "t", "rest")
     for seq, records in segments:
         for rec in records:
-            kind, t = rec.get("k"), float(rec.get("t") or 0.0)
-            if kind == "m":
-                values = rec.get("v") or {}
-                m["seq"].append(seq)
-                m["t"].append(t)
-                m["s"].append(rec.get("s"))
-                m["p"].append(rec.get("p"))
-                m["g"].append(json.dumps(rec["g"], sort_keys=True) if rec.get("g") else None)
-                m["name"].extend(values)
-                m["value"].extend(values.values())
-                ends.append(len(m["name"]))
-            elif kind == "st":
-                st["seq"].append(seq)
-                st["t"].append(t)
-                st["value"].append(rec.get("d"))
-                for field in ("s", "n", "tok", "w"):
-                    st[field].append(rec.get(field))
+            kind = rec.get("k")
+            if kind == PACKED_METRICS:
+                n, width = len(rec["s"]), len(rec["n"])
+                rows.repeat("seq", seq, n)
+                rows.repeat("p", rec["p"], n)
+                rows.repeat("g", json.dumps(rec["g"], sort_keys=True) if rec.get("g") else None, n)
+                rows.extend("s", rec["s"])
+                t.extend(rec["t"])
+                names += rec["n"] * n
+                values.extend(rec["v"])
+                ends.extend(range(ends[-1] + width, ends[-1] + width * n + 1, width))
+            elif kind == PACKED_STEPS:
+                st.repeat("seq", seq, len(rec["s"]))
+                for column, field in _STEP_COLUMNS:
+                    st.extend(column, rec[field])
             else:
-                other["seq"].append(seq)
-                other["k"].append(str(kind))
-                other["t"].append(t)
-                other["rest"].append(json.dumps(rec, default=str))
+                other.repeat("seq", seq, 1)
+                other.extend("k", [str(kind)])
+                other.extend("t", [float(rec.get("t") or 0.0)])
+                other.extend("rest", [json.dumps(rec, default=str)])
 
     def table(columns: dict[str, Any], size: int) -> Any:
         """``size`` rows; the columns a kind does not use are null."""
-        arrays = []
-        for f in schema:
-            values = columns.get(f.name)
-            if values is None:
-                values = pa.nulls(size, f.type)
-            arrays.append(values if isinstance(values, pa.Array) else pa.array(values, f.type))
+        arrays = [columns[f.name] if f.name in columns else pa.nulls(size, f.type) for f in schema]
         return pa.Table.from_arrays(arrays, schema=schema)
 
-    names = pa.ListArray.from_arrays(pa.array(ends, pa.int32()), pa.array(m["name"], pa.string()))
-    owner = pc.list_parent_indices(names)  # for each value, the index of its record
-    per_value = {c: pa.array(m[c], schema.field(c).type).take(owner) for c in ("seq", "t", "s", "p", "g")}
-    size = len(m["value"])
+    per_row = {**rows.arrays(schema), "t": pa.array(t, pa.float64())}
+    grouped = pa.LargeListArray.from_arrays(pa.array(ends, pa.int64()), pa.array(names, pa.string()))
+    owner = pc.list_parent_indices(grouped)  # for each value, the index of its row
+    size = len(values)
     metric_table = table(
-        {**per_value, "k": pa.repeat("m", size), "name": names.flatten(), "value": m["value"]}, size
+        {
+            **{name: column.take(owner) for name, column in per_row.items()},
+            "k": pa.repeat("m", size),
+            "name": grouped.flatten(),
+            "value": pa.array(values, pa.float64()),
+        },
+        size,
     )
-    step_table = table({**st, "k": pa.repeat("st", len(st["seq"]))}, len(st["seq"]))
+    steps = st.arrays(schema)
+    step_table = table({**steps, "k": pa.repeat("st", len(steps["seq"]))}, len(steps["seq"]))
+    others = other.arrays(schema)
     out = io.BytesIO()
     pq.write_table(
-        pa.concat_tables([metric_table, step_table, table(other, len(other["seq"]))]),
+        pa.concat_tables([metric_table, step_table, table(others, len(others["seq"]))]),
         out,
         compression="zstd",
     )

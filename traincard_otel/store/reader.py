@@ -189,8 +189,9 @@ def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: in
 
     if skip:
         table = table.filter(pc.invert(pc.is_in(table["seq"], value_set=pa.array(sorted(skip), pa.int64()))))
-    kinds = table["k"]
-    metrics = table.filter(pc.equal(kinds, "m"))
+    kinds, whole = table["k"], pc.is_valid(table["rest"])  # a record kept whole is read as one
+    columnar = pc.invert(whole)
+    metrics = table.filter(pc.and_(pc.equal(kinds, "m"), columnar))
     for combo in metrics.group_by(["name", "g"]).aggregate([]).to_pylist():
         name, tags_json = combo["name"], combo["g"]
         tags = json.loads(tags_json) if tags_json else None
@@ -204,7 +205,8 @@ def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: in
         _extend(
             series, rows["s"].to_pylist(), rows["value"].to_pylist(), rows["t"].to_pylist(), attempt, rank
         )
-    steps = table.filter(pc.equal(kinds, "st"))
+    # A step end without a duration adds no point, as in a segment.
+    steps = table.filter(pc.and_(pc.and_(pc.equal(kinds, "st"), columnar), pc.is_valid(table["value"])))
     if steps.num_rows:
         series = data.step_times.get(rank)
         if series is None:
@@ -227,8 +229,7 @@ def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: in
                     attempt,
                     rank,
                 )
-    others = table.filter(pc.invert(pc.is_in(kinds, value_set=pa.array(["m", "st"]))))
-    for rest in others["rest"].to_pylist():
+    for rest in table.filter(whole)["rest"].to_pylist():
         _add(data, json.loads(rest), attempt, rank)
     return table.num_rows
 

@@ -1,39 +1,38 @@
-"""The segment format: one JSON object per line, with runs of per-step rows packed.
+"""Store records in memory and in segment files: one JSON object per line, per-step rows packed.
 
-Formatting floats as decimal text was the store writer's main cost: about 1.4 µs per float on a
-2-vCPU machine, and a step writes ten or more of them. So consecutive metric rows with the same
-phase and names (and no tags), and consecutive step ends, are written as one packed line whose
-float columns are little-endian float64 arrays in base64: lossless (NaN and inf included), about
-ten times cheaper to write, and a third smaller. Every other record is a plain JSON line.
+Per-step rows never exist one dict per row on their way to storage: the pump collects them column
+by column, and the writer, the segment files and compaction keep them that way. Formatting floats
+as decimal text was the store writer's main cost (about 1.4 µs per float on a 2-vCPU machine, ten
+or more per step), so in a file the float columns are little-endian float64 arrays in base64:
+lossless (NaN and inf included), about ten times cheaper to write, and a third smaller.
 
-Packed lines exist only in segment files; :func:`decode` expands them back into the ordinary
-``m`` and ``st`` records, so nothing else in the package sees them.
+``m*`` (a run of metric rows sharing a phase, names and tags): ``p`` phase, ``n`` names,
+``s`` steps, ``t`` times, ``v`` values (row-major: one row of ``len(n)`` values per step),
+``g`` tags (only when tagged).
 
-``m*`` (packed metric rows): ``p`` phase, ``n`` names, ``s`` steps, ``t`` times (f64),
-``v`` values (f64, row-major: one row of ``len(n)`` values per step).
+``st*`` (a run of step ends): ``s`` steps, ``n`` samples, ``tok`` tokens (0 or ``null`` where
+absent), ``t`` times, ``d`` durations, ``w`` data-wait times (NaN where absent).
 
-``st*`` (packed step ends): ``s`` steps, ``n`` samples, ``tok`` tokens (JSON lists, ``null`` where
-absent), ``t`` times, ``d`` durations, ``w`` data-wait times (f64; NaN where absent).
+In memory ``t``, ``v``, ``d`` and ``w`` are ``array('d')``; in a file, base64 text. Every other
+record is a plain JSON line. :func:`decode` expands runs into the ordinary ``m`` and ``st`` records
+(documented in ``docs/architecture.md``), so readers see one record per row.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import math
 import sys
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 Record = dict[str, Any]
 
 PACKED_METRICS = "m*"
 PACKED_STEPS = "st*"
+PACKED = (PACKED_METRICS, PACKED_STEPS)
 
-_METRIC_KEYS = {"k", "t", "s", "p", "v"}
-_STEP_KEYS = frozenset({"k", "t", "s", "d", "w", "n", "tok"})
-_NAN = math.nan
 _SWAP = sys.byteorder != "little"
 
 
@@ -46,8 +45,47 @@ def _json_default(obj: object) -> object:
 _encode = json.JSONEncoder(separators=(",", ":"), default=_json_default).encode
 
 
+def metric_run(
+    phase: str | None,
+    names: Sequence[str],
+    steps: list[Any],
+    times: Iterable[float],
+    values: Iterable[float],
+    tags: Mapping[str, str] | None = None,
+) -> Record:
+    """A packed run of ``len(steps)`` metric rows; ``values`` row-major. Raises on ragged columns."""
+    t, v = array("d", times), array("d", values)
+    if not steps or not names or len(t) != len(steps) or len(v) != len(names) * len(steps):
+        raise ValueError("a metric run needs names, and one time and one value per name for each step")
+    run: Record = {"k": PACKED_METRICS, "p": phase, "n": list(names), "s": steps, "t": t, "v": v}
+    if tags:
+        run["g"] = dict(tags)
+    return run
+
+
+def step_run(
+    steps: list[Any],
+    times: Iterable[float],
+    durations: Iterable[float],
+    waits: Iterable[float],
+    samples: list[int | None],
+    tokens: list[int | None],
+) -> Record:
+    """A packed run of step ends (NaN duration or wait: not measured). Raises on ragged columns."""
+    t, d, w = array("d", times), array("d", durations), array("d", waits)
+    if not steps or not len(t) == len(d) == len(w) == len(samples) == len(tokens) == len(steps):
+        raise ValueError("a step run needs one time, duration, wait, samples and tokens per step")
+    return {"k": PACKED_STEPS, "s": steps, "n": samples, "tok": tokens, "t": t, "d": d, "w": w}
+
+
+def row_count(rec: Record) -> int:
+    """Rows a record holds: a packed run's length, else 1 (what buffer limits count)."""
+    return len(rec["s"]) if rec.get("k") in PACKED else 1
+
+
 def _f64(values: array[float]) -> str:
     if _SWAP:
+        values = array("d", values)
         values.byteswap()
     return base64.b64encode(values.tobytes()).decode("ascii")
 
@@ -59,119 +97,18 @@ def _unf64(text: str) -> array[float]:
     return values
 
 
-class _MetricRun:
-    """Consecutive metric rows sharing a phase and names, accumulated column by column."""
-
-    def __init__(self, phase: Any, names: tuple[str, ...]) -> None:
-        self.phase, self.names = phase, names
-        self.steps: list[Any] = []
-        self.times: array[float] = array("d")
-        self.values: array[float] = array("d")
-
-    def add(self, t: float, step: Any, row: array[float]) -> None:
-        self.times.append(t)
-        self.steps.append(step)
-        self.values.extend(row)
-
-    def line(self) -> str:
-        return _encode(
-            {
-                "k": PACKED_METRICS,
-                "p": self.phase,
-                "n": list(self.names),
-                "s": self.steps,
-                "t": _f64(self.times),
-                "v": _f64(self.values),
-            }
-        )
-
-
-class _StepRun:
-    """Consecutive step ends, accumulated column by column."""
-
-    def __init__(self) -> None:
-        self.steps: list[Any] = []
-        self.samples: list[Any] = []
-        self.tokens: list[Any] = []
-        self.times: array[float] = array("d")
-        self.durations: array[float] = array("d")
-        self.waits: array[float] = array("d")
-
-    def add(self, rec: Record) -> None:
-        d, w = rec.get("d", _NAN), rec.get("w", _NAN)
-        self.times.append(rec["t"])
-        self.durations.append(d)
-        self.waits.append(w)
-        self.steps.append(rec["s"])
-        self.samples.append(rec.get("n"))
-        self.tokens.append(rec.get("tok"))
-
-    def line(self) -> str:
-        return _encode(
-            {
-                "k": PACKED_STEPS,
-                "s": self.steps,
-                "n": self.samples,
-                "tok": self.tokens,
-                "t": _f64(self.times),
-                "d": _f64(self.durations),
-                "w": _f64(self.waits),
-            }
-        )
-
-
-def _packable_step(rec: Record) -> bool:
-    if not (rec.keys() <= _STEP_KEYS and "t" in rec and "s" in rec):
-        return False
-    for field in ("t", "d", "w"):
-        value = rec.get(field, 0.0)
-        # NaN marks an absent duration or wait in a packed run; a NaN really there (the pump never
-        # produces one) is written plainly rather than lost.
-        if type(value) not in (float, int) or value != value:
-            return False
-    return True
-
-
-def _metric_row(rec: Record) -> array[float] | None:
-    """A metric row's values as a packed row, or None if the row must be written plainly."""
-    if rec.keys() != _METRIC_KEYS or type(rec["v"]) is not dict or type(rec["t"]) is not float:
-        return None
-    try:
-        return array("d", rec["v"].values())
-    except TypeError:  # a value that is not a number
-        return None
-
-
-def _lines(records: list[Record]) -> Iterator[str]:
-    run: _MetricRun | _StepRun | None = None
-    for rec in records:
-        kind = rec.get("k")
-        row = _metric_row(rec) if kind == "m" else None
-        if row is not None:
-            names = tuple(rec["v"])
-            if not (type(run) is _MetricRun and run.names == names and run.phase == rec["p"]):
-                if run is not None:
-                    yield run.line()
-                run = _MetricRun(rec["p"], names)
-            run.add(rec["t"], rec["s"], row)
-        elif kind == "st" and _packable_step(rec):
-            if type(run) is not _StepRun:
-                if run is not None:
-                    yield run.line()
-                run = _StepRun()
-            run.add(rec)
-        else:
-            if run is not None:
-                yield run.line()
-                run = None
-            yield _encode(rec)
-    if run is not None:
-        yield run.line()
+def _line(rec: Record) -> str:
+    kind = rec.get("k")
+    if kind == PACKED_METRICS:
+        return _encode({**rec, "t": _f64(rec["t"]), "v": _f64(rec["v"])})
+    if kind == PACKED_STEPS:
+        return _encode({**rec, "t": _f64(rec["t"]), "d": _f64(rec["d"]), "w": _f64(rec["w"])})
+    return _encode(rec)
 
 
 def encode(records: list[Record]) -> bytes:
     """One segment's bytes for ``records`` (in order; decoded back by :func:`decode`)."""
-    return "".join(line + "\n" for line in _lines(records)).encode()
+    return "".join(_line(rec) + "\n" for rec in records).encode()
 
 
 def decode(data: bytes) -> tuple[list[Record], bool]:
@@ -187,7 +124,7 @@ def decode(data: bytes) -> tuple[list[Record], bool]:
     out: list[Record] = []
     for rec in parsed:
         kind = rec.get("k")
-        if kind in (PACKED_METRICS, PACKED_STEPS):
+        if kind in PACKED:
             try:
                 out.extend(_unpack_metrics(rec) if kind == PACKED_METRICS else _unpack_steps(rec))
             except (ValueError, TypeError, KeyError):
@@ -219,17 +156,20 @@ def _unpack_metrics(rec: Record) -> list[Record]:
     width = len(names)
     if len(times) != len(steps) or len(values) != width * len(steps):
         raise ValueError("packed metric rows: column lengths differ")
-    phase = rec.get("p")
-    return [
-        {
+    phase, tags = rec.get("p"), rec.get("g")
+    out = []
+    for i, (t, s) in enumerate(zip(times, steps, strict=True)):
+        row: Record = {
             "k": "m",
             "t": t,
             "s": s,
             "p": phase,
             "v": dict(zip(names, values[i * width : i * width + width], strict=True)),
         }
-        for i, (t, s) in enumerate(zip(times, steps, strict=True))
-    ]
+        if tags:
+            row["g"] = tags
+        out.append(row)
+    return out
 
 
 def _unpack_steps(rec: Record) -> list[Record]:
@@ -247,9 +187,9 @@ def _unpack_steps(rec: Record) -> list[Record]:
             row["d"] = durations[i]
         if waits[i] == waits[i]:
             row["w"] = waits[i]
-        if samples[i] is not None:
+        if samples[i]:
             row["n"] = samples[i]
-        if tokens[i] is not None:
+        if tokens[i]:
             row["tok"] = tokens[i]
         out.append(row)
     return out

@@ -3,7 +3,8 @@
 Exporters call :meth:`StoreWriter.add` from SDK or pump threads; only the writer's own thread
 touches storage. A failed write keeps its segment for the next flush (same name, so a retry can
 never duplicate data); beyond ``max_pending`` records, new records are dropped and counted, and
-the counts are written to ``state.json`` for the card and :func:`traincard_otel.load`.
+the counts are written to ``state.json`` for the card and :func:`traincard_otel.load`. Limits and
+counts are in rows: a packed run of per-step rows (:mod:`.segment`) counts as its length.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ logger = logging.getLogger("traincard_otel")
 Record = dict[str, Any]
 
 COMPACT_SEGMENTS = 64  # closed segments per Parquet part...
-COMPACT_RECORDS = 100_000  # ...or fewer, once they hold this many records (bounds the writer's memory)
+COMPACT_RECORDS = 100_000  # ...or fewer, once they hold this many rows (bounds the writer's memory)
 
 
 class StoreWriter:
@@ -40,6 +41,7 @@ class StoreWriter:
         flush_interval_s: float = 2.0,
         max_pending: int = 200_000,
         state_provider: Callable[[], Mapping[str, Any]] | None = None,
+        before_flush: Callable[[], None] | None = None,
     ) -> None:
         self.backend = backend
         self.attempt, self.rank = attempt, rank
@@ -47,15 +49,17 @@ class StoreWriter:
         self.flush_interval_s = flush_interval_s
         self.max_pending = max_pending
         self.state_provider = state_provider
+        self.before_flush = before_flush  # hands over what producers still hold (the pump's batch)
         self.dropped: dict[str, int] = {}
         self.segments_written = 0
         self.records_written = 0
         self.write_errors = 0
         self.last_error: str | None = None
         self._buffer: list[Record] = []
-        self._unwritten: list[tuple[int, bytes, list[Record]]] = []  # (seq, payload, records) awaiting retry
+        self._buffered = 0  # rows in _buffer
+        self._unwritten: list[tuple[int, bytes, list[Record], int]] = []  # (seq, payload, records, rows)
         self._closed: list[tuple[int, list[Record]]] = []  # written segments not compacted yet
-        self._closed_records = 0
+        self._closed_records = 0  # rows in _closed
         self.compact_segments, self.compact_records = COMPACT_SEGMENTS, COMPACT_RECORDS
         self.parts_written = 0
         self.compaction_note: str | None = None
@@ -68,27 +72,32 @@ class StoreWriter:
 
     # -- producers -------------------------------------------------------------------------
     def add(self, record: Record) -> None:
-        with self._lock:
-            if len(self._buffer) + self._pending_unwritten() >= self.max_pending:
-                self.dropped["buffer_full"] = self.dropped.get("buffer_full", 0) + 1
-                return
-            self._buffer.append(record)
+        self.add_many([record])
 
     def add_many(self, records: list[Record]) -> None:
+        sizes = [segment.row_count(rec) for rec in records]
         with self._lock:
-            room = self.max_pending - len(self._buffer) - self._pending_unwritten()
-            if room < len(records):
-                lost = len(records) - max(room, 0)
-                self.dropped["buffer_full"] = self.dropped.get("buffer_full", 0) + lost
-                records = records[: max(room, 0)]
-            self._buffer.extend(records)
+            room = self.max_pending - self._buffered - self._pending_unwritten()
+            if room >= sum(sizes):
+                self._buffer.extend(records)
+                self._buffered += sum(sizes)
+                return
+            lost = 0
+            for rec, size in zip(records, sizes, strict=True):
+                if size <= room:
+                    self._buffer.append(rec)
+                    self._buffered += size
+                    room -= size
+                else:
+                    lost += size
+            self.dropped["buffer_full"] = self.dropped.get("buffer_full", 0) + lost
 
     def count_dropped(self, reason: str, n: int = 1) -> None:
         with self._lock:
             self.dropped[reason] = self.dropped.get(reason, 0) + n
 
     def _pending_unwritten(self) -> int:
-        return sum(len(records) for _seq, _payload, records in self._unwritten)
+        return sum(rows for _seq, _payload, _records, rows in self._unwritten)
 
     # -- thread ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -106,14 +115,19 @@ class StoreWriter:
 
     def flush_now(self) -> bool:
         """Write buffered records and state; returns False if storage failed (data kept)."""
+        if self.before_flush is not None:
+            try:
+                self.before_flush()
+            except Exception as exc:
+                internal_error("store writer", exc)
         with self._io_lock:
             with self._lock:
-                batch, self._buffer = self._buffer, []
+                batch, rows, self._buffer, self._buffered = self._buffer, self._buffered, [], 0
             if batch:
                 # Encoded outside the producers' lock: the pump must not wait for a whole batch.
                 payload = segment.encode(batch)
                 with self._lock:
-                    self._unwritten.append((self._next_seq, payload, batch))
+                    self._unwritten.append((self._next_seq, payload, batch, rows))
                     self._next_seq += 1
             ok = self._write_segments()
             if ok:
@@ -169,8 +183,7 @@ class StoreWriter:
 
     def _write_segments(self) -> bool:
         while self._unwritten:
-            seq, payload, records = self._unwritten[0]
-            n = len(records)
+            seq, payload, records, n = self._unwritten[0]
             try:
                 self.backend.write(layout.segment_name(self.attempt, self.rank, self.writer_id, seq), payload)
             except Exception as exc:
@@ -195,7 +208,7 @@ class StoreWriter:
                 segments=self.segments_written,
                 records=self.records_written,
                 dropped=dict(self.dropped),
-                pending=len(self._buffer) + self._pending_unwritten(),
+                pending=self._buffered + self._pending_unwritten(),
                 write_errors=self.write_errors,
                 parts=self.parts_written,
                 compaction_note=self.compaction_note,
@@ -239,7 +252,7 @@ class StoreWriter:
         threading.Thread(target=final, name="traincard-store-final", daemon=True).start()
         done.wait(max(0.0, deadline - time.monotonic()))
         if not done.is_set() or not result[0]:
-            lost = len(self._buffer) + self._pending_unwritten()
+            lost = self._buffered + self._pending_unwritten()
             if lost:
                 logger.warning("traincard: %d telemetry records could not be written before exit", lost)
             return False
