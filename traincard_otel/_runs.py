@@ -76,4 +76,3 @@ class StepColumns:
             "samples": self.samples,
             "tokens": self.tokens,
         }
-

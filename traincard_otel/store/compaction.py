@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from array import array
 from typing import Any
 
@@ -56,11 +57,22 @@ class _Columns:
 
     def arrays(self, schema: Any) -> dict[str, Any]:
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         out = {name: pa.array(values, schema.field(name).type) for name, values in self.lists.items()}
         for name, values in self.floats.items():  # NaN marks "not measured": null in the part
-            out[name] = pa.array(values, pa.float64(), from_pandas=True)
+            column = _float64(values)
+            out[name] = pc.if_else(pc.is_nan(column), pa.scalar(None, pa.float64()), column)
         return out
+
+
+def _float64(values: array[float]) -> Any:
+    """An Arrow float64 array sharing ``values``' memory (Arrow is little-endian, as the hosts are)."""
+    import pyarrow as pa
+
+    if sys.byteorder != "little":
+        return pa.array(values, pa.float64())
+    return pa.Array.from_buffers(pa.float64(), len(values), [None, pa.py_buffer(values)])
 
 
 def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
@@ -74,7 +86,8 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
     # Per-step rows arrive as packed runs (segment.py): Python works once per run, never per row
     # or value; a metric row's fields are repeated over its values by pyarrow.
     rows = _Columns("seq", "s", "p", "g")  # one per metric row
-    names: list[str] = []
+    name_ids: dict[str, int] = {}
+    name_idx = array("i")  # per value: its name's index in name_ids
     values, t = array("d"), array("d")
     ends = array("q", [0])  # offsets of each metric row's values
     st = _Columns("seq", "s", "n", "tok")
@@ -89,7 +102,7 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
                 rows.repeat("g", json.dumps(rec["g"], sort_keys=True) if rec.get("g") else None, n)
                 rows.extend("s", rec["s"])
                 t.extend(rec["t"])
-                names += rec["n"] * n
+                name_idx.extend(array("i", [name_ids.setdefault(x, len(name_ids)) for x in rec["n"]]) * n)
                 values.extend(rec["v"])
                 ends.extend(range(ends[-1] + width, ends[-1] + width * n + 1, width))
             elif kind == PACKED_STEPS:
@@ -107,16 +120,16 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
         arrays = [columns[f.name] if f.name in columns else pa.nulls(size, f.type) for f in schema]
         return pa.Table.from_arrays(arrays, schema=schema)
 
-    per_row = {**rows.arrays(schema), "t": pa.array(t, pa.float64())}
-    grouped = pa.LargeListArray.from_arrays(pa.array(ends, pa.int64()), pa.array(names, pa.string()))
+    per_row = {**rows.arrays(schema), "t": _float64(t)}
+    grouped = pa.LargeListArray.from_arrays(pa.array(ends, pa.int64()), pa.array(name_idx, pa.int32()))
     owner = pc.list_parent_indices(grouped)  # for each value, the index of its row
     size = len(values)
     metric_table = table(
         {
             **{name: column.take(owner) for name, column in per_row.items()},
             "k": pa.repeat("m", size),
-            "name": grouped.flatten(),
-            "value": pa.array(values, pa.float64()),
+            "name": pa.array(list(name_ids), pa.string()).take(grouped.flatten()),
+            "value": _float64(values),
         },
         size,
     )
