@@ -39,6 +39,7 @@ def _flush_steps(w: StoreWriter, first: int, last: int) -> None:
         if steps[-1] == 7:
             w.add(segment.metric_run(None, ["gpu"], [7], [7.0], [0.5], {"hw": "gpu0"}))
             w.add({"k": "l", "t": 7.0, "lvl": "WARNING", "msg": "<b>spiky</b>", "a": {}})
+            w.add({"k": "m", "t": 7.0, "s": 7, "p": None, "v": {"plain": 1.5}})  # an unpacked row: kept whole
     assert w.flush_now()
 
 
@@ -57,6 +58,7 @@ def test_parts_replace_segments_and_read_the_same(tmp_path: Path) -> None:
     assert run.metrics["loss"].steps == list(range(1, 101))
     assert run.metrics["loss"].values == [1.0 / s for s in range(1, 101)]
     assert run.metrics["gpu{hw=gpu0}"].values == [0.5]
+    assert run.metrics["plain"].steps == [7] and run.metrics["plain"].values == [1.5]
     assert run.step_times[0].steps == list(range(1, 101))
     assert run.throughput["tokens_per_second{rank=0}"].values[0] == pytest.approx(6400)
     assert [r["message"] for r in run.logs] == ["<b>spiky</b>"]

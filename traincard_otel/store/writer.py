@@ -41,7 +41,6 @@ class StoreWriter:
         flush_interval_s: float = 2.0,
         max_pending: int = 200_000,
         state_provider: Callable[[], Mapping[str, Any]] | None = None,
-        before_flush: Callable[[], None] | None = None,
     ) -> None:
         self.backend = backend
         self.attempt, self.rank = attempt, rank
@@ -49,7 +48,8 @@ class StoreWriter:
         self.flush_interval_s = flush_interval_s
         self.max_pending = max_pending
         self.state_provider = state_provider
-        self.before_flush = before_flush  # hands over what producers still hold (the pump's batch)
+        # Called first in every flush, to hand over what producers still hold (the pump's batch).
+        self.before_flush: Callable[[], None] | None = None
         self.dropped: dict[str, int] = {}
         self.segments_written = 0
         self.records_written = 0
