@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import traincard_otel
+from traincard_otel.card.payload import build_payload
 from traincard_otel.store import segment
 from traincard_otel.store.backends import LocalBackend
 from traincard_otel.store.reader import StoreReader
@@ -114,5 +115,7 @@ def test_a_record_compaction_cannot_encode_turns_compaction_off_and_loses_nothin
     state = json.loads(next(tmp_path.rglob("state*.json")).read_text())
     assert state["compaction_note"] == w.compaction_note
     run = StoreReader(LocalBackend(tmp_path)).read()
+    banners = [b["text"] for b in build_payload(run)["banners"]]
+    assert any(b.startswith("Store compaction is off: ") and "nothing is lost" in b for b in banners), banners
     assert run.metrics["loss"].steps == [*range(1, 11), *range(12, 42)]
     assert run.step_times[0].steps == [*range(1, 11), "eleven", *range(12, 42)]

@@ -612,6 +612,9 @@ def _banners(data: RunData, status: dict[str, Any]) -> list[dict[str, str]]:
         out.append(
             {"kind": "info", "text": f"{data.stats['corrupt_segments']} unreadable store segment(s) skipped"}
         )
+    for note in dict.fromkeys(s["compaction_note"] for s in data.states if s.get("compaction_note")):
+        text = f"{note[:1].upper()}{note[1:]}; the store keeps its segments instead, nothing is lost"
+        out.append({"kind": "info", "text": text})
     return out
 
 
