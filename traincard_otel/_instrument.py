@@ -22,6 +22,8 @@ SUPPORTED = (
 class Handle(Protocol):
     """What :func:`instrument` returns: ``close()`` flushes and detaches the adapter."""
 
+    closed: bool
+
     def close(self) -> None: ...
 
 
@@ -43,7 +45,7 @@ def instrument(obj: Any, **settings: Any) -> Handle:
 
     Returns:
         A handle; ``handle.close()`` flushes (also done at exit). Instrumenting the same object
-        twice returns the first handle and reports nothing twice.
+        twice returns the first handle and reports nothing twice; after ``close()`` it attaches again.
 
     Raises:
         TypeError: ``obj`` is not a supported framework object.
@@ -52,7 +54,7 @@ def instrument(obj: Any, **settings: Any) -> Handle:
         existing = _instrumented.get(obj)
     except TypeError:
         existing = None
-    if existing is not None:
+    if existing is not None and not existing.closed:
         warn_once(f"instrument-twice:{id(obj)}", "traincard: %r is already instrumented", type(obj).__name__)
         return existing
     roots = _roots(obj)

@@ -42,3 +42,27 @@ def test_raw_loop_three_lines(store_dir: Path, tmp_path: Path) -> None:
     assert run.throughput["samples_per_second{rank=0}"].values[-1] > 0
     assert run.checkpoints[0]["size_bytes"] == Path(path).stat().st_size and run.checkpoints[0]["step"] == 20
     assert any(p["n"] == "training.save" for p in run.phases)
+
+
+def test_instrumenting_again_after_close_attaches_again(store_dir: Path) -> None:
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train(n: int) -> None:
+        for _ in range(n):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    first = traincard_otel.instrument(opt)
+    assert traincard_otel.instrument(opt) is first  # attached once
+    train(3)
+    first.close()
+    train(2)  # detached: not reported
+    second = traincard_otel.instrument(opt)
+    assert second is not first and not second.closed
+    train(4)
+    second.close()
+    traincard_otel.shutdown()
+    assert len(traincard_otel.load(store_dir).step_times[0].steps) == 3 + 4

@@ -77,9 +77,11 @@ class AccelerateHandle:
 
     def __init__(self, accelerator: Any, tracker: TraincardTracker) -> None:
         self.accelerator, self.tracker = accelerator, tracker
+        self.closed = False  # instrument() attaches afresh once closed
 
     def close(self) -> None:
         """Detach the tracker and flush."""
+        self.closed = True
         if self.tracker in self.accelerator.trackers:
             self.accelerator.trackers.remove(self.tracker)
         self.tracker.reporter.flush()

@@ -228,9 +228,11 @@ class HFHandle:
     ) -> None:
         self.trainer, self.callback = trainer, callback
         self._wrapped = wrapped  # (object, {attribute: our wrapper set on it})
+        self.closed = False  # instrument() attaches afresh once closed
 
     def close(self) -> None:
         """Detach from the Trainer (its own methods back in place) and flush what was reported."""
+        self.closed = True
         for obj, attrs in self._wrapped:
             for name, wrapper in attrs.items():
                 if vars(obj).get(name) is wrapper:

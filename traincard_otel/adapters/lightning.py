@@ -211,9 +211,11 @@ class LightningHandle:
 
     def __init__(self, trainer: Any, callback: Any, logger: Any) -> None:
         self.trainer, self.callback, self.logger = trainer, callback, logger
+        self.closed = False  # instrument() attaches afresh once closed
 
     def close(self) -> None:
         """Detach the callback and logger and flush what was reported."""
+        self.closed = True
         if self.callback in self.trainer.callbacks:
             self.trainer.callbacks.remove(self.callback)
         self.trainer.loggers = [lg for lg in self.trainer.loggers if lg is not self.logger]

@@ -49,6 +49,7 @@ class LoopTracker:
         self._handles = [optimizer.register_step_post_hook(self._after_step)]
         if model is not None and grad_norm_every > 0:
             self._handles.append(optimizer.register_step_pre_hook(self._before_step))
+        self.closed = False  # instrument() attaches afresh once closed
 
     @guarded("torch_loop.pre_step", None)
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -89,6 +90,7 @@ class LoopTracker:
 
     def close(self) -> None:
         """Remove the hooks and flush."""
+        self.closed = True
         self._emit_pending()
         for handle in self._handles:
             handle.remove()
