@@ -21,6 +21,7 @@ class ReporterHandler(logging.Handler):
     def __init__(self, reporter: Reporter, level: int = logging.INFO) -> None:
         super().__init__(level)
         self.reporter = reporter
+        self.root_level: int | None = None  # root's level before attach() lowered it
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not record.name.startswith(_EXCLUDED)
@@ -41,9 +42,13 @@ def attach(reporter: Reporter, level: str = "INFO") -> ReporterHandler:
     root.addHandler(handler)
     if root.level > handler.level:
         # Root's level gates records before any handler sees them; lower it only as far as we need.
+        handler.root_level = root.level
         root.setLevel(handler.level)
     return handler
 
 
 def detach(handler: ReporterHandler) -> None:
-    logging.getLogger().removeHandler(handler)
+    root = logging.getLogger()
+    root.removeHandler(handler)
+    if handler.root_level is not None and root.level == handler.level:  # unless changed since
+        root.setLevel(handler.root_level)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -234,8 +235,14 @@ def test_corrupt_segment_is_skipped_and_counted(store_dir: Path) -> None:
     assert state["status"] == "finished"
 
 
-def test_python_logging_reaches_the_log_tail_with_tracebacks(store_dir: Path) -> None:
+def test_python_logging_reaches_the_log_tail_with_tracebacks(
+    store_dir: Path, request: pytest.FixtureRequest
+) -> None:
+    root = logging.getLogger()
+    request.addfinalizer(functools.partial(root.setLevel, root.level))
+    root.setLevel(logging.WARNING)
     traincard_otel.configure()
+    assert root.level == logging.INFO  # lowered so that INFO records reach the card
     log = logging.getLogger("my.training")
     log.info("epoch 1 done")
     try:
@@ -244,6 +251,7 @@ def test_python_logging_reaches_the_log_tail_with_tracebacks(store_dir: Path) ->
         log.exception("data loader hiccup")
     logging.getLogger("opentelemetry.sdk").error("exporter down")  # never fed back into the pipeline
     traincard_otel.shutdown()
+    assert root.level == logging.WARNING  # the user's own level once telemetry is shut down
     logs = traincard_otel.load(store_dir).logs
     assert any(r["message"] == "my.training: epoch 1 done" and r["level"] == "INFO" for r in logs)
     err = next(r for r in logs if "data loader hiccup" in r["message"])
