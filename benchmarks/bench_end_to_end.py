@@ -1,33 +1,54 @@
-"""End to end: a Hugging Face Trainer on a tiny GPT-2 (CPU), a Lightning module and a raw loop,
-logging every step, with and without traincard (system telemetry and the store on), in fresh
-processes interleaved ABBA.
+"""End to end: whole training runs with and without the tracker, interleaved in one process.
 
-    python -m benchmarks.bench_end_to_end [--steps 400] [--rounds 3] [--no-peers] [--quick] [--json F]
+    python -m benchmarks.bench_end_to_end [--steps 300] [--pairs 20] [--framework hf lightning raw]
+                                          [--no-peers] [--quick] [--json F]
 
-When installed (``pip install -e '.[bench]'``), the same runs are made with TensorBoard, wandb
-(offline) and MLflow (its default SQLite store) in place of traincard, each wired the way its
-framework integration does it (``report_to=``, a Lightning logger, direct calls in the raw loop).
+Frameworks: a Hugging Face Trainer on a tiny GPT-2 (CPU), a Lightning module and a raw loop,
+logging every step. One process per framework and tracker trains run after run, each with a
+freshly built trainer and model: "plain" runs with no tracker, "tracked" runs with one, in ABBA
+order (after one unpaired warm-up run of each). A tracked traincard run is what a user's run
+is: ``instrument()`` sets up the whole pipeline (system sampler, pump, store writer, OTel
+providers), training runs, then the handle is closed and the pipeline shut down. So everything
+traincard does while training runs, on any thread, falls inside tracked runs, and nothing of it
+in plain runs. When installed (``pip install -e '.[bench]'``), TensorBoard, wandb (offline) and
+MLflow (its default SQLite store) take traincard's place, each wired the way its framework
+integration does it (``report_to=``, a Lightning logger, direct calls in the raw loop).
 
-Each child times its own optimizer steps (median of step intervals after a warm-up), so process
-start-up and model construction are not counted.
+Separate processes differ from one another by several percent in step time (memory layout,
+thread placement), more than the overhead being measured; the two runs of a pair here share a
+process and follow each other within seconds.
+
+Each run is timed from its ``--skip``-th step to its last. The overhead is the median over pairs
+of ``tracked / plain - 1`` in mean step time, with its quartiles and a bootstrap 95 % interval of
+that median. On a shared 2-vCPU machine adjacent runs differ by a few percent in how fast the same
+work runs, so this figure resolves a few tenths of a percent only with hundreds of pairs. Two
+figures per run do not carry that noise, and are given as medians of the tracked-minus-plain
+differences per step: ``wait_us``, the wall time the training thread was not running (the GIL
+held by another thread, or its core taken), which is what the tracker's threads cost it; and
+``other_cpu_us``, the CPU time of the process's other threads. What the tracker adds to the
+training thread's own work is measured precisely by ``bench_step_overhead --block 2``; the two
+add up to the step-time overhead. Set-up and shut-down (building the trainer, ``instrument()``,
+the final flush) are not step time and are not timed; a user pays them once per run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from benchmarks._harness import report, spread
+from benchmarks._harness import report, settler, spread
 
 REPO = Path(__file__).resolve().parent.parent
 # Peer tracker -> the module that must be importable for it.
@@ -54,23 +75,30 @@ def child_environment(run_dir: str) -> dict[str, str]:
     return dict(os.environ, TRAINCARD_DIR=run_dir, PYTHONPATH=path, **peer_environment(run_dir))
 
 
-def raw_loop_logger(mode: str, tmp: str) -> Callable[[int, float], object] | None:
+class PeerLog(NamedTuple):
+    """A peer tracker as a hand-written loop uses it: ``log(step, loss)`` each step, ``close()``."""
+
+    log: Callable[[int, float], object]
+    close: Callable[[], object]
+
+
+def raw_loop_logger(mode: str, tmp: str) -> PeerLog | None:
     """What a hand-written loop calls each step to record its loss with a peer tracker."""
     if mode == "tensorboard":
         from torch.utils.tensorboard import SummaryWriter
 
         writer = SummaryWriter(log_dir=f"{tmp}/tb")
-        return lambda step, loss: writer.add_scalar("loss", loss, step)
+        return PeerLog(lambda step, loss: writer.add_scalar("loss", loss, step), writer.close)
     if mode == "wandb":
         import wandb
 
         run = wandb.init(project="bench")
-        return lambda step, loss: run.log({"loss": loss}, step=step)
+        return PeerLog(lambda step, loss: run.log({"loss": loss}, step=step), run.finish)
     if mode == "mlflow":
         import mlflow
 
         mlflow.start_run()
-        return lambda step, loss: mlflow.log_metrics({"loss": loss}, step=step)
+        return PeerLog(lambda step, loss: mlflow.log_metrics({"loss": loss}, step=step), mlflow.end_run)
     return None
 
 
@@ -180,159 +208,225 @@ def lightning_fit(
     trainer.fit(Module(), data)
 
 
-def _print_median(times: list[float]) -> None:
-    warm = times[len(times) // 5 :]
-    print(json.dumps({"median_step_s": statistics.median(warm), "steps": len(warm)}))
+class StepClock:
+    """Wall time, the training thread's CPU time and the process's CPU time at every step of a run."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[float, float, float]] = []
+
+    def tick(self, *_: Any) -> None:
+        """Call from the training thread, at the same point of every step."""
+        self.marks.append((time.perf_counter(), time.thread_time(), time.process_time()))
+
+    def per_step(self, skip: int) -> dict[str, float]:
+        """Means per step from step ``skip`` to the last: wall time, the training thread's CPU,
+        the CPU of the process's other threads, and the training thread's waits (wall time it
+        was not running: the GIL held by another thread, or its core taken)."""
+        first, last = self.marks[skip], self.marks[-1]
+        n = len(self.marks) - 1 - skip
+        wall, thread, process = ((b - a) / n for a, b in zip(first, last, strict=True))
+        return {"step_s": wall, "thread_s": thread, "other_s": process - thread, "wait_s": wall - thread}
 
 
-def child(mode: str, steps: int) -> None:
-    import torch
+@contextlib.contextmanager
+def tracking(mode: str, obj: Any, store: str) -> Iterator[Any]:
+    """One run's tracker: traincard set up around ``obj`` and shut down after; a peer finished.
+
+    Peers wired through a framework integration start with the run; wandb and MLflow runs left
+    open by it are finished here so that nothing of a tracked run carries into the next one.
+    """
+    if mode != "traincard":
+        try:
+            yield None
+        finally:
+            finish_peer(mode)
+        return
+    import traincard_otel
+
+    handle = traincard_otel.instrument(obj, store=store)
+    try:
+        yield handle
+    finally:
+        handle.close()
+        traincard_otel.shutdown()
+
+
+def finish_peer(mode: str) -> None:
+    if mode == "wandb":
+        import wandb
+
+        wandb.finish()
+    elif mode == "mlflow":
+        import mlflow
+
+        mlflow.end_run()
+
+
+def run_hf(mode: str, steps: int, clock: StepClock, store: str) -> None:
     from transformers import TrainerCallback
 
-    torch.set_num_threads(1)
-    times: list[float] = []
-
     class Clock(TrainerCallback):
-        last = None
-
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            now = time.perf_counter()
-            if self.last is not None:
-                times.append(now - self.last)
-            self.last = now
+            clock.tick()
 
     with tempfile.TemporaryDirectory() as out:
         trainer = hf_trainer(mode, out, steps, [Clock()])
-        if mode == "traincard":
-            import traincard_otel
-
-            traincard_otel.instrument(trainer)
-        trainer.train()
-    _print_median(times)
+        with tracking(mode, trainer, store):
+            trainer.train()
 
 
-def child_raw(mode: str, steps: int) -> None:
-    """A hand-written loop; instrumented through the optimizer hooks and tracker.log()."""
+def run_lightning(mode: str, steps: int, clock: StepClock, store: str) -> None:
+    with contextlib.ExitStack() as stack:
+        lightning_fit(
+            mode, steps, clock.tick, lambda trainer: stack.enter_context(tracking(mode, trainer, store))
+        )
+
+
+def run_raw(mode: str, steps: int, clock: StepClock, store: str) -> None:
     import torch
 
-    torch.set_num_threads(1)
     model = raw_model()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    tracker = None
-    if mode == "traincard":
-        import traincard_otel
-
-        tracker = traincard_otel.instrument(opt)
-    peer = raw_loop_logger(mode, os.environ["TRAINCARD_DIR"])
-    times, last = [], time.perf_counter()
-    for step in range(steps):
-        loss, x = raw_step(model, opt)
-        if tracker is not None:
-            tracker.log(loss=loss.detach(), batch=x)  # type: ignore[attr-defined]
-        if peer is not None:
-            peer(step, loss.item())
-        now = time.perf_counter()
-        times.append(now - last)
-        last = now
-    _print_median(times)
+    with tracking(mode, opt, store) as tracker:
+        peer = raw_loop_logger(mode, os.environ["TRAINCARD_DIR"])
+        try:
+            for step in range(steps):
+                loss, x = raw_step(model, opt)
+                if tracker is not None:
+                    tracker.log(loss=loss.detach(), batch=x)
+                if peer is not None:
+                    peer.log(step, loss.item())
+                clock.tick()
+        finally:
+            if peer is not None:
+                peer.close()
 
 
-def child_lightning(mode: str, steps: int) -> None:
+RUNS = {"hf": run_hf, "lightning": run_lightning, "raw": run_raw}
+
+
+def run_order(pairs: int) -> list[bool]:
+    """Whether each run is tracked: one unpaired warm-up of each, then ``pairs`` pairs in ABBA order."""
+    order = [False, True]
+    for i in range(pairs):
+        order += [False, True] if i % 2 == 0 else [True, False]
+    return order
+
+
+def child(framework: str, mode: str, steps: int, pairs: int, skip: int) -> None:
+    """Train plain and tracked runs in ABBA order; print each run's figures as JSON."""
     import torch
 
     torch.set_num_threads(1)
-    times: list[float] = []
-    last: list[float] = []
-
-    def tick(_trainer: Any) -> None:
-        now = time.perf_counter()
-        if last:
-            times.append(now - last[0])
-        last[:] = [now]
-
-    def setup(trainer: Any) -> None:
-        if mode == "traincard":
-            import traincard_otel
-
-            traincard_otel.instrument(trainer)
-
-    lightning_fit(mode, steps, tick, setup)
-    _print_median(times)
+    settle = settler(max_s=10.0)
+    runs: list[dict[str, Any]] = []
+    for n, tracked in enumerate(run_order(pairs)):
+        clock = StepClock()
+        RUNS[framework](mode if tracked else "plain", steps, clock, f"{os.environ['TRAINCARD_DIR']}/run-{n}")
+        runs.append({"tracked": tracked, "warmup": n < 2, **clock.per_step(skip)})
+        settle()  # a tracker's leftover work is not charged to the next run
+    print(json.dumps(runs))
 
 
-CHILDREN = {"hf": child, "raw": child_raw, "lightning": child_lightning}
+def pairs_of(runs: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
+    """``(tracked, plain)`` values of ``key`` for each adjacent pair of timed runs."""
+    timed = [r for r in runs if not r["warmup"]]
+    pairs = zip(timed[0::2], timed[1::2], strict=False)
+    return [(a[key], b[key]) if a["tracked"] else (b[key], a[key]) for a, b in pairs]
 
 
-def _run(mode: str, steps: int, tmp: str, framework: str) -> float:
-    run_dir = f"{tmp}/{mode}-{time.monotonic_ns()}"
+def median_interval(
+    values: Sequence[float], level: float = 0.95, resamples: int = 2000
+) -> tuple[float, float]:
+    """Bootstrap interval of the median (percentile method, fixed seed)."""
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    tail = (1 - level) / 2
+    return medians[int(tail * resamples)], medians[int((1 - tail) * resamples) - 1]
+
+
+def _run(framework: str, mode: str, steps: int, pairs: int, skip: int, tmp: str) -> list[dict[str, Any]]:
+    run_dir = f"{tmp}/{framework}-{mode}"
     os.makedirs(run_dir)
-    env = child_environment(run_dir)
-    cmd = [
-        sys.executable,
-        "-m",
-        "benchmarks.bench_end_to_end",
-        "--child",
-        mode,
-        "--steps",
-        str(steps),
-        "--framework",
-        framework,
-    ]
-    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    cmd = [sys.executable, "-m", "benchmarks.bench_end_to_end", "--child", framework, mode]
+    cmd += ["--steps", str(steps), "--pairs", str(pairs), "--skip", str(skip)]
+    out = subprocess.run(
+        cmd, cwd=REPO, env=child_environment(run_dir), capture_output=True, text=True, timeout=3600
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
-    return float(json.loads(out.stdout.strip().splitlines()[-1])["median_step_s"])
+    runs: list[dict[str, Any]] = json.loads(out.stdout.strip().splitlines()[-1])
+    return runs
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Interleaved plain/instrumented runs per framework; prints median step times and the overhead."""
+    """Per framework and tracker: step time of plain and tracked runs and the overhead over pairs."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--framework", choices=sorted(CHILDREN), nargs="*", default=["hf", "lightning", "raw"]
-    )
+    parser.add_argument("--steps", type=int, default=300, help="optimizer steps per run")
+    parser.add_argument("--pairs", type=int, default=20, help="plain/tracked run pairs per tracker")
+    parser.add_argument("--skip", type=int, default=20, help="first steps of each run not timed")
+    parser.add_argument("--framework", choices=sorted(RUNS), nargs="*", default=["hf", "lightning", "raw"])
+    parser.add_argument("--no-peers", action="store_true", help="skip TensorBoard, wandb and MLflow")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
-    parser.add_argument("--no-peers", action="store_true", help="skip TensorBoard, wandb and MLflow")
-    parser.add_argument("--child", choices=["plain", "traincard", *PEERS], default=None)
+    parser.add_argument("--child", nargs=2, metavar=("FRAMEWORK", "TRACKER"), default=None)
     args = parser.parse_args(argv)
     if args.child:
-        CHILDREN[args.framework[0]](args.child, args.steps)
+        framework, mode = args.child
+        child(framework, mode, args.steps, args.pairs, args.skip)
         return {}
-    steps, rounds = (30, 1) if args.quick else (args.steps, args.rounds)
+    steps, pairs, skip = (12, 1, 2) if args.quick else (args.steps, args.pairs, args.skip)
     frameworks = ["raw"] if args.quick else args.framework
-    modes = ["plain", "traincard", *([] if args.no_peers else installed_peers())]
+    trackers = ["traincard", *([] if args.no_peers else installed_peers())]
     rows, raw = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for fw in frameworks:
-            results: dict[str, list[float]] = {mode: [] for mode in modes}
-            for r in range(rounds):
-                for mode in modes if r % 2 == 0 else reversed(modes):
-                    for _ in range(1 if args.quick else 2):  # ABBA inside each round as well
-                        results[mode].append(_run(mode, steps, tmp, fw))
-            raw[fw] = results
-            plain = spread(results["plain"])
-            for mode in modes[1:]:
-                s = spread(results[mode])
+            for mode in trackers:
+                runs = raw[f"{fw}/{mode}"] = _run(fw, mode, steps, pairs, skip, tmp)
+                step = pairs_of(runs, "step_s")
+                wall = spread([tracked / plain - 1 for tracked, plain in step])
+                low, high = median_interval([tracked / plain - 1 for tracked, plain in step])
+                plain_ms = statistics.median(plain for _tracked, plain in step) * 1e3
+                # What the tracker's other threads cost the training thread, and their CPU.
+                wait_us = statistics.median(t - p for t, p in pairs_of(runs, "wait_s")) * 1e6
+                other_us = statistics.median(t - p for t, p in pairs_of(runs, "other_s")) * 1e6
                 rows.append(
                     {
                         "framework": fw,
                         "tracker": mode,
-                        "plain_ms": plain["median"] * 1e3,
-                        "tracked_ms": s["median"] * 1e3,
-                        "iqr_ms": (s["p75"] - s["p25"]) * 1e3,
-                        "runs": s["n"],
-                        "overhead_pct": (s["median"] / plain["median"] - 1) * 100,
+                        "plain_ms": plain_ms,
+                        "pairs": wall["n"],
+                        "overhead_pct": wall["median"] * 100,
+                        "p25_pct": wall["p25"] * 100,
+                        "p75_pct": wall["p75"] * 100,
+                        "ci95_low_pct": low * 100,
+                        "ci95_high_pct": high * 100,
+                        "wait_us": wait_us,
+                        "wait_pct": wait_us / (plain_ms * 10),
+                        "other_cpu_us": other_us,
                     }
                 )
     return report(
         "end_to_end",
         rows,
-        ["framework", "tracker", "plain_ms", "tracked_ms", "iqr_ms", "runs", "overhead_pct"],
+        [
+            "framework",
+            "tracker",
+            "plain_ms",
+            "pairs",
+            "overhead_pct",
+            "p25_pct",
+            "p75_pct",
+            "ci95_low_pct",
+            "ci95_high_pct",
+            "wait_us",
+            "wait_pct",
+            "other_cpu_us",
+        ],
         args.json,
         steps=steps,
-        rounds=rounds,
+        pairs=pairs,
+        skip=skip,
         raw=raw,
     )
 

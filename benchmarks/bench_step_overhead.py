@@ -3,14 +3,15 @@
     python -m benchmarks.bench_step_overhead [--steps 4000] [--block 100] [--no-peers] [--quick] [--json F]
                                              [--device cuda]
 
-Separate processes (``bench_end_to_end``) differ by several percent in step time from one
-process to the next (memory layout, thread placement, frequency), more than the overhead being
-measured. Here one training run alternates blocks of ``--block`` steps with the tracker attached
-and detached, in ABBA order, and the overhead is the median over adjacent block pairs of
-``median(on) / median(off) - 1``: machine drift and per-process luck cancel within each pair.
+Whole runs, even in one process (``bench_end_to_end``), differ by a few percent in step time from
+one to the next, more than the overhead being measured. Here one training run alternates blocks
+of ``--block`` steps with the tracker attached and detached, in ABBA order, and the overhead is
+the median over adjacent block pairs of ``median(on) / median(off) - 1``: machine drift and
+per-process luck cancel within each pair.
 With ``--block 2`` the tracker is switched at every other step and the second step of each block
 is timed: drift then cancels within a few tens of milliseconds, but the background threads' work
-falls on "on" and "off" steps alike, so only what the training thread pays is measured.
+falls on "on" and "off" steps alike, so only what the training thread pays is measured
+(``bench_end_to_end`` measures what the background threads cost it: its waits).
 The overhead is given twice: in wall time (what training feels, GIL waits for our threads
 included, but also every hiccup of the machine) and in the training thread's CPU time
 (``time.thread_time``: the work the tracker adds to the training thread; waits are not in it).
@@ -231,7 +232,7 @@ def child_raw(mode: str, steps: int, block: int, device: str) -> None:
             if tracker is not None:
                 tracker.log(loss=loss.detach(), batch=x)
             if peer is not None:
-                peer(step, loss.item())
+                peer.log(step, loss.item())
         else:
             raw_step(model, plain_opt, device)
         blocks.tick()

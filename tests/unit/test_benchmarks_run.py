@@ -66,3 +66,20 @@ def test_step_overhead_blocks_alternate_abba_and_pair_one_on_with_one_off() -> N
     )
     assert result["ratios"][0] == result["on_s"][0] / result["off_s"][0]  # pair 1: off, then on
     assert result["ratios"][1] == result["on_s"][1] / result["off_s"][1]  # pair 2: on, then off
+
+
+def test_end_to_end_runs_alternate_abba_and_pair_each_tracked_run_with_its_neighbour() -> None:
+    from benchmarks.bench_end_to_end import StepClock, pairs_of, run_order
+
+    assert run_order(3) == [False, True, False, True, True, False, False, True]
+    figures = [9.0, 9.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    runs = [
+        {"tracked": tracked, "warmup": n < 2, "step_s": value}
+        for n, (tracked, value) in enumerate(zip(run_order(3), figures, strict=True))
+    ]
+    assert pairs_of(runs, "step_s") == [(2.0, 1.0), (3.0, 4.0), (6.0, 5.0)]  # (tracked, plain)
+
+    clock = StepClock()
+    clock.marks = [(0.0, 0.0, 0.0), (1.0, 0.5, 0.6), (3.0, 1.5, 1.8), (5.0, 2.5, 3.0)]
+    got = clock.per_step(skip=1)  # steps 2 and 3: 4 s of wall, 2 s on the training thread, 2.4 s in all
+    assert got == pytest.approx({"step_s": 2.0, "thread_s": 1.0, "other_s": 0.2, "wait_s": 1.0})
