@@ -1,6 +1,6 @@
 """End to end: whole training runs with and without the tracker, interleaved in one process.
 
-    python -m benchmarks.bench_end_to_end [--steps 300] [--pairs 20] [--framework hf lightning raw]
+    python -m benchmarks.bench_end_to_end [--steps 300] [--pairs 10] [--framework hf lightning raw]
                                           [--no-peers] [--quick] [--json F]
 
 Frameworks: a Hugging Face Trainer on a tiny GPT-2 (CPU), a Lightning module and a raw loop,
@@ -363,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Per framework and tracker: step time of plain and tracked runs and the overhead over pairs."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=300, help="optimizer steps per run")
-    parser.add_argument("--pairs", type=int, default=20, help="plain/tracked run pairs per tracker")
+    parser.add_argument("--pairs", type=int, default=10, help="plain/tracked run pairs per tracker")
     parser.add_argument("--skip", type=int, default=20, help="first steps of each run not timed")
     parser.add_argument("--framework", choices=sorted(RUNS), nargs="*", default=["hf", "lightning", "raw"])
     parser.add_argument("--no-peers", action="store_true", help="skip TensorBoard, wandb and MLflow")
