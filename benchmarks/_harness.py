@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -16,6 +17,16 @@ def spread(values: Sequence[float]) -> dict[str, float]:
     ordered = sorted(values)
     q = statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) >= 2 else [ordered[0]] * 3
     return {"median": statistics.median(ordered), "p25": q[0], "p75": q[2], "n": len(ordered)}
+
+
+def median_interval(
+    values: Sequence[float], level: float = 0.95, resamples: int = 2000
+) -> tuple[float, float]:
+    """Bootstrap interval of the median (percentile method, fixed seed)."""
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    tail = (1 - level) / 2
+    return medians[int(tail * resamples)], medians[int((1 - tail) * resamples) - 1]
 
 
 def interleave(

@@ -37,7 +37,6 @@ import argparse
 import contextlib
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -48,7 +47,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from benchmarks._harness import report, settler, spread
+from benchmarks._harness import median_interval, report, settler, spread
 
 REPO = Path(__file__).resolve().parent.parent
 # Peer tracker -> the module that must be importable for it.
@@ -333,16 +332,6 @@ def pairs_of(runs: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
     timed = [r for r in runs if not r["warmup"]]
     pairs = zip(timed[0::2], timed[1::2], strict=False)
     return [(a[key], b[key]) if a["tracked"] else (b[key], a[key]) for a, b in pairs]
-
-
-def median_interval(
-    values: Sequence[float], level: float = 0.95, resamples: int = 2000
-) -> tuple[float, float]:
-    """Bootstrap interval of the median (percentile method, fixed seed)."""
-    rng = random.Random(0)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
-    tail = (1 - level) / 2
-    return medians[int(tail * resamples)], medians[int((1 - tail) * resamples) - 1]
 
 
 def _run(framework: str, mode: str, steps: int, pairs: int, skip: int, tmp: str) -> list[dict[str, Any]]:
