@@ -18,6 +18,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
+from opentelemetry.metrics import NoOpMeter
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
@@ -124,7 +125,11 @@ class Pipeline:
             "training.run", context=otel_context.get_current(), attributes={"traincard.attempt": self.attempt}
         )
         meter = self.meter_provider.get_meter("traincard_otel", __version__)
-        self._pipeline_instruments(meter)
+        # The run's own figures (steps, progress, health, drops) are in the store's rows, events
+        # and state already; as metrics they serve metric backends only, and collecting them for the
+        # store alone would double the metric reader's work (docs/schema.md).
+        run_meter = meter if self.exports_metrics else NoOpMeter("traincard_otel", __version__)
+        self._pipeline_instruments(run_meter)
         try:
             self._start_sampler(meter)
         except Exception as exc:
@@ -133,10 +138,9 @@ class Pipeline:
             self.reporter,
             tracer=self.tracer,
             logger=self.logger_provider.get_logger("traincard_otel", __version__),
-            meter=meter,
+            meter=run_meter,
             run_span=self.run_span,
             last_system=self.last_system,
-            step_histogram=self.exports_metrics,
         )
         self.watchdog = Watchdog(
             progress=lambda: (self.reporter.step, self.reporter.heartbeat_at),
@@ -240,8 +244,8 @@ class Pipeline:
         from .telemetry import SystemSampler, register_system_instruments
 
         self.sampler = SystemSampler(self.settings.system_interval_s)
-        register_system_instruments(meter, self.sampler)
         self.sampler.start()
+        register_system_instruments(meter, self.sampler)
 
     # -- views used by the pump and the writer ---------------------------------------------------
     def last_system(self) -> dict[str, float]:

@@ -91,7 +91,6 @@ class Pump:
         run_span: Span,
         last_system: Callable[[], Mapping[str, float]],
         period_s: float = 1.0,
-        step_histogram: bool = True,
     ) -> None:
         self.reporter = reporter
         self.tracer, self.logger, self.run_span = tracer, logger, run_span
@@ -122,12 +121,9 @@ class Pump:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-pump", daemon=True)
-        step_hist = meter.create_histogram(
+        self._step_hist = meter.create_histogram(
             "traincard.step.duration", unit="s", description="Wall time per optimizer step"
         )
-        # Recording costs ~15 µs of SDK work per step; the store keeps every step's duration
-        # anyway, so the histogram is fed only when a metric exporter (OTLP, Prometheus) reads it.
-        self._step_hist = step_hist if step_histogram else None
         self._steps = meter.create_counter("traincard.steps", unit="{step}", description="Steps completed")
         self._ckpts = meter.create_counter("traincard.checkpoints", unit="{checkpoint}")
         self._ckpt_size: int | None = None
@@ -411,8 +407,7 @@ class Pump:
             n, tok = samples or 0, tokens or 0
             self._step_cols.add(t, step, duration, wait_s, n, tok)
             self._recent_steps.append((duration, wait, n, tok))
-            if self._step_hist is not None:
-                self._step_hist.record(duration)
+            self._step_hist.record(duration)
         else:
             self._step_cols.add(t, step, NAN, wait_s, 0, 0)
         if len(self._step_cols.steps) >= MAX_ROWS_PER_EVENT:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, subprocess_env
 from otlp_receiver import grpc_receiver, http_receiver
+from schema_names import otel_metric_names
 
 import traincard_otel
 
@@ -114,6 +115,7 @@ def test_everything_arrives_over_otlp(tmp_path: Path, protocol: str) -> None:
     assert by_name["traincard.checkpoints"]["kind"] == "sum"
     for name in ("system.cpu.utilization", "system.memory.usage", "process.memory.usage"):
         assert name in by_name, f"{name} not exported"
+    assert set(by_name) - otel_metric_names() == set()
     assert any(h.get("x-scope-orgid") == "team1" for h in got.headers)
 
 

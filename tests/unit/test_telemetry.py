@@ -85,8 +85,11 @@ _CHILD = (
 )
 
 
-def test_child_process_memory_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("walk", ["proc", "psutil"])
+def test_child_process_memory_is_counted(monkeypatch: pytest.MonkeyPatch, walk: str) -> None:
     monkeypatch.setattr(host, "TREE_REFRESH_S", 0.0)  # walk the process tree at every sample
+    if walk == "psutil":  # where /proc/<pid>/task/*/children is missing
+        monkeypatch.setattr(host, "child_pids", lambda pid: None)
     sampler = SystemSampler(gpu=False)
     base = _value(sampler.sample_now(), "process.memory.usage")
     child = subprocess.Popen(
@@ -98,6 +101,7 @@ def test_child_process_memory_is_counted(monkeypatch: pytest.MonkeyPatch) -> Non
         assert child.stdout is not None and child.stdout.readline().strip() == "ok"
         grown = _value(sampler.sample_now(), "process.memory.usage")
         assert grown - base > 150 * 2**20
+        assert child.pid in {p.pid for p in sampler.host._tree}
     finally:
         child.kill()
         child.wait()
@@ -105,13 +109,13 @@ def test_child_process_memory_is_counted(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_process_tree_is_walked_once_per_refresh_period(monkeypatch: pytest.MonkeyPatch) -> None:
     walks = []
-    children = host.psutil.Process.children
+    walk = host.descendant_pids
 
-    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(pid: int) -> list[int] | None:
         walks.append(1)
-        return children(self, *args, **kwargs)
+        return walk(pid)
 
-    monkeypatch.setattr(host.psutil.Process, "children", counted)
+    monkeypatch.setattr(host, "descendant_pids", counted)
     sampler = SystemSampler(gpu=False)
     for _ in range(3):
         sampler.sample_now()
@@ -185,10 +189,10 @@ def test_sampler_thread_and_instruments() -> None:
     sampler = SystemSampler(interval_s=0.05, nvml=FakeNvml())
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
-    register_system_instruments(provider.get_meter("t"), sampler)
     seen = []
     sampler.add_listener(seen.append)
     sampler.start()
+    register_system_instruments(provider.get_meter("t"), sampler)
     time.sleep(0.3)
     t0 = time.monotonic()
     sampler.stop()
@@ -198,3 +202,42 @@ def test_sampler_thread_and_instruments() -> None:
     assert metrics["hw.gpu.utilization"].unit == "1" and metrics["system.disk.io"].unit == "By"
     assert len(metrics["hw.gpu.utilization"].data.data_points) == 2
     provider.shutdown()
+
+
+def test_no_gpu_instruments_without_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    sampler = SystemSampler(interval_s=60, nvml=FakeNvml())
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    sampler.start()
+    register_system_instruments(provider.get_meter("t"), sampler)
+    sampler.stop()
+    data = reader.get_metrics_data()
+    names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    assert "system.cpu.utilization" in names
+    assert not [n for n in names if n.startswith(("hw.", "traincard.gpu."))]
+    provider.shutdown()
+
+
+def test_descendants_are_found_through_proc_as_psutil_finds_them() -> None:
+    code = (
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "time.sleep(30)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        parent = host.psutil.Process(child.pid)
+        deadline = time.monotonic() + 10
+        while not parent.children() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (grandchild,) = parent.children()
+        me = host.psutil.Process()
+        expected = {p.pid for p in me.children(recursive=True)}  # other tests' children too
+        assert {child.pid, grandchild.pid} <= expected
+        assert set(host.descendant_pids(me.pid) or ()) == expected
+    finally:
+        for p in host.psutil.Process(child.pid).children(recursive=True):
+            p.kill()
+        child.kill()
+        child.wait()

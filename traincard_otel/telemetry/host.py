@@ -9,10 +9,48 @@ import psutil
 
 from ._samples import Sample
 
-# Finding children reads /proc/<pid>/stat of every process on the host (about two thirds of a
-# sample's CPU), while the tree of a training process rarely changes: walk it at most this often
-# and reuse the list in between (children that exit are skipped, new ones join at the next walk).
+# The tree of a training process (DataLoader workers, compile workers) rarely changes: walk it at
+# most this often and reuse the list in between (children that exit are skipped, new ones join at
+# the next walk).
 TREE_REFRESH_S = 10.0
+
+
+def child_pids(pid: int) -> list[int] | None:
+    """The direct children of ``pid``, from ``/proc/<pid>/task/*/children`` (Linux 3.5+).
+
+    None where that file does not exist: psutil then finds children by reading the parent of every
+    process on the host, about 1.7 ms with 65 processes on a 2-vCPU machine, and more on a busy
+    host, against a few tens of µs here.
+    """
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    out: list[int] = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out.extend(int(c) for c in f.read().split())
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # the thread exited
+            return None  # the kernel does not list children
+        except OSError:
+            continue
+    return out
+
+
+def descendant_pids(pid: int) -> list[int] | None:
+    """Every process below ``pid``, children before grandchildren; None as for :func:`child_pids`."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        kids = child_pids(todo.pop())
+        if kids is None:
+            return None
+        found += kids
+        todo += kids
+    return found
 
 
 def cgroup_memory_limit() -> int | None:
@@ -42,12 +80,28 @@ class HostSampler:
 
     def _process_tree(self, now: float) -> list[psutil.Process]:
         if self._tree_at is None or now - self._tree_at >= TREE_REFRESH_S or now < self._tree_at:
-            try:
-                self._tree = [self.process, *self.process.children(recursive=True)]
-            except psutil.Error:
-                self._tree = [self.process]
+            self._tree = [self.process, *self._descendants()]
             self._tree_at = now
         return self._tree
+
+    def _descendants(self) -> list[psutil.Process]:
+        pids = descendant_pids(self.process.pid)
+        if pids is None:
+            try:
+                return self.process.children(recursive=True)
+            except psutil.Error:
+                return []
+        known = {p.pid: p for p in self._tree}  # a new Process object costs ~0.1 ms: keep them
+        out = []
+        for pid in pids:
+            proc = known.get(pid)
+            if proc is None:
+                try:
+                    proc = psutil.Process(pid)
+                except psutil.Error:
+                    continue  # exited since
+            out.append(proc)
+        return out
 
     def _process_figures(self, now: float) -> tuple[float | None, int]:
         """CPU utilization (cores busy / cores) and RSS of this process and its children."""

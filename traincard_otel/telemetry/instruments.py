@@ -29,6 +29,7 @@ SYSTEM_INSTRUMENTS: tuple[tuple[str, str, str], ...] = (
     ("hw.errors", "counter", "{error}"),
     ("traincard.gpu.torch.memory", "gauge", "By"),
 )
+GPU_PREFIXES = ("hw.", "traincard.gpu.")
 
 
 def _callback(sampler: SystemSampler, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
@@ -42,11 +43,18 @@ def _callback(sampler: SystemSampler, name: str) -> Callable[[CallbackOptions], 
 
 
 def register_system_instruments(meter: Meter, sampler: SystemSampler) -> None:
-    """Create one observable instrument per system figure, reading ``sampler.latest()``."""
+    """Create one observable instrument per system figure, reading ``sampler.latest()``.
+
+    GPU figures get instruments only if the (started) sampler reads GPUs: every instrument costs
+    the metric reader a callback at each collection, observations or not.
+    """
+    gpus = sampler.gpu is not None and sampler.gpu.active
     create: dict[str, Any] = {
         "gauge": meter.create_observable_gauge,
         "counter": meter.create_observable_counter,
         "updowncounter": meter.create_observable_up_down_counter,
     }
     for name, kind, unit in SYSTEM_INSTRUMENTS:
+        if name.startswith(GPU_PREFIXES) and not gpus:
+            continue
         create[kind](name, callbacks=[_callback(sampler, name)], unit=unit)
