@@ -115,7 +115,6 @@ class Watchdog:
         self.period_s, self.rank_check_s = period_s, rank_check_s
         self.stalled_since: float | None = None
         self.stalls = 0
-        self.input_bound: float | None = None
         self.lost_ranks: dict[int, dict[str, Any]] = {}
         self.previous_attempt: dict[str, Any] | None = None
         self._last_step: int | None = None
@@ -158,17 +157,16 @@ class Watchdog:
         step, heartbeat = self._progress()
         if step != self._last_step:
             self._last_step, self._last_change = step, now
-        last = max(self._last_change, heartbeat)
-        shares = self._wait_shares()
-        self.input_bound = (
-            statistics.median(shares) if shares and statistics.median(shares) >= INPUT_BOUND_SHARE else None
-        )
         if step is None:
             return  # not training yet
+        last = max(self._last_change, heartbeat)
         idle = now - last
+        if self.stalled_since is None and idle < self.stall_floor_s:
+            return  # the threshold is never below the floor: the common case costs nothing more
+        threshold = self.stall_threshold()
         gpus = self._gpu_util()
         gpu_busy = bool(gpus) and max(gpus) >= GPU_IDLE
-        if self.stalled_since is None and idle >= self.stall_threshold() and not gpu_busy:
+        if self.stalled_since is None and idle >= threshold and not gpu_busy:
             self.stalled_since = last
             self.stalls += 1
             self._emit(
@@ -176,15 +174,21 @@ class Watchdog:
                 {
                     "traincard.step": step,
                     "traincard.stall.idle_s": idle,
-                    "traincard.stall.threshold_s": self.stall_threshold(),
+                    "traincard.stall.threshold_s": threshold,
                 },
             )
-        elif self.stalled_since is not None and (idle < self.stall_threshold() or gpu_busy):
+        elif self.stalled_since is not None and (idle < threshold or gpu_busy):
             self._emit(
                 "traincard.stall.cleared",
                 {"traincard.step": step, "traincard.stall.duration_s": now - self.stalled_since},
             )
             self.stalled_since = None
+
+    def input_bound_share(self) -> float | None:
+        """The median share of recent steps spent waiting for data, if it marks input-bound training."""
+        shares = self._wait_shares()
+        share = statistics.median(shares) if shares else None
+        return share if share is not None and share >= INPUT_BOUND_SHARE else None
 
     def check_ranks(self, now: float | None = None) -> None:
         if self._backend is None:
@@ -235,7 +239,7 @@ class Watchdog:
             "stalled": self.stalled_since is not None,
             "stalled_since": self.stalled_since,
             "stalls": self.stalls,
-            "input_bound_share": self.input_bound,
+            "input_bound_share": self.input_bound_share(),
             "lost_ranks": list(self.lost_ranks.values()),
             "previous_attempt": self.previous_attempt,
         }
