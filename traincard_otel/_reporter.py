@@ -112,7 +112,6 @@ class Reporter:
         self,
         values: Mapping[str, Any],
         step: int | None = None,
-        *,
         phase: str | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> None:
@@ -120,12 +119,15 @@ class Reporter:
         if self._report_metrics:
             if step is not None:
                 self.step = step
-            self._put((METRICS, time.time(), step, phase, dict(values), tags))
+            # _put inlined in the per-step calls: on a step's cold caches each call layer costs µs
+            if len(self._q) < self._cap:
+                self._q.append((METRICS, time.time(), step, phase, dict(values), tags))
+            else:
+                self.overflow += 1
 
     def step_end(
         self,
         step: int,
-        *,
         duration_s: float | None = None,
         samples: int | None = None,
         tokens: int | None = None,
@@ -141,7 +143,10 @@ class Reporter:
             self.heartbeat_at = now
             if epoch is not None:
                 self.progress_fields["epoch"] = epoch
-            self._put((STEP, now, step, duration_s, samples, tokens, data_wait_s))
+            if len(self._q) < self._cap:
+                self._q.append((STEP, now, step, duration_s, samples, tokens, data_wait_s))
+            else:
+                self.overflow += 1
 
     def progress(self, **fields: Any) -> None:
         """Update status fields: ``step``, ``epoch``, ``max_steps``, ``num_epochs``,

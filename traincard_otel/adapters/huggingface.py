@@ -58,24 +58,12 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
         self._eval: Phase | None = None
         self._save: Phase | None = None
         self._pending_save = False
-        self._last_step_end: float | None = None
-        self._samples = 0
-        self._tokens = 0
+        self.last_step_end: float | None = None
+        # The current step's batches, as counted by the training_step wrapper (see attach()).
+        self.samples = 0
+        self.tokens = 0
         self._last_eval: dict[str, float] = {}
-        self._data_wait: float | None = None
-
-    # -- fed by the wrapped training_step -----------------------------------------------------
-    def before_training_step(self, inputs: Any) -> None:
-        """The data wait (at a step's first micro-batch) and the batch's sample and token counts."""
-        if self._data_wait is None and self._last_step_end is not None:
-            # The Trainer fetches a step's batches between the previous step's end and here.
-            self._data_wait = time.perf_counter() - self._last_step_end
-        get = getattr(inputs, "get", None)  # a dict or a BatchEncoding
-        shape = getattr(get("input_ids"), "shape", None) if get is not None else None
-        if shape:
-            self._samples += shape[0]
-            if len(shape) >= 2:
-                self._tokens += math.prod(shape)
+        self.data_wait: float | None = None
 
     # -- Trainer events --------------------------------------------------------------------------
     @guarded("hf.on_train_begin", None)
@@ -96,23 +84,24 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
                 {"traincard.step": state.global_step, "traincard.resume.source": "resume_from_checkpoint"},
             )
         self._train = self.reporter.phase("train")
-        self._last_step_end = time.perf_counter()
+        self.last_step_end = time.perf_counter()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         try:  # inlined rather than @guarded: this runs every step
             now = time.perf_counter()
-            duration = now - self._last_step_end if self._last_step_end is not None else None
-            self._last_step_end = now
+            duration = now - self.last_step_end if self.last_step_end is not None else None
+            self.last_step_end = now
+            # Positional: keyword arguments cost µs more on the cold caches of a step.
             self.reporter.step_end(
                 state.global_step,
-                duration_s=duration,
-                samples=self._samples or None,
-                tokens=self._tokens or None,
-                data_wait_s=self._data_wait,
-                epoch=state.epoch,
+                duration,
+                self.samples or None,
+                self.tokens or None,
+                self.data_wait,
+                state.epoch,
             )
-            self._samples = self._tokens = 0
-            self._data_wait = None
+            self.samples = self.tokens = 0
+            self.data_wait = None
             self._pending_save = bool(control.should_save)
             if control.should_evaluate:
                 self._open_eval()
@@ -152,7 +141,7 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             self._eval = None
         if self._pending_save:
             self._open_save()
-        self._last_step_end = time.perf_counter()  # evaluation time is not step time
+        self.last_step_end = time.perf_counter()  # evaluation time is not step time
 
     @guarded("hf.on_save", None)
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -171,19 +160,19 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
             self._save.end()
             self._save = None
         self._pending_save = False
-        self._last_step_end = time.perf_counter()
+        self.last_step_end = time.perf_counter()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
         try:  # inlined rather than @guarded: with logging_steps=1 this runs every step
             if not logs:
                 return
             # The common case, every value a float, skips the per-value filter (a few µs a step).
-            values = logs if {type(v) for v in logs.values()} == _FLOAT else _numeric(logs)
+            values = logs if set(map(type, logs.values())) == _FLOAT else _numeric(logs)
             if not values:
                 return
             # Eval metrics are logged inside the eval phase; the key scan runs only there.
             evaluating = self._eval is not None and any(k.startswith("eval_") for k in values)
-            self.reporter.metrics(values, step=state.global_step, phase="eval" if evaluating else "train")
+            self.reporter.metrics(values, state.global_step, "eval" if evaluating else "train")
         except Exception as exc:
             internal_error("hf.on_log", exc)
 
@@ -196,7 +185,8 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
         self.reporter.flush(timeout_s=2.0)
 
 
-# The handler events the callback uses, each called as handler.<event>(args, state, control[, x]).
+# The handler events the callback uses, each called as handler.<event>(args, state, control),
+# plus the logs or metrics for those in EVENTS_WITH_VALUE.
 TAPPED_EVENTS = (
     "on_train_begin",
     "on_step_end",
@@ -207,14 +197,24 @@ TAPPED_EVENTS = (
     "on_log",
     "on_train_end",
 )
+EVENTS_WITH_VALUE = frozenset({"on_evaluate", "on_log"})
 
 
 def _tap(handler: Any, event: str, hook: Any) -> Any:
     original = getattr(handler, event)
+    # Fixed arities rather than *extra: on_step_end and on_log run every step, on its cold caches.
+    if event in EVENTS_WITH_VALUE:
 
-    def tapped(args: Any, state: Any, control: Any, *extra: Any) -> Any:
-        control = original(args, state, control, *extra)
-        hook(args, state, control, *extra)
+        def tapped_with_value(args: Any, state: Any, control: Any, value: Any) -> Any:
+            control = original(args, state, control, value)
+            hook(args, state, control, value)
+            return control
+
+        return tapped_with_value
+
+    def tapped(args: Any, state: Any, control: Any) -> Any:
+        control = original(args, state, control)
+        hook(args, state, control)
         return control
 
     return tapped
@@ -252,8 +252,20 @@ def attach(trainer: Any, reporter: Reporter) -> HFHandle:
 
     @functools.wraps(step_fn)
     def training_step(*args: Any, **kwargs: Any) -> Any:
-        try:  # inlined rather than @guarded: this runs once per micro-batch
-            callback.before_training_step(args[1] if len(args) > 1 else kwargs.get("inputs"))
+        # The data wait (at a step's first micro-batch) and the batch's sample and token counts,
+        # inline rather than in a method: this runs once per micro-batch, on the step's cold caches.
+        cb = callback
+        try:
+            if cb.data_wait is None and cb.last_step_end is not None:
+                # The Trainer fetches a step's batches between the previous step's end and here.
+                cb.data_wait = time.perf_counter() - cb.last_step_end
+            inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
+            get = getattr(inputs, "get", None)  # a dict or a BatchEncoding
+            shape = getattr(get("input_ids"), "shape", None) if get is not None else None
+            if shape:
+                cb.samples += shape[0]
+                if len(shape) >= 2:
+                    cb.tokens += math.prod(shape)
         except Exception as exc:  # the step itself must run
             internal_error("hf.training_step", exc)
         return step_fn(*args, **kwargs)
