@@ -236,6 +236,9 @@ def test_descendants_are_found_through_proc_as_psutil_finds_them() -> None:
         expected = {p.pid for p in me.children(recursive=True)}  # other tests' children too
         assert {child.pid, grandchild.pid} <= expected
         assert set(host.descendant_pids(me.pid) or ()) == expected
+        gone = subprocess.Popen([sys.executable, "-c", ""])
+        gone.wait()
+        assert host.child_pids(gone.pid) == []  # a child that exited mid-walk has no children
     finally:
         for p in host.psutil.Process(child.pid).children(recursive=True):
             p.kill()

@@ -24,6 +24,8 @@ def child_pids(pid: int) -> list[int] | None:
     """
     try:
         tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:  # exited since its parent listed it, or no /proc at all
+        return [] if os.path.isdir("/proc/self/task") else None
     except OSError:
         return None
     out: list[int] = []
