@@ -218,9 +218,9 @@ class Pump:
                 try:
                     kind = item[0]
                     if kind == R.METRICS:
-                        self._metrics(*item[1:])
+                        self._metrics(item)
                     elif kind == R.STEP:
-                        self._step(*item[1:])
+                        self._step(item)
                     else:
                         self.flush_rows()  # keep rows and events in report order
                         self._handle(item)
@@ -309,14 +309,9 @@ class Pump:
             f"reject:{reason}", "traincard: " + message + " (reported once; later ones are counted)", *args
         )
 
-    def _metrics(
-        self,
-        t: float,
-        step: int | None,
-        phase: str | None,
-        values: dict[str, Any],
-        tags: Mapping[str, Any] | None,
-    ) -> None:
+    def _metrics(self, item: tuple[Any, ...]) -> None:
+        # The item unpacked here, not sliced into arguments: a tuple less per row for the GC.
+        _, t, step, phase, values, tags = item
         if tags is not None and not (
             isinstance(tags, Mapping)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items())
@@ -390,15 +385,8 @@ class Pump:
             )
         self._max_step = step
 
-    def _step(
-        self,
-        t: float,
-        step: int,
-        duration: float | None,
-        samples: int | None,
-        tokens: int | None,
-        wait: float | None = None,
-    ) -> None:
+    def _step(self, item: tuple[Any, ...]) -> None:
+        _, t, step, duration, samples, tokens, wait = item
         self._step_ends += 1
         self._check_rewind(t, step)
         wait = wait if wait is not None and wait >= 0 else None
