@@ -52,17 +52,23 @@ def test_lightning_metrics_checkpoints_and_phases(namespace: str, store_dir: Pat
     ckpt = pl.callbacks.ModelCheckpoint(
         dirpath=str(tmp_path / "ckpt"), monitor="val_loss", mode="min", save_top_k=2
     )
+    # Saved between two training steps, not at an epoch's end.
+    every_5 = pl.callbacks.ModelCheckpoint(
+        dirpath=str(tmp_path / "steps"), every_n_train_steps=5, save_top_k=-1, filename="{step}"
+    )
     trainer = pl.Trainer(
         max_epochs=3,
         log_every_n_steps=1,
         accelerator="cpu",
         devices=1,
         logger=csv_logger,
-        callbacks=[ckpt],
+        callbacks=[ckpt, every_5],
         enable_progress_bar=False,
         enable_model_summary=False,
     )
-    traincard_otel.instrument(trainer)
+    handle = traincard_otel.instrument(trainer)
+    # Per-step hooks the callback does not use are switched off (Lightning skips non-callables).
+    assert handle.callback.on_before_zero_grad is None and handle.callback.on_after_backward is None
     trainer.fit(_module(pl), _loader(0), _loader(1))
     traincard_otel.shutdown()
 
@@ -81,12 +87,15 @@ def test_lightning_metrics_checkpoints_and_phases(namespace: str, store_dir: Pat
     assert kept and all(Path(p).stat().st_size == saved[p]["size_bytes"] for p in kept)
     # A checkpoint deleted (top-k rotation) before the pump measured it has no size, never a wrong one.
     assert all(c["size_bytes"] is None or c["size_bytes"] > 0 for c in saved.values())
-    assert all(c["metric"] == "val_loss" for c in saved.values())
+    by_step = sorted(str(p) for p in (tmp_path / "steps").glob("*.ckpt"))
+    assert len(by_step) == 4 and set(by_step) <= set(saved)  # steps 5, 10, 15, 20
+    assert all(c["metric"] == "val_loss" for p, c in saved.items() if p not in by_step)
     assert sum(c["best"] for c in saved.values()) >= 1
     names = [p["n"] for p in run.phases]
     assert names.count("training.eval") == 3 and "training.train" in names and "training.save" in names
     status = run.status
     assert status["status"] == "finished" and status["progress"]["max_steps"] == 24
+    assert status["progress"]["batch_size"] == 8 and status["progress"]["epoch"] == 2
     assert run.step_times[0].steps[-1] == 24
 
 
