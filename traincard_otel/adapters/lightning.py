@@ -79,7 +79,6 @@ def _classes(pl: ModuleType) -> tuple[type, type]:
             self._eval: Phase | None = None
             self._save: Phase | None = None
             self._last_end: float | None = None
-            self._batch_start: float | None = None
             self._wait: float | None = None
             self._size: int | None = None
             self._seen: set[str] = set()
