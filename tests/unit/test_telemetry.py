@@ -15,7 +15,7 @@ from fakes.nvml import FakeNvml
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from traincard_otel.telemetry import SystemSampler, host, rates, register_system_instruments
+from traincard_otel.telemetry import SystemSampler, host, procfs, rates, register_system_instruments
 from traincard_otel.telemetry.gpu import GpuSampler, visible_devices
 
 
@@ -26,8 +26,19 @@ def _value(snap, name, **attrs):  # type: ignore[no-untyped-def]
     raise KeyError(name)
 
 
-def test_host_figures_are_plausible() -> None:
+@pytest.fixture(params=["procfs", "psutil"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Host figures read from /proc directly, and through psutil (hosts without a readable /proc)."""
+    if request.param == "psutil":
+        monkeypatch.setattr(procfs, "available", lambda: False)
+    else:
+        assert procfs.available()  # Linux, as CI is
+    return str(request.param)
+
+
+def test_host_figures_are_plausible(reader: str) -> None:
     sampler = SystemSampler(gpu=False)
+    assert sampler.host.procfs == (reader == "procfs")
     sampler.sample_now()
     time.sleep(0.2)
     snap = sampler.sample_now()
@@ -38,7 +49,7 @@ def test_host_figures_are_plausible() -> None:
     assert 10 * 2**20 < _value(snap, "process.memory.usage") < 64 * 2**30
 
 
-def test_disk_and_network_throughput_come_from_counter_deltas(tmp_path: Path) -> None:
+def test_disk_and_network_throughput_come_from_counter_deltas(tmp_path: Path, reader: str) -> None:
     sampler = SystemSampler(gpu=False)
     before = sampler.sample_now()
     with open(tmp_path / "blob", "wb") as fh:
@@ -86,7 +97,7 @@ _CHILD = (
 
 
 @pytest.mark.parametrize("walk", ["proc", "psutil"])
-def test_child_process_memory_is_counted(monkeypatch: pytest.MonkeyPatch, walk: str) -> None:
+def test_child_process_memory_is_counted(monkeypatch: pytest.MonkeyPatch, walk: str, reader: str) -> None:
     monkeypatch.setattr(host, "TREE_REFRESH_S", 0.0)  # walk the process tree at every sample
     if walk == "psutil":  # where /proc/<pid>/task/*/children is missing
         monkeypatch.setattr(host, "child_pids", lambda pid: None)
@@ -101,10 +112,51 @@ def test_child_process_memory_is_counted(monkeypatch: pytest.MonkeyPatch, walk: 
         assert child.stdout is not None and child.stdout.readline().strip() == "ok"
         grown = _value(sampler.sample_now(), "process.memory.usage")
         assert grown - base > 150 * 2**20
-        assert child.pid in {p.pid for p in sampler.host._tree}
+        assert child.pid in sampler.host._tree
     finally:
         child.kill()
         child.wait()
+
+
+def test_procfs_readers_agree_with_psutil() -> None:
+    disk_before, net_before = host.psutil.disk_io_counters(), host.psutil.net_io_counters()
+    read, written = procfs.disk_bytes(procfs.whole_disks())
+    received, sent = procfs.network_bytes()
+    disk_after, net_after = host.psutil.disk_io_counters(), host.psutil.net_io_counters()
+    # Counters only grow: each figure lies between psutil's readings just before and just after.
+    assert disk_before.read_bytes <= read <= disk_after.read_bytes
+    assert disk_before.write_bytes <= written <= disk_after.write_bytes
+    assert net_before.bytes_recv <= received <= net_after.bytes_recv
+    assert net_before.bytes_sent <= sent <= net_after.bytes_sent
+
+    vm, mem = host.psutil.virtual_memory(), procfs.memory()
+    assert mem["total"] == vm.total
+    for field in ("available", "free", "buffers", "cached"):
+        assert mem[field] == pytest.approx(getattr(vm, field), rel=0.1, abs=2**20), field
+
+    host.psutil.cpu_percent(None)
+    total, idle = procfs.cpu_ticks()
+    deadline = time.monotonic() + 0.3
+    while time.monotonic() < deadline:  # one core busy
+        pass
+    busy_psutil = host.psutil.cpu_percent(None) / 100.0
+    total_after, idle_after = procfs.cpu_ticks()
+    assert 1 - (idle_after - idle) / (total_after - total) == pytest.approx(busy_psutil, abs=0.1)
+
+    child = subprocess.Popen([sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ok"
+        proc = host.psutil.Process(child.pid)
+        cpu, rss = procfs.process_cpu_rss(child.pid)
+        times = proc.cpu_times()
+        assert cpu == pytest.approx(times.user + times.system, abs=0.05)
+        assert rss == pytest.approx(proc.memory_info().rss, rel=0.05)
+        assert rss > 150 * 2**20
+    finally:
+        child.kill()
+        child.wait()
+    with pytest.raises(OSError):
+        procfs.process_cpu_rss(child.pid)  # reaped: the sampler skips it
 
 
 def test_process_tree_is_walked_once_per_refresh_period(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,7 @@
-"""Host and process figures from psutil, under the OTel system/process semantic conventions."""
+"""Host and process figures, under the OTel system/process semantic conventions.
+
+Read from ``/proc`` (:mod:`.procfs`) on Linux, through psutil elsewhere.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from pathlib import Path
 
 import psutil
 
+from . import procfs
 from ._samples import Sample
 
 # The tree of a training process (DataLoader workers, compile workers) rarely changes: walk it at
@@ -68,72 +72,108 @@ def cgroup_memory_limit() -> int | None:
 
 
 class HostSampler:
-    """Reads CPU, memory, disk and network counters of the host, and this process tree's CPU and RSS."""
+    """Reads CPU, memory, disk and network counters of the host, and this process tree's CPU and RSS.
+
+    Disk, network and process figures come from :mod:`.procfs` where ``/proc`` can be read, else
+    from psutil.
+    """
 
     def __init__(self, pid: int | None = None) -> None:
-        self.process = psutil.Process(pid or os.getpid())
-        # psutil's first cpu_percent() call always returns 0.0: prime it so the first sample is real.
-        psutil.cpu_percent(None)
+        self.pid = pid or os.getpid()
+        self.procfs = procfs.available()
+        # Utilization is measured between samples: prime it so that the first sample is real.
+        self._ticks = procfs.cpu_ticks() if self.procfs else (0, 0)
+        if not self.procfs:
+            psutil.cpu_percent(None)
+        self._disks: frozenset[bytes] = frozenset()
+        self._processes: dict[int, psutil.Process] = {}  # psutil's path only
         self._cpu_times: dict[int, float] = {}
         self._last_wall: float | None = None
         self._limit = cgroup_memory_limit()
-        self._tree: list[psutil.Process] = [self.process]
+        self._tree: list[int] = [self.pid]
         self._tree_at: float | None = None
 
-    def _process_tree(self, now: float) -> list[psutil.Process]:
+    def _refresh(self, now: float) -> None:
+        """Re-read what rarely changes: the process tree and, for procfs, the list of disks."""
         if self._tree_at is None or now - self._tree_at >= TREE_REFRESH_S or now < self._tree_at:
-            self._tree = [self.process, *self._descendants()]
+            self._tree = [self.pid, *self._descendants()]
             self._tree_at = now
-        return self._tree
+            if self.procfs:
+                self._disks = procfs.whole_disks()
+            else:
+                self._processes = {pid: p for pid, p in self._processes.items() if pid in self._tree}
 
-    def _descendants(self) -> list[psutil.Process]:
-        pids = descendant_pids(self.process.pid)
-        if pids is None:
-            try:
-                return self.process.children(recursive=True)
-            except psutil.Error:
-                return []
-        known = {p.pid: p for p in self._tree}  # a new Process object costs ~0.1 ms: keep them
-        out = []
-        for pid in pids:
-            proc = known.get(pid)
-            if proc is None:
-                try:
-                    proc = psutil.Process(pid)
-                except psutil.Error:
-                    continue  # exited since
-            out.append(proc)
-        return out
+    def _descendants(self) -> list[int]:
+        pids = descendant_pids(self.pid)
+        if pids is not None:
+            return pids
+        try:
+            return [p.pid for p in psutil.Process(self.pid).children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def _cpu_rss(self, pid: int) -> tuple[float, int]:
+        """CPU seconds and RSS of ``pid``; raises OSError or psutil.Error once it has exited."""
+        if self.procfs:
+            return procfs.process_cpu_rss(pid)
+        proc = self._processes.get(pid)
+        if proc is None:  # a new Process object costs ~0.1 ms: keep them
+            proc = self._processes[pid] = psutil.Process(pid)
+        with proc.oneshot():
+            times = proc.cpu_times()
+            return times.user + times.system, proc.memory_info().rss
 
     def _process_figures(self, now: float) -> tuple[float | None, int]:
         """CPU utilization (cores busy / cores) and RSS of this process and its children."""
         cpu_total, rss, seen = 0.0, 0, {}
-        for proc in self._process_tree(now):
+        for pid in self._tree:
             try:
-                with proc.oneshot():
-                    times = proc.cpu_times()
-                    rss += proc.memory_info().rss
-            except psutil.Error:
+                t, resident = self._cpu_rss(pid)
+            except (OSError, psutil.Error):
                 continue  # a DataLoader worker that just exited
-            t = times.user + times.system
-            seen[proc.pid] = t
-            cpu_total += t - self._cpu_times.get(proc.pid, t)
+            rss += resident
+            seen[pid] = t
+            cpu_total += t - self._cpu_times.get(pid, t)
         util = None
         if self._last_wall is not None and now > self._last_wall:
             util = max(0.0, cpu_total / (now - self._last_wall) / (psutil.cpu_count() or 1))
         self._cpu_times, self._last_wall = seen, now
         return util, rss
 
+    def _disk_net(self) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+        """(read, written) disk bytes and (received, sent) network bytes since boot."""
+        if self.procfs:
+            return procfs.disk_bytes(self._disks), procfs.network_bytes()
+        disk, net = psutil.disk_io_counters(), psutil.net_io_counters()
+        return (
+            None if disk is None else (disk.read_bytes, disk.write_bytes),
+            None if net is None else (net.bytes_recv, net.bytes_sent),
+        )
+
+    def _cpu_memory(self) -> tuple[float, dict[str, int | None]]:
+        """Host CPU utilization since the last call (0-1), and memory figures in bytes."""
+        if not self.procfs:
+            vm = psutil.virtual_memory()
+            fields = {k: getattr(vm, k, None) for k in ("total", "available", "free", "buffers", "cached")}
+            return psutil.cpu_percent(None) / 100.0, fields
+        total, idle = procfs.cpu_ticks()
+        elapsed = total - self._ticks[0]
+        busy = 1.0 - (idle - self._ticks[1]) / elapsed if elapsed > 0 else 0.0
+        self._ticks = (total, idle)
+        return busy, dict(procfs.memory())
+
     def sample(self, now: float) -> list[Sample]:
-        out: list[Sample] = [Sample("system.cpu.utilization", psutil.cpu_percent(None) / 100.0, "1", "gauge")]
-        vm = psutil.virtual_memory()
-        limit = min(vm.total, self._limit) if self._limit else vm.total
-        used = vm.total - vm.available
+        self._refresh(now)
+        cpu, mem = self._cpu_memory()
+        out: list[Sample] = [Sample("system.cpu.utilization", cpu, "1", "gauge")]
+        total, available = mem["total"] or 0, mem["available"] or 0
+        limit = min(total, self._limit) if self._limit else total
+        used = total - available
         for state, value in (
             ("used", used),
-            ("free", vm.free),
-            ("cached", getattr(vm, "cached", None)),
-            ("buffers", getattr(vm, "buffers", None)),
+            ("free", mem["free"]),
+            ("cached", mem["cached"]),
+            ("buffers", mem["buffers"]),
         ):
             if value is not None:
                 out.append(
@@ -145,44 +185,30 @@ class HostSampler:
                         {"system.memory.state": state},
                     )
                 )
-        out.append(
-            Sample(
-                "system.memory.utilization", used / vm.total, "1", "gauge", {"system.memory.state": "used"}
+        if total:
+            out.append(
+                Sample(
+                    "system.memory.utilization", used / total, "1", "gauge", {"system.memory.state": "used"}
+                )
             )
-        )
         out.append(Sample("system.memory.limit", float(limit), "By", "updowncounter"))
-        disk = psutil.disk_io_counters()
+        disk, net = self._disk_net()
         if disk is not None:
-            out.append(
-                Sample(
-                    "system.disk.io", float(disk.read_bytes), "By", "counter", {"disk.io.direction": "read"}
+            for direction, value in zip(("read", "write"), disk, strict=True):
+                out.append(
+                    Sample("system.disk.io", float(value), "By", "counter", {"disk.io.direction": direction})
                 )
-            )
-            out.append(
-                Sample(
-                    "system.disk.io", float(disk.write_bytes), "By", "counter", {"disk.io.direction": "write"}
-                )
-            )
-        net = psutil.net_io_counters()
         if net is not None:
-            out.append(
-                Sample(
-                    "system.network.io",
-                    float(net.bytes_recv),
-                    "By",
-                    "counter",
-                    {"network.io.direction": "receive"},
+            for direction, value in zip(("receive", "transmit"), net, strict=True):
+                out.append(
+                    Sample(
+                        "system.network.io",
+                        float(value),
+                        "By",
+                        "counter",
+                        {"network.io.direction": direction},
+                    )
                 )
-            )
-            out.append(
-                Sample(
-                    "system.network.io",
-                    float(net.bytes_sent),
-                    "By",
-                    "counter",
-                    {"network.io.direction": "transmit"},
-                )
-            )
         util, rss = self._process_figures(now)
         if util is not None:
             out.append(Sample("process.cpu.utilization", util, "1", "gauge"))
