@@ -1,13 +1,12 @@
 """A hand-written PyTorch loop reporting through the Reporter API (runs as a plain script).
 
-TRAINCARD_DIR=/tmp/tc python examples/raw_reporter_loop.py --steps 200
+TRAINCARD_DIR=traincard-data python examples/raw_reporter_loop.py --steps 200 [--checkpoint-dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
 
 import torch
@@ -20,6 +19,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--sleep", type=float, default=0.0, help="extra seconds per step")
     parser.add_argument("--checkpoint-every", type=int, default=50)
+    parser.add_argument("--checkpoint-dir", default="raw-loop-checkpoints", help="kept after the run")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -28,7 +28,7 @@ def main() -> None:
     x, y = torch.randn(512, 16), torch.randn(512, 1)
     reporter = traincard_otel.configure()
     reporter.progress(max_steps=args.steps, batch_size=32, world_size=1, num_epochs=1)
-    out = tempfile.mkdtemp(prefix="raw-loop-")
+    os.makedirs(args.checkpoint_dir, exist_ok=True)
     with reporter.phase("train"):
         for step in range(1, args.steps + 1):
             t0 = time.perf_counter()
@@ -43,7 +43,7 @@ def main() -> None:
             print(f"step {step}", flush=True)
             if step % args.checkpoint_every == 0:
                 with reporter.phase("save"):
-                    path = os.path.join(out, f"ckpt-{step}.pt")
+                    path = os.path.join(args.checkpoint_dir, f"ckpt-{step}.pt")
                     torch.save(model.state_dict(), path)
                     reporter.checkpoint(path, step=step, metadata={"metric": "loss", "value": float(loss)})
     reporter.log("training done")

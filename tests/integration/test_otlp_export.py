@@ -42,6 +42,8 @@ def _train(tmp_path: Path, endpoint: str, protocol: str) -> subprocess.Completed
             "0.02",
             "--checkpoint-every",
             "30",
+            "--checkpoint-dir",
+            str(tmp_path / "checkpoints"),
         ],
         env=env,
         capture_output=True,

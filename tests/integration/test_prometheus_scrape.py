@@ -59,6 +59,8 @@ def test_prometheus_scrapes_training_loss_and_system_metrics(tmp_path: Path) -> 
             "1500",
             "--sleep",
             "0.02",
+            "--checkpoint-dir",
+            str(tmp_path / "checkpoints"),
         ],
         env=subprocess_env(
             TRAINCARD_DIR=str(tmp_path / "store"),

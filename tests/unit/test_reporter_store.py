@@ -222,6 +222,21 @@ def test_uncaught_exception_is_recorded_as_failure(tmp_path: Path) -> None:
     assert run.status["status"] == "failed"
 
 
+def test_local_writes_replace_whole_files_and_survive_their_folder_being_removed(tmp_path: Path) -> None:
+    import shutil
+
+    from traincard_otel.store.backends import LocalBackend
+
+    backend = LocalBackend(tmp_path / "store")
+    backend.write("a/b/state.json", b"1")
+    backend.write("a/b/state.json", b"22")
+    assert (tmp_path / "store/a/b/state.json").read_bytes() == b"22"
+    shutil.rmtree(tmp_path / "store")  # e.g. cleaned up by hand while training runs
+    backend.write("a/b/state.json", b"333")
+    assert backend.list() == ["a/b/state.json"]  # no temporary file left behind
+    assert backend.read_many(["a/b/state.json"]) == {"a/b/state.json": b"333"}
+
+
 def test_corrupt_segment_is_skipped_and_counted(store_dir: Path) -> None:
     r = traincard_otel.configure()
     r.metrics({"loss": 1.0}, step=1)
