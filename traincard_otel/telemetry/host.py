@@ -6,6 +6,7 @@ Read from ``/proc`` (:mod:`.procfs`) on Linux, through psutil elsewhere.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
@@ -74,8 +75,7 @@ def cgroup_memory_limit() -> int | None:
 class HostSampler:
     """Reads CPU, memory, disk and network counters of the host, and this process tree's CPU and RSS.
 
-    Disk, network and process figures come from :mod:`.procfs` where ``/proc`` can be read, else
-    from psutil.
+    Read from :mod:`.procfs` where ``/proc`` can be read, else through psutil.
     """
 
     def __init__(self, pid: int | None = None) -> None:
@@ -150,7 +150,7 @@ class HostSampler:
             None if net is None else (net.bytes_recv, net.bytes_sent),
         )
 
-    def _cpu_memory(self) -> tuple[float, dict[str, int | None]]:
+    def _cpu_memory(self) -> tuple[float, Mapping[str, int | None]]:
         """Host CPU utilization since the last call (0-1), and memory figures in bytes."""
         if not self.procfs:
             vm = psutil.virtual_memory()
@@ -160,7 +160,7 @@ class HostSampler:
         elapsed = total - self._ticks[0]
         busy = 1.0 - (idle - self._ticks[1]) / elapsed if elapsed > 0 else 0.0
         self._ticks = (total, idle)
-        return busy, dict(procfs.memory())
+        return busy, procfs.memory()
 
     def sample(self, now: float) -> list[Sample]:
         self._refresh(now)

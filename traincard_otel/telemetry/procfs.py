@@ -1,10 +1,10 @@
 """Linux ``/proc`` readers for the host figures: CPU, memory, disk, network, processes.
 
 psutil parses the same files through general-purpose machinery (a table per disk and per network
-interface, wrap-around tracking, named tuples, every field of every file): about 0.6 ms for one
-sample on a 2-vCPU machine, against 0.15 ms here, and several times both inside a training step's
-cold caches. The system sampler runs on a thread that competes with training for the GIL, so what it
-spends in Python the training thread waits for.
+interface, wrap-around tracking, named tuples, every field of every file): about 0.55 ms for the
+figures of one sample on a 2-vCPU machine, against 0.18 ms here, and several times both inside a
+training step's cold caches. The system sampler runs on a thread that competes with training for
+the GIL, so what it spends in Python the training thread waits for.
 
 :func:`available` says whether these files can be read; where they cannot (not Linux, a restricted
 ``/proc``), the sampler uses psutil instead.
