@@ -20,11 +20,20 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 
 
 def median_interval(
-    values: Sequence[float], level: float = 0.95, resamples: int = 2000
+    groups: Sequence[Sequence[float]], level: float = 0.95, resamples: int = 2000
 ) -> tuple[float, float]:
-    """Bootstrap interval of the median (percentile method, fixed seed)."""
+    """Bootstrap interval of the median of all values (percentile method, fixed seed).
+
+    Values come in groups whose members may share an error (the run pairs of one process): each
+    resample draws groups with replacement, then values within each drawn group, so the interval
+    widens by as much as groups differ. With one group it is the ordinary bootstrap.
+    """
     rng = random.Random(0)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    medians = []
+    for _ in range(resamples):
+        drawn = [v for group in rng.choices(groups, k=len(groups)) for v in rng.choices(group, k=len(group))]
+        medians.append(statistics.median(drawn))
+    medians.sort()
     tail = (1 - level) / 2
     return medians[int(tail * resamples)], medians[int((1 - tail) * resamples) - 1]
 

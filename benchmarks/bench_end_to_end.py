@@ -1,10 +1,11 @@
-"""End to end: whole training runs with and without the tracker, interleaved in one process.
+"""End to end: whole training runs with and without the tracker, interleaved in child processes.
 
-    python -m benchmarks.bench_end_to_end [--steps 300] [--pairs 10] [--framework hf lightning raw]
-                                          [--no-peers] [--quick] [--json F]
+    python -m benchmarks.bench_end_to_end [--steps 300] [--pairs 10] [--processes 1]
+                                          [--framework hf lightning raw] [--no-peers] [--control]
+                                          [--quick] [--json F]
 
 Frameworks: a Hugging Face Trainer on a tiny GPT-2 (CPU), a Lightning module and a raw loop,
-logging every step. One process per framework and tracker trains run after run, each with a
+logging every step. A child process per framework and tracker trains run after run, each with a
 freshly built trainer and model: "plain" runs with no tracker, "tracked" runs with one, in ABBA
 order (after one unpaired warm-up run of each). A tracked traincard run is what a user's run
 is: ``instrument()`` sets up the whole pipeline (system sampler, pump, store writer, OTel
@@ -13,21 +14,23 @@ traincard does while training runs, on any thread, falls inside tracked runs, an
 in plain runs. When installed (``pip install -e '.[bench]'``), TensorBoard, wandb (offline) and
 MLflow (its default SQLite store) take traincard's place, each wired the way its framework
 integration does it (``report_to=``, a Lightning logger, direct calls in the raw loop).
+``--control`` adds the tracker "none": its "tracked" runs are plain runs too, so its row shows
+what the harness reads when nothing differs.
 
-Separate processes differ from one another by several percent in step time (memory layout,
-thread placement), more than the overhead being measured; the two runs of a pair here share a
-process and follow each other within seconds.
+The two runs of a pair share a process and follow each other within seconds; still, adjacent
+runs on a shared 2-vCPU machine differ by a few percent in how fast the same work runs, and a
+process can favour one side throughout (memory layout, thread placement). ``--processes`` shares
+the pairs among that many child processes, trackers taking turns process by process; the 95 %
+interval is a bootstrap that resamples processes, then pairs within them, so it widens by as much
+as processes disagree, and the table gives the range of the per-process medians.
 
 Each run is timed from its ``--skip``-th step to its last. The overhead is the median over pairs
-of ``tracked / plain - 1`` in mean step time, with its quartiles and a bootstrap 95 % interval of
-that median. On a shared 2-vCPU machine adjacent runs differ by a few percent in how fast the same
-work runs, so this figure resolves a few tenths of a percent only with hundreds of pairs. Two
-figures per run do not carry that noise, and are given as medians of the tracked-minus-plain
-differences per step: ``wait_us``, the wall time the training thread was not running (the GIL
-held by another thread, or its core taken), which is what the tracker's threads cost it; and
-``other_cpu_us``, the CPU time of the process's other threads. What the tracker adds to the
-training thread's own work is measured precisely by ``bench_step_overhead --block 2``; the two
-add up to the step-time overhead. Set-up and shut-down (building the trainer, ``instrument()``,
+of ``tracked / plain - 1`` in mean step time, with its quartiles. Three figures per step are
+medians of the tracked-minus-plain differences: ``wait_us``, the wall time the training thread
+was not running (the GIL held by another thread, or its core taken), which is what the tracker's
+threads cost it; ``thread_us``, the training thread's own CPU time, which the tracker's hooks add
+to (``bench_step_overhead --block 2`` measures that part precisely); and ``other_cpu_us``, the CPU
+time of the process's other threads. Set-up and shut-down (building the trainer, ``instrument()``,
 the final flush) are not step time and are not timed; a user pays them once per run.
 """
 
@@ -334,8 +337,7 @@ def pairs_of(runs: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
     return [(a[key], b[key]) if a["tracked"] else (b[key], a[key]) for a, b in pairs]
 
 
-def _run(framework: str, mode: str, steps: int, pairs: int, skip: int, tmp: str) -> list[dict[str, Any]]:
-    run_dir = f"{tmp}/{framework}-{mode}"
+def _run(framework: str, mode: str, steps: int, pairs: int, skip: int, run_dir: str) -> list[dict[str, Any]]:
     os.makedirs(run_dir)
     cmd = [sys.executable, "-m", "benchmarks.bench_end_to_end", "--child", framework, mode]
     cmd += ["--steps", str(steps), "--pairs", str(pairs), "--skip", str(skip)]
@@ -348,14 +350,55 @@ def _run(framework: str, mode: str, steps: int, pairs: int, skip: int, tmp: str)
     return runs
 
 
+def overhead_row(framework: str, tracker: str, processes: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """The step-time overhead of ``tracker`` from the runs of each of its child processes."""
+    ratios = [[t / p - 1 for t, p in pairs_of(runs, "step_s")] for runs in processes]
+    every = [r for group in ratios for r in group]
+    wall = spread(every)
+    low, high = median_interval(ratios)
+    per_process = [statistics.median(group) for group in ratios]
+    plain_ms = statistics.median(p for runs in processes for _t, p in pairs_of(runs, "step_s")) * 1e3
+
+    def difference_us(key: str) -> float:
+        return statistics.median(t - p for runs in processes for t, p in pairs_of(runs, key)) * 1e6
+
+    wait_us = difference_us("wait_s")
+    return {
+        "framework": framework,
+        "tracker": tracker,
+        "plain_ms": plain_ms,
+        "processes": len(processes),
+        "pairs": wall["n"],
+        "overhead_pct": wall["median"] * 100,
+        "p25_pct": wall["p25"] * 100,
+        "p75_pct": wall["p75"] * 100,
+        "ci95_low_pct": low * 100,
+        "ci95_high_pct": high * 100,
+        "process_min_pct": min(per_process) * 100,
+        "process_max_pct": max(per_process) * 100,
+        # What the tracker's threads cost the training thread, what the training thread itself
+        # did more, and the CPU of the process's other threads.
+        "wait_us": wait_us,
+        "wait_pct": wait_us / (plain_ms * 10),
+        "thread_us": difference_us("thread_s"),
+        "other_cpu_us": difference_us("other_s"),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Per framework and tracker: step time of plain and tracked runs and the overhead over pairs."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=300, help="optimizer steps per run")
     parser.add_argument("--pairs", type=int, default=10, help="plain/tracked run pairs per tracker")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="child processes per tracker, sharing the pairs"
+    )
     parser.add_argument("--skip", type=int, default=20, help="first steps of each run not timed")
     parser.add_argument("--framework", choices=sorted(RUNS), nargs="*", default=["hf", "lightning", "raw"])
     parser.add_argument("--no-peers", action="store_true", help="skip TensorBoard, wandb and MLflow")
+    parser.add_argument(
+        "--control", action="store_true", help="also time plain runs against plain runs (tracker 'none')"
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
     parser.add_argument("--child", nargs=2, metavar=("FRAMEWORK", "TRACKER"), default=None)
@@ -365,36 +408,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         child(framework, mode, args.steps, args.pairs, args.skip)
         return {}
     steps, pairs, skip = (12, 1, 2) if args.quick else (args.steps, args.pairs, args.skip)
+    processes = 1 if args.quick else max(1, min(args.processes, pairs))
     frameworks = ["raw"] if args.quick else args.framework
     trackers = ["traincard", *([] if args.no_peers else installed_peers())]
+    trackers += ["none"] if args.control else []
     rows, raw = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for fw in frameworks:
+            runs: dict[str, list[list[dict[str, Any]]]] = {mode: [] for mode in trackers}
+            # Trackers take turns process by process, so a slow stretch of the machine is shared.
+            for n in range(processes):
+                share = pairs // processes + (n < pairs % processes)
+                for mode in trackers:
+                    runs[mode].append(_run(fw, mode, steps, share, skip, f"{tmp}/{fw}-{mode}-{n}"))
             for mode in trackers:
-                runs = raw[f"{fw}/{mode}"] = _run(fw, mode, steps, pairs, skip, tmp)
-                step = pairs_of(runs, "step_s")
-                wall = spread([tracked / plain - 1 for tracked, plain in step])
-                low, high = median_interval([tracked / plain - 1 for tracked, plain in step])
-                plain_ms = statistics.median(plain for _tracked, plain in step) * 1e3
-                # What the tracker's other threads cost the training thread, and their CPU.
-                wait_us = statistics.median(t - p for t, p in pairs_of(runs, "wait_s")) * 1e6
-                other_us = statistics.median(t - p for t, p in pairs_of(runs, "other_s")) * 1e6
-                rows.append(
-                    {
-                        "framework": fw,
-                        "tracker": mode,
-                        "plain_ms": plain_ms,
-                        "pairs": wall["n"],
-                        "overhead_pct": wall["median"] * 100,
-                        "p25_pct": wall["p25"] * 100,
-                        "p75_pct": wall["p75"] * 100,
-                        "ci95_low_pct": low * 100,
-                        "ci95_high_pct": high * 100,
-                        "wait_us": wait_us,
-                        "wait_pct": wait_us / (plain_ms * 10),
-                        "other_cpu_us": other_us,
-                    }
-                )
+                raw[f"{fw}/{mode}"] = runs[mode]
+                rows.append(overhead_row(fw, mode, runs[mode]))
     return report(
         "end_to_end",
         rows,
@@ -402,19 +431,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "framework",
             "tracker",
             "plain_ms",
+            "processes",
             "pairs",
             "overhead_pct",
             "p25_pct",
             "p75_pct",
             "ci95_low_pct",
             "ci95_high_pct",
+            "process_min_pct",
+            "process_max_pct",
             "wait_us",
             "wait_pct",
+            "thread_us",
             "other_cpu_us",
         ],
         args.json,
         steps=steps,
         pairs=pairs,
+        processes=processes,
         skip=skip,
         raw=raw,
     )

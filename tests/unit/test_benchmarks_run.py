@@ -83,3 +83,44 @@ def test_end_to_end_runs_alternate_abba_and_pair_each_tracked_run_with_its_neigh
     clock.marks = [(0.0, 0.0, 0.0), (1.0, 0.5, 0.6), (3.0, 1.5, 1.8), (5.0, 2.5, 3.0)]
     got = clock.per_step(skip=1)  # steps 2 and 3: 4 s of wall, 2 s on the training thread, 2.4 s in all
     assert got == pytest.approx({"step_s": 2.0, "thread_s": 1.0, "other_s": 0.2, "wait_s": 1.0})
+
+
+def test_median_interval_widens_by_as_much_as_groups_disagree() -> None:
+    from benchmarks._harness import median_interval
+
+    base = [i / 10 for i in range(-5, 6)]
+    groups = [[x + offset for x in base] for offset in (-1.0, 0.0, 1.0)]
+    pooled_low, pooled_high = median_interval([[x for g in groups for x in g]])
+    low, high = median_interval(groups)
+    assert low <= pooled_low <= 0.0 <= pooled_high <= high
+    assert high - low > 1.5 * (pooled_high - pooled_low)
+    assert median_interval([[0.25] * 5, [0.25] * 7]) == (0.25, 0.25)
+
+
+def test_end_to_end_overhead_pools_pairs_and_shows_each_process() -> None:
+    from benchmarks.bench_end_to_end import overhead_row
+
+    def process(plain: float, tracked: float) -> list[dict[str, object]]:
+        warmup = [{"tracked": t, "warmup": True, "step_s": 1.0} for t in (False, True)]
+        timed = [
+            {"tracked": t, "warmup": False, "step_s": tracked if t else plain, "wait_s": 0.0}
+            | {"thread_s": 0.5, "other_s": 0.1 if t else 0.0}
+            for t in (False, True, True, False)
+        ]
+        return warmup + timed
+
+    row = overhead_row("hf", "traincard", [process(1.0, 1.01), process(1.0, 1.03)])
+    assert (row["processes"], row["pairs"]) == (2, 4)
+    assert row["overhead_pct"] == pytest.approx(2.0)
+    assert (row["process_min_pct"], row["process_max_pct"]) == pytest.approx((1.0, 3.0))
+    assert row["other_cpu_us"] == pytest.approx(1e5) and row["thread_us"] == 0.0
+
+
+def test_end_to_end_control_times_plain_runs_against_plain_runs(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks import bench_end_to_end
+
+    monkeypatch.setenv("TRAINCARD_DIR", str(tmp_path / "store"))
+    out = bench_end_to_end.main(["--quick", "--no-peers", "--control"])
+    assert [row["tracker"] for row in out["results"]] == ["traincard", "none"]
+    control = out["raw"]["raw/none"]
+    assert len(control) == 1 and sum(run["tracked"] for run in control[0]) == 2
