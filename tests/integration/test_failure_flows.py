@@ -1,4 +1,5 @@
-"""Real Metaflow runs whose first attempt fails (exception, SIGKILL, SIGTERM), retried with @retry."""
+"""Real Metaflow runs of a flow whose first attempt fails (exception, SIGKILL, SIGTERM), retried
+with @retry; and of the same flow running long with its live card."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ FLOW = REPO / "tests" / "integration" / "flows" / "failure_flow.py"
 _PAYLOAD = re.compile(r'<script type="application/json" id="tc-payload">(.*?)</script>', re.S)
 
 
-def run_flow(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], str]:
+def run_flow(tmp_path: Path, *args: str, **env_vars: str) -> tuple[subprocess.CompletedProcess[str], str]:
     shutil.copy(FLOW, tmp_path / "failure_flow.py")
-    env = subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path), TRAINCARD_SYSTEM="false")
+    env = subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path), TRAINCARD_SYSTEM="false", **env_vars)
     proc = subprocess.run(
         [sys.executable, "failure_flow.py", "--no-pylint", "run", *args],
         cwd=tmp_path,
@@ -92,3 +93,22 @@ def test_sigterm_flushes_marks_terminated_and_leaves_a_final_card(tmp_path: Path
     assert card["banners"][0]["kind"] == "terminated" and "SIGTERM" in card["banners"][0]["text"]
     loss = next(c for c in card["charts"] if c["id"] == "loss")
     assert loss["series"][0]["x"][-1] == 25  # everything up to the signal was flushed
+
+
+@pytest.mark.slow
+def test_live_card_refreshes_leave_no_temporary_files_behind(tmp_path: Path) -> None:
+    # Metaflow writes each refresh's data to a temporary file that only the card subprocess
+    # deletes, and drops a refresh asked for while that subprocess still runs. Card subprocesses
+    # of 2 s and a refresh a second: every other request would leave a file behind.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc, pathspec = run_flow(
+        tmp_path,
+        *("--mode", "none", "--steps", "400", "--step_sleep", "0.02"),
+        TMPDIR=str(tmp),
+        SLOW_CARD_SECONDS="2",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in tmp.iterdir() if p.suffix == ".json") == []
+    last = cards(tmp_path, pathspec)[-1]
+    assert last["final"] and last["run"]["status"] == "finished" and last["run"]["step"] == 400

@@ -2,6 +2,12 @@
 
 Only the Metaflow task process drives the card. It reads the store (which every rank and child
 process writes), so training in torchrun/accelerate children shows up the same way.
+
+Metaflow updates a card in a subprocess and drops a refresh asked for while the card's previous
+subprocess still runs, but only after writing the refresh's data to a temporary file that only
+that subprocess would delete (Metaflow 2.19): each dropped refresh leaves a file of tens of KB in
+the temp dir, thousands over a long run. So a card is refreshed only once its subprocess is done,
+and the refresher checks again shortly after rather than a whole interval later.
 """
 
 from __future__ import annotations
@@ -28,6 +34,21 @@ def traincard_cards() -> list[Any]:
         return []
 
 
+def card_busy(card: Any) -> bool:
+    """Whether ``card``'s previous Metaflow card subprocess is still running (False if unknown).
+
+    Reads the card manager's process table, private in Metaflow 2.19 (``@traincard`` renders
+    final cards through the same manager).
+    """
+    try:
+        from metaflow.plugins.cards.card_creator import CardProcessManager
+
+        proc, _started = CardProcessManager._get_card_process(card._card_creator_args["card_uuid"])
+        return proc is not None and proc.poll() is None
+    except Exception:
+        return False
+
+
 class Refresher:
     """Every ``interval_s``: read the store, build a small live payload, refresh the cards."""
 
@@ -38,10 +59,14 @@ class Refresher:
         interval_s: float,
         hourly_cost: float | None = None,
         cards: Callable[[], list[Any]] = traincard_cards,
+        busy: Callable[[Any], bool] = card_busy,
+        retry_s: float = 0.25,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
-        self._cards = cards
+        self._cards, self._busy = cards, busy
+        self.retry_s = min(retry_s, interval_s)
         self.pushed = 0
+        self.deferred = 0  # pushes put off because a card's subprocess was still running
         self._reader = StoreReader(backend, source=title)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-refresher", daemon=True)
@@ -51,13 +76,18 @@ class Refresher:
         return self
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.push()
+        wait = self.interval_s
+        while not self._stop.wait(wait):
+            wait = self.interval_s if self.push() else self.retry_s
 
-    def push(self) -> None:
+    def push(self) -> bool:
+        """Refresh the cards with a payload built now; False if a card was busy (nothing done)."""
         cards = self._cards()
         if not cards:
-            return
+            return True
+        if any(self._busy(card) for card in cards):
+            self.deferred += 1
+            return False
         try:
             data = self._reader.read()
             payload = build_payload(data, live=True, hourly_cost=self.hourly_cost)
@@ -66,6 +96,7 @@ class Refresher:
             self.pushed += 1
         except Exception as exc:
             report_internal_error("card refresher", exc)
+        return True
 
     def stop(self, timeout_s: float = 1.0) -> None:
         self._stop.set()

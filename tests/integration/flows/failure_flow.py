@@ -2,9 +2,15 @@
 
 import os
 import signal
+import sys
 import time
 
 from metaflow import FlowSpec, Parameter, current, step, traincard
+
+if "card" in sys.argv and "SLOW_CARD_SECONDS" in os.environ:
+    # Metaflow's card subprocesses run this file: make them as slow as on a busy machine or a
+    # remote datastore, where they take seconds.
+    time.sleep(float(os.environ["SLOW_CARD_SECONDS"]))
 
 
 class FailureFlow(FlowSpec):
