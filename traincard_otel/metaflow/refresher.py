@@ -66,7 +66,6 @@ class Refresher:
         self._cards, self._busy = cards, busy
         self.retry_s = min(retry_s, interval_s)
         self.pushed = 0
-        self.deferred = 0  # pushes put off because a card's subprocess was still running
         self._reader = StoreReader(backend, source=title)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-refresher", daemon=True)
@@ -86,7 +85,6 @@ class Refresher:
         if not cards:
             return True
         if any(self._busy(card) for card in cards):
-            self.deferred += 1
             return False
         try:
             data = self._reader.read()
