@@ -141,6 +141,8 @@ class Pipeline:
             meter=run_meter,
             run_span=self.run_span,
             last_system=self.last_system,
+            # The writer drains the pump before each flush; its own thread covers a stuck writer.
+            period_s=settings.flush_interval_s + 1.0 if self.writer is not None else 1.0,
         )
         self.watchdog = Watchdog(
             progress=lambda: (self.reporter.step, self.reporter.heartbeat_at),

@@ -64,6 +64,22 @@ class StepColumns:
         self.samples.append(samples)
         self.tokens.append(tokens)
 
+    def extend(
+        self,
+        times: list[float],
+        steps: list[int],
+        durations: list[float],
+        waits: list[float],
+        samples: list[int],
+        tokens: list[int],
+    ) -> None:
+        self.steps.extend(steps)
+        self.times.extend(times)
+        self.durations.extend(durations)
+        self.waits.extend(waits)
+        self.samples.extend(samples)
+        self.tokens.extend(tokens)
+
     def __len__(self) -> int:
         return len(self.steps)
 

@@ -1,0 +1,135 @@
+"""The pump's two ways of translating per-step rows (a stretch at a time, or row by row) agree."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import traincard_otel
+from traincard_otel import _pipeline, _safety
+from traincard_otel._pump import METRICS_EVENT, STEP_EVENT, Pump
+
+NAMES = ("loss", "grad_norm", "learning_rate", "epoch")
+
+
+def _report_stream(r: traincard_otel.Reporter, pump: Pump, seed: int, step_ends: bool) -> None:
+    """Stretches between drains: half of them the plain per-step case, half with every kind of
+    row the fast path must hand back to the row-by-row path, and rewinds in both. Without step
+    ends (a loop that reports metrics only), the metric steps are the progress."""
+    rng = random.Random(seed)
+    step = 0
+    for _ in range(60):
+        messy = rng.random() < 0.5
+        if rng.random() < 0.15:
+            step = max(0, step - rng.randint(1, 20))  # a resume from an earlier checkpoint
+        for _ in range(rng.randint(1, 20)):
+            step += 1
+            if rng.random() < 0.03:
+                step = max(1, step - rng.randint(1, 5))  # a rewind inside a stretch
+            values: dict[str, Any] = {n: rng.random() for n in NAMES}
+            phase, tags, report_step = "train", None, step
+            duration: float | None = rng.uniform(0.005, 0.02)
+            wait: float | None = 0.001
+            samples: int | None = 4
+            if messy:
+                roll = rng.random()
+                if roll < 0.1:
+                    values = {"eval_loss": rng.random()}  # other names
+                elif roll < 0.2:
+                    values["loss"] = math.nan  # recorded, with a warning
+                elif roll < 0.3:
+                    values["loss"] = 3  # an int: converted
+                elif roll < 0.35:
+                    values["loss"] = "high"  # rejected and counted
+                elif roll < 0.4:
+                    values["new_metric"] = 1.0  # a name not seen before
+                elif roll < 0.5:
+                    values = {}
+                phase = "eval" if rng.random() < 0.1 else "train"
+                tags = {"gpu": "0"} if rng.random() < 0.1 else None
+                report_step = None if rng.random() < 0.1 else step
+                duration = None if rng.random() < 0.1 else duration
+                wait = rng.choice([None, -1.0, 0.0, 0.001])
+                samples = rng.choice([None, 4])
+            if rng.random() < 0.9:
+                r.metrics(values, report_step, phase, tags)
+            if step_ends and rng.random() < 0.95:
+                r.step_end(step, duration, samples, 256, wait)
+            if rng.random() < 0.02:
+                r.event("traincard.test.marker", {"traincard.step": step})
+        pump.drain()
+
+
+def _translate(
+    store: Path, monkeypatch: pytest.MonkeyPatch, seed: int, step_ends: bool, at_once: bool
+) -> dict[str, Any]:
+    monkeypatch.setenv("TRAINCARD_DIR", str(store))
+    monkeypatch.setenv("TRAINCARD_SYSTEM", "false")
+    monkeypatch.setenv("TRAINCARD_FLUSH_INTERVAL", "3600")  # drains only where the stream says
+    taken = [0]
+    original = Pump._rows_at_once
+
+    def rows_at_once(self: Pump, items: list[tuple[Any, ...]]) -> bool:
+        ok = at_once and original(self, items)
+        taken[0] += len(items) if ok else 0
+        return ok
+
+    monkeypatch.setattr(Pump, "_rows_at_once", rows_at_once)
+    _safety._seen.clear()  # warnings once per run, both runs alike
+    r = traincard_otel.configure()
+    pipeline = _pipeline._active
+    assert pipeline is not None
+    pump = pipeline.pump
+    emitted: list[tuple[str | None, Any, Any]] = []
+    emit = pump._emit
+
+    def recording_emit(t: float, event: str | None, body: Any, attrs: Any = None, *rest: Any) -> None:
+        emitted.append((event, body, attrs))
+        emit(t, event, body, attrs, *rest)
+
+    monkeypatch.setattr(pump, "_emit", recording_emit)
+    _report_stream(r, pump, seed, step_ends)
+    pump.drain()
+    out = {
+        "metric_rows": [],
+        "step_rows": [],
+        "events": [],
+        "taken": taken[0],
+        "last_metrics": repr(pump.last_metrics),
+        "rejected": dict(pump.rejected),
+        "recent": repr(list(pump._recent_steps)),
+        "max_step": pump._max_step,
+    }
+    for event, body, attrs in emitted:
+        if event == METRICS_EVENT:
+            for run in body["runs"]:
+                width = len(run["names"])
+                for i, step in enumerate(run["steps"]):
+                    row = run["values"][i * width : (i + 1) * width]
+                    out["metric_rows"].append(repr((run["phase"], run["names"], run.get("tags"), step, row)))
+        elif event == STEP_EVENT:
+            cols = [body[k] for k in ("steps", "durations", "waits", "samples", "tokens")]
+            out["step_rows"].extend(repr(row) for row in zip(*cols, strict=True))
+        else:
+            out["events"].append(repr((event, {k: v for k, v in (attrs or {}).items() if k != "host.name"})))
+    traincard_otel.shutdown()
+    return out
+
+
+@pytest.mark.parametrize("step_ends", [True, False])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_stretches_at_once_give_the_rows_and_events_of_row_by_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, step_ends: bool
+) -> None:
+    at_once = _translate(tmp_path / "a", monkeypatch, seed, step_ends, at_once=True)
+    row_by_row = _translate(tmp_path / "b", monkeypatch, seed, step_ends, at_once=False)
+    assert row_by_row["taken"] == 0
+    assert at_once["taken"] > 100  # the fast path did most of the work, not the fallback
+    assert len(at_once["metric_rows"]) > 300 and (len(at_once["step_rows"]) > 300) == step_ends
+    assert any("traincard.run.rewind" in e for e in at_once["events"])
+    for key in ("metric_rows", "step_rows", "events", "last_metrics", "rejected", "recent", "max_step"):
+        assert at_once[key] == row_by_row[key], key
