@@ -34,6 +34,7 @@ SYSTEM_EVENT = "traincard.system"
 _FLOAT = {float}
 _INT = {int}
 _STEP_TYPES = {int, type(None)}
+_WAIT_TYPES = {float, type(None)}
 MAX_ROWS_PER_EVENT = 2000
 
 _SEVERITY = {
@@ -124,18 +125,21 @@ def _step_columns(items: list[tuple[Any, ...]]) -> tuple[list[Any], ...] | None:
     """Step ends as columns: times, steps, durations, waits (NaN if not measured), samples,
     tokens, and the waits again with None where not measured.
 
-    None unless every step end has an int step and a positive float duration.
+    None unless every step end has an int step, a positive float duration and a float wait or none.
     """
     if not items:
         return None
     _kinds, times, steps, durations, samples, tokens, waits = zip(*items, strict=True)
     if set(map(type, steps)) != _INT or set(map(type, durations)) != _FLOAT or min(durations) <= 0:
         return None
-    if None in waits or min(waits) < 0:
+    wait_types = set(map(type, waits))
+    if wait_types == _FLOAT and min(waits) >= 0:
+        measured = wait_col = list(waits)
+    elif wait_types <= _WAIT_TYPES:
         measured = [w if w is not None and w >= 0 else None for w in waits]
         wait_col = [NAN if w is None else w for w in measured]
     else:
-        measured = wait_col = list(waits)
+        return None
     return (
         list(times),
         list(steps),
@@ -330,9 +334,8 @@ class Pump:
             try:
                 if self._rows_at_once(chunk):
                     continue
-            except Exception as exc:
+            except Exception as exc:  # then row by row: each row kept or dropped on its own
                 internal_error("pump", exc)
-                continue
             for item in chunk:
                 try:
                     if item[0] == R.METRICS:
@@ -362,13 +365,15 @@ class Pump:
             and all(map(operator.le, progress, progress[1:]))
         ):
             return False  # a rewind: emitted between the rows before and after it
-        # Checked: from here on nothing can fail.
+        if (m is not None and self._run_rows + len(m[0]) > MAX_ROWS_PER_EVENT) or (
+            s is not None and len(self._step_cols) + len(s[0]) > MAX_ROWS_PER_EVENT
+        ):
+            self.flush_rows()
+        # Checked and flushed: from here on only list and dict updates, nothing that can fail.
         if progress:
             self._max_step = progress[-1]
         if m is not None:
             times, msteps, phase, names, flat, last = m
-            if self._run_rows + len(times) > MAX_ROWS_PER_EVENT:
-                self.flush_rows()
             self.last_metrics.update(last)
             run = self._open_run
             if run is None or run.names != names or run.phase != phase or run.tags is not None:
@@ -380,8 +385,6 @@ class Pump:
             self._run_rows += len(times)
         if s is not None:
             times, steps_done, durations, wait_col, samples, tokens, waits = s
-            if len(self._step_cols) + len(times) > MAX_ROWS_PER_EVENT:
-                self.flush_rows()
             self._step_ends += len(times)
             self._step_cols.extend(times, steps_done, durations, wait_col, samples, tokens)
             self._recent_steps.extend(

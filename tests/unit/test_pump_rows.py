@@ -53,7 +53,7 @@ def _report_stream(r: traincard_otel.Reporter, pump: Pump, seed: int, step_ends:
                 tags = {"gpu": "0"} if rng.random() < 0.1 else None
                 report_step = None if rng.random() < 0.1 else step
                 duration = None if rng.random() < 0.1 else duration
-                wait = rng.choice([None, -1.0, 0.0, 0.001])
+                wait = rng.choice([None, -1.0, 0.0, 0.001, 0])
                 samples = rng.choice([None, 4])
             if rng.random() < 0.9:
                 r.metrics(values, report_step, phase, tags)
