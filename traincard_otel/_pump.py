@@ -35,6 +35,7 @@ _FLOAT = {float}
 _INT = {int}
 _STEP_TYPES = {int, type(None)}
 _WAIT_TYPES = {float, type(None)}
+_ROW_KINDS = frozenset({R.METRICS, R.STEP})  # per-step rows, translated a stretch at a time
 MAX_ROWS_PER_EVENT = 2000
 
 _SEVERITY = {
@@ -300,7 +301,7 @@ class Pump:
             start, n = 0, len(items)
             while start < n:
                 end = start
-                while end < n and items[end][0] <= R.STEP:  # METRICS or STEP: a per-step row
+                while end < n and items[end][0] in _ROW_KINDS:
                     end += 1
                 if end > start:
                     self._rows(items[start:end])
@@ -553,7 +554,8 @@ class Pump:
             n, tok = samples or 0, tokens or 0
             self._step_cols.add(t, step, duration, wait_s, n, tok)
             self._recent_steps.append((duration, wait, n, tok))
-            self._step_hist.record(duration)
+            if self._timed:
+                self._step_hist.record(duration)
         else:
             self._step_cols.add(t, step, NAN, wait_s, 0, 0)
         if len(self._step_cols.steps) >= MAX_ROWS_PER_EVENT:
