@@ -100,7 +100,7 @@ _CHILD = (
 def test_child_process_memory_is_counted(monkeypatch: pytest.MonkeyPatch, walk: str, reader: str) -> None:
     monkeypatch.setattr(host, "TREE_REFRESH_S", 0.0)  # walk the process tree at every sample
     if walk == "psutil":  # where /proc/<pid>/task/*/children is missing
-        monkeypatch.setattr(host, "child_pids", lambda pid: None)
+        monkeypatch.setattr(host, "child_pids", lambda pid, files: None)
     sampler = SystemSampler(gpu=False)
     base = _value(sampler.sample_now(), "process.memory.usage")
     child = subprocess.Popen(
@@ -119,9 +119,10 @@ def test_child_process_memory_is_counted(monkeypatch: pytest.MonkeyPatch, walk: 
 
 
 def test_procfs_readers_agree_with_psutil() -> None:
+    files = procfs.Files()
     disk_before, net_before = host.psutil.disk_io_counters(), host.psutil.net_io_counters()
-    read, written = procfs.disk_bytes(procfs.whole_disks())
-    received, sent = procfs.network_bytes()
+    read, written = procfs.disk_bytes(files, procfs.whole_disks())
+    received, sent = procfs.network_bytes(files)
     disk_after, net_after = host.psutil.disk_io_counters(), host.psutil.net_io_counters()
     # Counters only grow: each figure lies between psutil's readings just before and just after.
     assert disk_before.read_bytes <= read <= disk_after.read_bytes
@@ -129,25 +130,25 @@ def test_procfs_readers_agree_with_psutil() -> None:
     assert net_before.bytes_recv <= received <= net_after.bytes_recv
     assert net_before.bytes_sent <= sent <= net_after.bytes_sent
 
-    vm, mem = host.psutil.virtual_memory(), procfs.memory()
+    vm, mem = host.psutil.virtual_memory(), procfs.memory(files)
     assert mem["total"] == vm.total
     for field in ("available", "free", "buffers", "cached"):
         assert mem[field] == pytest.approx(getattr(vm, field), rel=0.1, abs=2**20), field
 
     host.psutil.cpu_percent(None)
-    total, idle = procfs.cpu_ticks()
+    total, idle = procfs.cpu_ticks(files)
     deadline = time.monotonic() + 0.3
     while time.monotonic() < deadline:  # one core busy
         pass
     busy_psutil = host.psutil.cpu_percent(None) / 100.0
-    total_after, idle_after = procfs.cpu_ticks()
+    total_after, idle_after = procfs.cpu_ticks(files)  # the same file, read again
     assert 1 - (idle_after - idle) / (total_after - total) == pytest.approx(busy_psutil, abs=0.1)
 
     child = subprocess.Popen([sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ok"
         proc = host.psutil.Process(child.pid)
-        cpu, rss = procfs.process_cpu_rss(child.pid)
+        cpu, rss = procfs.process_cpu_rss(files, child.pid)
         times = proc.cpu_times()
         assert cpu == pytest.approx(times.user + times.system, abs=0.05)
         assert rss == pytest.approx(proc.memory_info().rss, rel=0.05)
@@ -156,16 +157,69 @@ def test_procfs_readers_agree_with_psutil() -> None:
         child.kill()
         child.wait()
     with pytest.raises(OSError):
-        procfs.process_cpu_rss(child.pid)  # reaped: the sampler skips it
+        procfs.process_cpu_rss(files, child.pid)  # reaped: the sampler skips it
+    files.close()
+
+
+def test_procfs_files_read_current_contents_and_close_what_is_gone(tmp_path: Path) -> None:
+    files = procfs.Files()
+    path = tmp_path / "figures"
+    path.write_bytes(b"1 2 3\n")
+    assert files.read(str(path)) == b"1 2 3\n"
+    path.write_bytes(b"4 5\n")  # rewritten in place: the same open file, read from its start
+    assert files.read(str(path)) == b"4 5\n"
+    big = b"".join(b"line %d of a long file\n" % i for i in range(20_000))  # several reads' worth
+    path.write_bytes(big)
+    assert files.read(str(path)) == big
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    stat = f"/proc/{child.pid}/stat"
+    first = files.read(stat)
+    assert first.startswith(b"%d (" % child.pid)
+    time.sleep(0.05)
+    child.kill()
+    child.wait()
+    with pytest.raises(OSError):
+        files.read(stat)  # the process is gone: its kept file fails, and is closed
+    assert stat not in files._fds
+
+    def open_on_path() -> int:
+        fds = os.listdir("/proc/self/fd")
+        return sum(1 for fd in fds if _readlink(f"/proc/self/fd/{fd}") == str(path))
+
+    files.read(str(path))
+    files.prune()  # read since the last prune: kept
+    assert open_on_path() == 1
+    files.prune()  # not read since: closed
+    assert files._fds == {} and open_on_path() == 0
+
+
+def _readlink(link: str) -> str | None:
+    try:
+        return os.readlink(link)
+    except OSError:  # the listing's own descriptor, closed since
+        return None
+
+
+def test_host_sampler_keeps_proc_files_open_and_closes_them() -> None:
+    sampler = SystemSampler(gpu=False)
+    sampler.start()
+    kept = dict(sampler.host._files._fds)
+    assert {"/proc/stat", "/proc/meminfo", f"/proc/{os.getpid()}/stat"} <= kept.keys()
+    snap = sampler.sample_now()
+    assert _value(snap, "system.cpu.utilization") is not None
+    assert sampler.host._files._fds == kept  # the same descriptors, read again
+    sampler.stop()
+    assert sampler.host._files._fds == {}
 
 
 def test_process_tree_is_walked_once_per_refresh_period(monkeypatch: pytest.MonkeyPatch) -> None:
     walks = []
     walk = host.descendant_pids
 
-    def counted(pid: int) -> list[int] | None:
+    def counted(pid: int, files: procfs.Files | None = None) -> list[int] | None:
         walks.append(1)
-        return walk(pid)
+        return walk(pid, files)
 
     monkeypatch.setattr(host, "descendant_pids", counted)
     sampler = SystemSampler(gpu=False)
@@ -290,7 +344,7 @@ def test_descendants_are_found_through_proc_as_psutil_finds_them() -> None:
         assert set(host.descendant_pids(me.pid) or ()) == expected
         gone = subprocess.Popen([sys.executable, "-c", ""])
         gone.wait()
-        assert host.child_pids(gone.pid) == []  # a child that exited mid-walk has no children
+        assert host.child_pids(gone.pid, procfs.Files()) == []  # exited mid-walk: no children
     finally:
         for p in host.psutil.Process(child.pid).children(recursive=True):
             p.kill()

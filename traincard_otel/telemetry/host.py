@@ -20,7 +20,7 @@ from ._samples import Sample
 TREE_REFRESH_S = 10.0
 
 
-def child_pids(pid: int) -> list[int] | None:
+def child_pids(pid: int, files: procfs.Files) -> list[int] | None:
     """The direct children of ``pid``, from ``/proc/<pid>/task/*/children`` (Linux 3.5+).
 
     None where that file does not exist: psutil then finds children by reading the parent of every
@@ -36,8 +36,7 @@ def child_pids(pid: int) -> list[int] | None:
     out: list[int] = []
     for tid in tids:
         try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out.extend(int(c) for c in f.read().split())
+            out.extend(int(c) for c in files.read(f"/proc/{pid}/task/{tid}/children").split())
         except FileNotFoundError:
             if not os.path.exists(f"/proc/{pid}/task/{tid}"):
                 continue  # the thread exited
@@ -47,16 +46,24 @@ def child_pids(pid: int) -> list[int] | None:
     return out
 
 
-def descendant_pids(pid: int) -> list[int] | None:
-    """Every process below ``pid``, children before grandchildren; None as for :func:`child_pids`."""
+def descendant_pids(pid: int, files: procfs.Files | None = None) -> list[int] | None:
+    """Every process below ``pid``, children before grandchildren; None as for :func:`child_pids`.
+
+    ``files`` keeps the ``children`` files open for the next walk; without it they are closed."""
+    own = files is None
+    files = procfs.Files() if files is None else files
     found: list[int] = []
     todo = [pid]
-    while todo:
-        kids = child_pids(todo.pop())
-        if kids is None:
-            return None
-        found += kids
-        todo += kids
+    try:
+        while todo:
+            kids = child_pids(todo.pop(), files)
+            if kids is None:
+                return None
+            found += kids
+            todo += kids
+    finally:
+        if own:
+            files.close()
     return found
 
 
@@ -81,8 +88,10 @@ class HostSampler:
     def __init__(self, pid: int | None = None) -> None:
         self.pid = pid or os.getpid()
         self.procfs = procfs.available()
+        self._files = procfs.Files()  # /proc files kept open between samples
+        self._cpus = psutil.cpu_count() or 1  # read from /sys at every call
         # Utilization is measured between samples: prime it so that the first sample is real.
-        self._ticks = procfs.cpu_ticks() if self.procfs else (0, 0)
+        self._ticks = procfs.cpu_ticks(self._files) if self.procfs else (0, 0)
         if not self.procfs:
             psutil.cpu_percent(None)
         self._disks: frozenset[bytes] = frozenset()
@@ -96,6 +105,7 @@ class HostSampler:
     def _refresh(self, now: float) -> None:
         """Re-read what rarely changes: the process tree and, for procfs, the list of disks."""
         if self._tree_at is None or now - self._tree_at >= TREE_REFRESH_S or now < self._tree_at:
+            self._files.prune()  # those of processes and threads gone since the last walk
             self._tree = [self.pid, *self._descendants()]
             self._tree_at = now
             if self.procfs:
@@ -104,7 +114,7 @@ class HostSampler:
                 self._processes = {pid: p for pid, p in self._processes.items() if pid in self._tree}
 
     def _descendants(self) -> list[int]:
-        pids = descendant_pids(self.pid)
+        pids = descendant_pids(self.pid, self._files)
         if pids is not None:
             return pids
         try:
@@ -115,7 +125,7 @@ class HostSampler:
     def _cpu_rss(self, pid: int) -> tuple[float, int]:
         """CPU seconds and RSS of ``pid``; raises OSError or psutil.Error once it has exited."""
         if self.procfs:
-            return procfs.process_cpu_rss(pid)
+            return procfs.process_cpu_rss(self._files, pid)
         proc = self._processes.get(pid)
         if proc is None:  # a new Process object costs ~0.1 ms: keep them
             proc = self._processes[pid] = psutil.Process(pid)
@@ -136,14 +146,14 @@ class HostSampler:
             cpu_total += t - self._cpu_times.get(pid, t)
         util = None
         if self._last_wall is not None and now > self._last_wall:
-            util = max(0.0, cpu_total / (now - self._last_wall) / (psutil.cpu_count() or 1))
+            util = max(0.0, cpu_total / (now - self._last_wall) / self._cpus)
         self._cpu_times, self._last_wall = seen, now
         return util, rss
 
     def _disk_net(self) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
         """(read, written) disk bytes and (received, sent) network bytes since boot."""
         if self.procfs:
-            return procfs.disk_bytes(self._disks), procfs.network_bytes()
+            return procfs.disk_bytes(self._files, self._disks), procfs.network_bytes(self._files)
         disk, net = psutil.disk_io_counters(), psutil.net_io_counters()
         return (
             None if disk is None else (disk.read_bytes, disk.write_bytes),
@@ -156,11 +166,15 @@ class HostSampler:
             vm = psutil.virtual_memory()
             fields = {k: getattr(vm, k, None) for k in ("total", "available", "free", "buffers", "cached")}
             return psutil.cpu_percent(None) / 100.0, fields
-        total, idle = procfs.cpu_ticks()
+        total, idle = procfs.cpu_ticks(self._files)
         elapsed = total - self._ticks[0]
         busy = 1.0 - (idle - self._ticks[1]) / elapsed if elapsed > 0 else 0.0
         self._ticks = (total, idle)
-        return busy, procfs.memory()
+        return busy, procfs.memory(self._files)
+
+    def close(self) -> None:
+        """Close the ``/proc`` files kept open; a later sample opens them again."""
+        self._files.close()
 
     def sample(self, now: float) -> list[Sample]:
         self._refresh(now)

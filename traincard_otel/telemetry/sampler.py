@@ -73,3 +73,5 @@ class SystemSampler:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        if not self._thread.is_alive():  # else it may be reading them still
+            self.host.close()
