@@ -3,6 +3,7 @@
     python -m benchmarks.bench_end_to_end [--steps 300] [--pairs 10] [--processes 1]
                                           [--framework hf lightning raw] [--no-peers] [--control]
                                           [--quick] [--json F]
+    python -m benchmarks.bench_end_to_end --pool RUN.json [RUN.json ...] [--json F]
 
 Frameworks: a Hugging Face Trainer on a tiny GPT-2 (CPU), a Lightning module and a raw loop,
 logging every step. A child process per framework and tracker trains run after run, each with a
@@ -350,6 +351,27 @@ def _run(framework: str, mode: str, steps: int, pairs: int, skip: int, run_dir: 
     return runs
 
 
+# The report's columns, as overhead_row() names them.
+COLUMNS = [
+    "framework",
+    "tracker",
+    "plain_ms",
+    "processes",
+    "pairs",
+    "overhead_pct",
+    "p25_pct",
+    "p75_pct",
+    "ci95_low_pct",
+    "ci95_high_pct",
+    "process_min_pct",
+    "process_max_pct",
+    "wait_us",
+    "wait_pct",
+    "thread_us",
+    "other_cpu_us",
+]
+
+
 def overhead_row(framework: str, tracker: str, processes: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """The step-time overhead of ``tracker`` from the runs of each of its child processes."""
     ratios = [[t / p - 1 for t, p in pairs_of(runs, "step_s")] for runs in processes]
@@ -401,12 +423,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--pool",
+        nargs="+",
+        metavar="JSON",
+        default=None,
+        help="train nothing: the figures over every process of these earlier runs' --json files",
+    )
     parser.add_argument("--child", nargs=2, metavar=("FRAMEWORK", "TRACKER"), default=None)
     args = parser.parse_args(argv)
     if args.child:
         framework, mode = args.child
         child(framework, mode, args.steps, args.pairs, args.skip)
         return {}
+    if args.pool:
+        return pooled(args.pool, args.json)
     steps, pairs, skip = (12, 1, 2) if args.quick else (args.steps, args.pairs, args.skip)
     processes = 1 if args.quick else max(1, min(args.processes, pairs))
     frameworks = ["raw"] if args.quick else args.framework
@@ -427,24 +458,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return report(
         "end_to_end",
         rows,
-        [
-            "framework",
-            "tracker",
-            "plain_ms",
-            "processes",
-            "pairs",
-            "overhead_pct",
-            "p25_pct",
-            "p75_pct",
-            "ci95_low_pct",
-            "ci95_high_pct",
-            "process_min_pct",
-            "process_max_pct",
-            "wait_us",
-            "wait_pct",
-            "thread_us",
-            "other_cpu_us",
-        ],
+        COLUMNS,
         args.json,
         steps=steps,
         pairs=pairs,
@@ -452,6 +466,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         skip=skip,
         raw=raw,
     )
+
+
+def pooled(paths: Sequence[str], json_path: str | None) -> dict[str, Any]:
+    """Rows over the processes of several runs (their ``--json`` files) taken together.
+
+    Each run's processes keep their own pairs, so the interval still resamples processes, then
+    pairs: runs on different days, on a machine running faster or slower, pool as processes do.
+    """
+    processes: dict[str, list[list[dict[str, Any]]]] = {}
+    for path in paths:
+        for key, runs in json.loads(Path(path).read_text())["raw"].items():
+            processes.setdefault(key, []).extend(runs)
+    rows = []
+    for key, runs in processes.items():
+        framework, tracker = key.split("/")
+        rows.append(overhead_row(framework, tracker, runs))
+    return report("end_to_end", rows, COLUMNS, json_path, pooled=[Path(p).name for p in paths], raw=processes)
 
 
 if __name__ == "__main__":

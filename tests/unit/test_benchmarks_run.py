@@ -97,23 +97,47 @@ def test_median_interval_widens_by_as_much_as_groups_disagree() -> None:
     assert median_interval([[0.25] * 5, [0.25] * 7]) == (0.25, 0.25)
 
 
+def _process(plain: float, tracked: float) -> list[dict[str, object]]:
+    """One child process's runs: a warm-up of each, then two ABBA pairs."""
+    warmup = [{"tracked": t, "warmup": True, "step_s": 1.0} for t in (False, True)]
+    timed = [
+        {"tracked": t, "warmup": False, "step_s": tracked if t else plain, "wait_s": 0.0}
+        | {"thread_s": 0.5, "other_s": 0.1 if t else 0.0}
+        for t in (False, True, True, False)
+    ]
+    return warmup + timed
+
+
 def test_end_to_end_overhead_pools_pairs_and_shows_each_process() -> None:
     from benchmarks.bench_end_to_end import overhead_row
 
-    def process(plain: float, tracked: float) -> list[dict[str, object]]:
-        warmup = [{"tracked": t, "warmup": True, "step_s": 1.0} for t in (False, True)]
-        timed = [
-            {"tracked": t, "warmup": False, "step_s": tracked if t else plain, "wait_s": 0.0}
-            | {"thread_s": 0.5, "other_s": 0.1 if t else 0.0}
-            for t in (False, True, True, False)
-        ]
-        return warmup + timed
-
-    row = overhead_row("hf", "traincard", [process(1.0, 1.01), process(1.0, 1.03)])
+    row = overhead_row("hf", "traincard", [_process(1.0, 1.01), _process(1.0, 1.03)])
     assert (row["processes"], row["pairs"]) == (2, 4)
     assert row["overhead_pct"] == pytest.approx(2.0)
     assert (row["process_min_pct"], row["process_max_pct"]) == pytest.approx((1.0, 3.0))
     assert row["other_cpu_us"] == pytest.approx(1e5) and row["thread_us"] == 0.0
+
+
+def test_end_to_end_pools_the_processes_of_earlier_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks import bench_end_to_end
+
+    day1 = {
+        "raw": {"hf/traincard": [_process(1.0, 1.01), _process(1.0, 1.02)], "hf/none": [_process(1.0, 1.0)]}
+    }
+    day2 = {"raw": {"hf/traincard": [_process(2.0, 2.08)]}}
+    paths = []
+    for n, run in enumerate((day1, day2)):
+        paths.append(tmp_path / f"run{n}.json")
+        paths[-1].write_text(json.dumps(run))
+    out = bench_end_to_end.main(["--pool", *map(str, paths), "--json", str(tmp_path / "pooled.json")])
+    rows = {row["tracker"]: row for row in out["results"]}
+    assert (rows["traincard"]["processes"], rows["traincard"]["pairs"]) == (3, 6)
+    assert rows["traincard"]["overhead_pct"] == pytest.approx(2.0)  # of 1, 1, 2, 2, 4, 4 %
+    assert (rows["traincard"]["process_min_pct"], rows["traincard"]["process_max_pct"]) == pytest.approx(
+        (1, 4)
+    )
+    assert (rows["none"]["processes"], rows["none"]["overhead_pct"]) == (1, 0.0)
+    assert json.loads((tmp_path / "pooled.json").read_text())["pooled"] == ["run0.json", "run1.json"]
 
 
 def test_end_to_end_control_times_plain_runs_against_plain_runs(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
