@@ -100,7 +100,7 @@ _CHILD = (
 def test_child_process_memory_is_counted(monkeypatch: pytest.MonkeyPatch, walk: str, reader: str) -> None:
     monkeypatch.setattr(host, "TREE_REFRESH_S", 0.0)  # walk the process tree at every sample
     if walk == "psutil":  # where /proc/<pid>/task/*/children is missing
-        monkeypatch.setattr(host, "child_pids", lambda pid, files: None)
+        monkeypatch.setattr(host, "child_pids", lambda pid: None)
     sampler = SystemSampler(gpu=False)
     base = _value(sampler.sample_now(), "process.memory.usage")
     child = subprocess.Popen(
@@ -194,6 +194,19 @@ def test_procfs_files_read_current_contents_and_close_what_is_gone(tmp_path: Pat
     assert files._fds == {} and open_on_path() == 0
 
 
+def test_procfs_files_keep_at_most_so_many_open(tmp_path: Path) -> None:
+    files = procfs.Files(keep=2)
+    paths = [tmp_path / f"f{i}" for i in range(3)]
+    for i, path in enumerate(paths):
+        path.write_bytes(b"%d" % i)
+    assert [files.read(str(path)) for path in paths] == [b"0", b"1", b"2"]
+    assert set(files._fds) == {str(paths[0]), str(paths[1])}  # the third was read and closed
+    paths[2].write_bytes(b"two")
+    assert files.read(str(paths[2])) == b"two"
+    assert procfs.read_once(str(paths[2])) == b"two"
+    files.close()
+
+
 def _readlink(link: str) -> str | None:
     try:
         return os.readlink(link)
@@ -217,9 +230,9 @@ def test_process_tree_is_walked_once_per_refresh_period(monkeypatch: pytest.Monk
     walks = []
     walk = host.descendant_pids
 
-    def counted(pid: int, files: procfs.Files | None = None) -> list[int] | None:
+    def counted(pid: int) -> list[int] | None:
         walks.append(1)
-        return walk(pid, files)
+        return walk(pid)
 
     monkeypatch.setattr(host, "descendant_pids", counted)
     sampler = SystemSampler(gpu=False)
@@ -344,7 +357,7 @@ def test_descendants_are_found_through_proc_as_psutil_finds_them() -> None:
         assert set(host.descendant_pids(me.pid) or ()) == expected
         gone = subprocess.Popen([sys.executable, "-c", ""])
         gone.wait()
-        assert host.child_pids(gone.pid, procfs.Files()) == []  # exited mid-walk: no children
+        assert host.child_pids(gone.pid) == []  # a child that exited mid-walk has no children
     finally:
         for p in host.psutil.Process(child.pid).children(recursive=True):
             p.kill()

@@ -20,7 +20,7 @@ from ._samples import Sample
 TREE_REFRESH_S = 10.0
 
 
-def child_pids(pid: int, files: procfs.Files) -> list[int] | None:
+def child_pids(pid: int) -> list[int] | None:
     """The direct children of ``pid``, from ``/proc/<pid>/task/*/children`` (Linux 3.5+).
 
     None where that file does not exist: psutil then finds children by reading the parent of every
@@ -36,7 +36,8 @@ def child_pids(pid: int, files: procfs.Files) -> list[int] | None:
     out: list[int] = []
     for tid in tids:
         try:
-            out.extend(int(c) for c in files.read(f"/proc/{pid}/task/{tid}/children").split())
+            # Read once per walk, and a process may have hundreds of threads: not kept open.
+            out.extend(int(c) for c in procfs.read_once(f"/proc/{pid}/task/{tid}/children").split())
         except FileNotFoundError:
             if not os.path.exists(f"/proc/{pid}/task/{tid}"):
                 continue  # the thread exited
@@ -46,24 +47,16 @@ def child_pids(pid: int, files: procfs.Files) -> list[int] | None:
     return out
 
 
-def descendant_pids(pid: int, files: procfs.Files | None = None) -> list[int] | None:
-    """Every process below ``pid``, children before grandchildren; None as for :func:`child_pids`.
-
-    ``files`` keeps the ``children`` files open for the next walk; without it they are closed."""
-    own = files is None
-    files = procfs.Files() if files is None else files
+def descendant_pids(pid: int) -> list[int] | None:
+    """Every process below ``pid``, children before grandchildren; None as for :func:`child_pids`."""
     found: list[int] = []
     todo = [pid]
-    try:
-        while todo:
-            kids = child_pids(todo.pop(), files)
-            if kids is None:
-                return None
-            found += kids
-            todo += kids
-    finally:
-        if own:
-            files.close()
+    while todo:
+        kids = child_pids(todo.pop())
+        if kids is None:
+            return None
+        found += kids
+        todo += kids
     return found
 
 
@@ -105,7 +98,7 @@ class HostSampler:
     def _refresh(self, now: float) -> None:
         """Re-read what rarely changes: the process tree and, for procfs, the list of disks."""
         if self._tree_at is None or now - self._tree_at >= TREE_REFRESH_S or now < self._tree_at:
-            self._files.prune()  # those of processes and threads gone since the last walk
+            self._files.prune()  # those of processes gone since the last walk
             self._tree = [self.pid, *self._descendants()]
             self._tree_at = now
             if self.procfs:
@@ -114,7 +107,7 @@ class HostSampler:
                 self._processes = {pid: p for pid, p in self._processes.items() if pid in self._tree}
 
     def _descendants(self) -> list[int]:
-        pids = descendant_pids(self.pid, self._files)
+        pids = descendant_pids(self.pid)
         if pids is not None:
             return pids
         try:

@@ -30,9 +30,15 @@ _MEMINFO = re.compile(rb"^(MemTotal|MemAvailable|MemFree|Buffers|Cached|SReclaim
 
 class Files:
     """Files kept open and read whole from their start, one system call each where they fit in
-    64 KiB; :meth:`prune` closes those no longer read (processes and threads that are gone)."""
+    64 KiB; :meth:`prune` closes those no longer read (processes that are gone).
 
-    def __init__(self) -> None:
+    At most ``keep`` files stay open: the training process's own descriptors come first (a
+    DataLoader sharing tensors through file descriptors can run out of them), so past that a
+    file is opened, read and closed each time (:func:`read_once`).
+    """
+
+    def __init__(self, keep: int = 32) -> None:
+        self.keep = keep
         self._fds: dict[str, int] = {}
         self._read: set[str] = set()
 
@@ -41,21 +47,15 @@ class Files:
         exited, say), and the file is then closed."""
         fd = self._fds.get(path)
         if fd is None:
+            if len(self._fds) >= self.keep:
+                return read_once(path)
             fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         self._read.add(path)
         try:
-            data = os.pread(fd, _READ_BYTES, 0)
-            # A /proc read stops short of the buffer at the end, or where the next line would
-            # not fit: only a read that nearly fills it may have more behind.
-            while len(data) > _READ_BYTES // 2:
-                more = os.pread(fd, _READ_BYTES, len(data))
-                if not more:
-                    break
-                data += more
+            return _read_whole(fd)
         except OSError:
             self._close(path)
             raise
-        return data
 
     def prune(self) -> None:
         """Close the files not read since the last call."""
@@ -72,6 +72,27 @@ class Files:
         fd = self._fds.pop(path, None)
         if fd is not None:
             os.close(fd)
+
+
+def read_once(path: str) -> bytes:
+    """The file's contents, opened and closed again (for files read only now and then)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return _read_whole(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_whole(fd: int) -> bytes:
+    data = os.pread(fd, _READ_BYTES, 0)
+    # A /proc read stops short of the buffer at the end, or where the next line would not fit:
+    # only a read that nearly fills it may have more behind.
+    while len(data) > _READ_BYTES // 2:
+        more = os.pread(fd, _READ_BYTES, len(data))
+        if not more:
+            break
+        data += more
+    return data
 
 
 def available() -> bool:
