@@ -6,8 +6,8 @@
 Whole runs, even in one process (``bench_end_to_end``), differ by a few percent in step time from
 one to the next, more than the overhead being measured. Here one training run alternates blocks
 of ``--block`` steps with the tracker attached and detached, in ABBA order, and the overhead is
-the median over adjacent block pairs of ``median(on) / median(off) - 1``: machine drift and
-per-process luck cancel within each pair.
+the median over adjacent block pairs of ``median(on) / median(off) - 1``, with its quartiles and
+a bootstrap 95 % interval: machine drift and per-process luck cancel within each pair.
 With ``--block 2`` the tracker is switched at every other step and the second step of each block
 is timed: drift then cancels within a few tens of milliseconds, but the background threads' work
 falls on "on" and "off" steps alike, so only what the training thread pays is measured
@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from benchmarks._harness import report, spread
+from benchmarks._harness import median_interval, report, spread
 from benchmarks.bench_end_to_end import (
     PEERS,
     REPO,
@@ -283,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 result = raw[f"{fw}/{mode}"] = _run(fw, mode, steps, block, args.device, tmp)
                 ratios = spread([r - 1 for r in result["ratios"]])
                 cpu = spread([r - 1 for r in result["cpu_ratios"]])
+                low, high = median_interval([[r - 1 for r in result["ratios"]]])
+                cpu_low, cpu_high = median_interval([[r - 1 for r in result["cpu_ratios"]]])
                 rows.append(
                     {
                         "framework": fw,
@@ -293,9 +295,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         "overhead_pct": ratios["median"] * 100,
                         "p25_pct": ratios["p25"] * 100,
                         "p75_pct": ratios["p75"] * 100,
+                        "ci95_low_pct": low * 100,
+                        "ci95_high_pct": high * 100,
                         "cpu_pct": cpu["median"] * 100,
                         "cpu_p25_pct": cpu["p25"] * 100,
                         "cpu_p75_pct": cpu["p75"] * 100,
+                        "cpu_ci95_low_pct": cpu_low * 100,
+                        "cpu_ci95_high_pct": cpu_high * 100,
                     }
                 )
     return report(
@@ -310,9 +316,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "overhead_pct",
             "p25_pct",
             "p75_pct",
+            "ci95_low_pct",
+            "ci95_high_pct",
             "cpu_pct",
             "cpu_p25_pct",
             "cpu_p75_pct",
+            "cpu_ci95_low_pct",
+            "cpu_ci95_high_pct",
         ],
         args.json,
         steps=steps,
