@@ -107,10 +107,16 @@ def _fmt(v: object) -> str:
 
 
 def report(
-    benchmark: str, rows: list[dict[str, Any]], columns: Sequence[str], json_path: str | None, **extra: Any
+    benchmark: str,
+    rows: list[dict[str, Any]],
+    columns: Sequence[str] | None,
+    json_path: str | None,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """Print the table, write the raw numbers as JSON when asked, and return them."""
-    print(table(rows, columns))
+    """Print the table, write the raw numbers as JSON when asked, and return them.
+
+    ``columns`` None: every figure of the rows, in the order the first row names them."""
+    print(table(rows, list(rows[0]) if columns is None and rows else columns or []))
     out = {"benchmark": benchmark, **extra, "results": rows}
     if json_path:
         Path(json_path).write_text(json.dumps(out, indent=2, default=str))

@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "core_share_pct": background / wall * 100,
         "parts": parts,
     }
-    out = report("background", [row], list(row), args.json, breakdown_pct=breakdown)
+    out = report("background", [row], None, args.json, breakdown_pct=breakdown)
     ranked = sorted(breakdown.items(), key=lambda kv: -kv[1])
     print("  ".join(f"{label} {pct:.2f} %" for label, pct in ranked))
     return out

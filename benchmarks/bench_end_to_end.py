@@ -351,27 +351,6 @@ def _run(framework: str, mode: str, steps: int, pairs: int, skip: int, run_dir: 
     return runs
 
 
-# The report's columns, as overhead_row() names them.
-COLUMNS = [
-    "framework",
-    "tracker",
-    "plain_ms",
-    "processes",
-    "pairs",
-    "overhead_pct",
-    "p25_pct",
-    "p75_pct",
-    "ci95_low_pct",
-    "ci95_high_pct",
-    "process_min_pct",
-    "process_max_pct",
-    "wait_us",
-    "wait_pct",
-    "thread_us",
-    "other_cpu_us",
-]
-
-
 def overhead_row(framework: str, tracker: str, processes: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """The step-time overhead of ``tracker`` from the runs of each of its child processes."""
     ratios = [[t / p - 1 for t, p in pairs_of(runs, "step_s")] for runs in processes]
@@ -458,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return report(
         "end_to_end",
         rows,
-        COLUMNS,
+        None,
         args.json,
         steps=steps,
         pairs=pairs,
@@ -482,7 +461,7 @@ def pooled(paths: Sequence[str], json_path: str | None) -> dict[str, Any]:
     for key, runs in processes.items():
         framework, tracker = key.split("/")
         rows.append(overhead_row(framework, tracker, runs))
-    return report("end_to_end", rows, COLUMNS, json_path, pooled=[Path(p).name for p in paths], raw=processes)
+    return report("end_to_end", rows, None, json_path, pooled=[Path(p).name for p in paths], raw=processes)
 
 
 if __name__ == "__main__":
