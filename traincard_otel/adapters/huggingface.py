@@ -1,6 +1,6 @@
 """Hugging Face ``transformers.Trainer`` adapter (TRL/PEFT trainers are Trainer subclasses).
 
-A ``TrainerCallback`` maps Trainer events to the reporter: every ``on_log`` dict with its
+A callback maps Trainer events to the reporter: every ``on_log`` dict with its
 step, train/eval/save phases with their real durations, checkpoints from ``on_save`` with the
 best-model metric, status fields for the ETA, and heartbeats. Token and sample counts come
 from the batches themselves (``training_step`` is wrapped on the instance) because the Trainer
@@ -11,7 +11,8 @@ The callback is not added to ``trainer.callback_handler.callbacks``: the handler
 callback at every event with six keyword arguments built afresh, five events a step, so a
 registered callback costs about 3 µs a step for each event it ignores. Instead the handler's
 methods for the events used here are wrapped on the instance, calling the callback after the
-registered ones (so it sees the final ``TrainerControl``, as a callback added last would).
+registered ones (so it sees the final ``TrainerControl``, as a callback added last would); for
+the two per-step events the wrapper is the callback's own code, one Python call less a step.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from .._safety import guarded, internal_error
 from ..exceptions import TraincardError
 
 transformers = require("transformers", "hf")
-TrainerCallback = transformers.TrainerCallback
 
 MIN_VERSION = (4, 40)
 
@@ -49,8 +49,11 @@ def _numeric(logs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
-    """Reports a Trainer's metrics, phases, checkpoints and progress to a :class:`Reporter`."""
+class TraincardCallback:
+    """Reports a Trainer's metrics, phases, checkpoints and progress to a :class:`Reporter`.
+
+    Not a registered ``TrainerCallback``: :func:`attach` wraps the callback handler's events.
+    """
 
     def __init__(self, reporter: Reporter) -> None:
         self.reporter = reporter
@@ -86,29 +89,58 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
         self._train = self.reporter.phase("train")
         self.last_step_end = time.perf_counter()
 
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        try:  # inlined rather than @guarded: this runs every step
-            now = time.perf_counter()
-            duration = now - self.last_step_end if self.last_step_end is not None else None
-            self.last_step_end = now
-            # Positional: keyword arguments cost µs more on the cold caches of a step.
-            self.reporter.step_end(
-                state.global_step,
-                duration,
-                self.samples or None,
-                self.tokens or None,
-                self.data_wait,
-                state.epoch,
-            )
-            self.samples = self.tokens = 0
-            self.data_wait = None
-            self._pending_save = bool(control.should_save)
-            if control.should_evaluate:
-                self._open_eval()
-            elif self._pending_save:
-                self._open_save()
-        except Exception as exc:
-            internal_error("hf.on_step_end", exc)
+    # -- the per-step events -------------------------------------------------------------------
+    # These two build the handler's wrapped method itself rather than a hook for _tap() to call:
+    # on a step's cold caches every Python call layer costs µs (about 2 µs here, in training).
+    def tap_step_end(self, original: Any) -> Any:
+        """``handler.on_step_end`` that reports the step after the registered callbacks ran."""
+        perf_counter, step_end = time.perf_counter, self.reporter.step_end
+
+        def on_step_end(args: Any, state: Any, control: Any) -> Any:
+            control = original(args, state, control)
+            try:
+                now = perf_counter()
+                last, self.last_step_end = self.last_step_end, now
+                # Positional: keyword arguments cost µs more on the cold caches of a step.
+                step_end(
+                    state.global_step,
+                    now - last if last is not None else None,
+                    self.samples or None,
+                    self.tokens or None,
+                    self.data_wait,
+                    state.epoch,
+                )
+                self.samples = self.tokens = 0
+                self.data_wait = None
+                self._pending_save = bool(control.should_save)
+                if control.should_evaluate:
+                    self._open_eval()
+                elif self._pending_save:
+                    self._open_save()
+            except Exception as exc:
+                internal_error("hf.on_step_end", exc)
+            return control
+
+        return on_step_end
+
+    def tap_log(self, original: Any) -> Any:
+        """``handler.on_log`` that reports the logged scalars (every step with logging_steps=1)."""
+        metrics = self.reporter.metrics
+
+        def on_log(args: Any, state: Any, control: Any, logs: Any) -> Any:
+            control = original(args, state, control, logs)
+            try:
+                # The common case, every value a float, skips the per-value filter.
+                values = logs if logs and set(map(type, logs.values())) == _FLOAT else _numeric(logs or {})
+                if values:
+                    # Eval metrics are logged inside the eval phase; the key scan runs only there.
+                    evaluating = self._eval is not None and any(k.startswith("eval_") for k in values)
+                    metrics(values, state.global_step, "eval" if evaluating else "train")
+            except Exception as exc:
+                internal_error("hf.on_log", exc)
+            return control
+
+        return on_log
 
     @guarded("hf.on_epoch_end", None)
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -162,20 +194,6 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
         self._pending_save = False
         self.last_step_end = time.perf_counter()
 
-    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-        try:  # inlined rather than @guarded: with logging_steps=1 this runs every step
-            if not logs:
-                return
-            # The common case, every value a float, skips the per-value filter (a few µs a step).
-            values = logs if set(map(type, logs.values())) == _FLOAT else _numeric(logs)
-            if not values:
-                return
-            # Eval metrics are logged inside the eval phase; the key scan runs only there.
-            evaluating = self._eval is not None and any(k.startswith("eval_") for k in values)
-            self.reporter.metrics(values, state.global_step, "eval" if evaluating else "train")
-        except Exception as exc:
-            internal_error("hf.on_log", exc)
-
     @guarded("hf.on_train_end", None)
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         for ph in (self._save, self._eval, self._train):
@@ -186,7 +204,7 @@ class TraincardCallback(TrainerCallback):  # type: ignore[misc,valid-type]
 
 
 # The handler events the callback uses, each called as handler.<event>(args, state, control),
-# plus the logs or metrics for those in EVENTS_WITH_VALUE.
+# plus the metrics for on_evaluate and the logs for on_log.
 TAPPED_EVENTS = (
     "on_train_begin",
     "on_step_end",
@@ -197,24 +215,19 @@ TAPPED_EVENTS = (
     "on_log",
     "on_train_end",
 )
-EVENTS_WITH_VALUE = frozenset({"on_evaluate", "on_log"})
 
 
-def _tap(handler: Any, event: str, hook: Any) -> Any:
+def _tap(handler: Any, event: str, callback: TraincardCallback) -> Any:
     original = getattr(handler, event)
-    # Fixed arities rather than *extra: on_step_end and on_log run every step, on its cold caches.
-    if event in EVENTS_WITH_VALUE:
+    if event == "on_step_end":
+        return callback.tap_step_end(original)
+    if event == "on_log":
+        return callback.tap_log(original)
+    hook = getattr(callback, event)
 
-        def tapped_with_value(args: Any, state: Any, control: Any, value: Any) -> Any:
-            control = original(args, state, control, value)
-            hook(args, state, control, value)
-            return control
-
-        return tapped_with_value
-
-    def tapped(args: Any, state: Any, control: Any) -> Any:
-        control = original(args, state, control)
-        hook(args, state, control)
+    def tapped(*args: Any) -> Any:  # the events of a run's start, end, epochs, evals and saves
+        control = original(*args)
+        hook(*args)
         return control
 
     return tapped
@@ -246,20 +259,21 @@ def attach(trainer: Any, reporter: Reporter) -> HFHandle:
     _check_version()
     callback = TraincardCallback(reporter)
     handler = trainer.callback_handler
-    taps = {event: _tap(handler, event, getattr(callback, event)) for event in TAPPED_EVENTS}
+    taps = {event: _tap(handler, event, callback) for event in TAPPED_EVENTS}
     step_fn = trainer.training_step
     train_fn = trainer.train
 
+    perf_counter = time.perf_counter
+
     @functools.wraps(step_fn)
-    def training_step(*args: Any, **kwargs: Any) -> Any:
+    def training_step(model: Any, inputs: Any, *rest: Any, **kwargs: Any) -> Any:
         # The data wait (at a step's first micro-batch) and the batch's sample and token counts,
         # inline rather than in a method: this runs once per micro-batch, on the step's cold caches.
         cb = callback
         try:
             if cb.data_wait is None and cb.last_step_end is not None:
                 # The Trainer fetches a step's batches between the previous step's end and here.
-                cb.data_wait = time.perf_counter() - cb.last_step_end
-            inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
+                cb.data_wait = perf_counter() - cb.last_step_end
             get = getattr(inputs, "get", None)  # a dict or a BatchEncoding
             shape = getattr(get("input_ids"), "shape", None) if get is not None else None
             if shape:
@@ -268,7 +282,7 @@ def attach(trainer: Any, reporter: Reporter) -> HFHandle:
                     cb.tokens += math.prod(shape)
         except Exception as exc:  # the step itself must run
             internal_error("hf.training_step", exc)
-        return step_fn(*args, **kwargs)
+        return step_fn(model, inputs, *rest, **kwargs)
 
     @functools.wraps(train_fn)
     def train(*args: Any, **kwargs: Any) -> Any:
