@@ -26,8 +26,9 @@ How the tracker is switched, per framework, with everything else identical:
 * raw loop: "on" blocks step an instrumented optimizer and call the tracker, "off" blocks step a
   second, identical optimizer over the same model.
 
-What keeps running in "off" blocks is the tracker's background work (traincard's sampler and an
-idle pump; a peer's writer thread or service process finishing its backlog), so this measures
+What keeps running in "off" blocks is the tracker's background work (traincard's sampler and
+pump, which reads the Trainer's logged dicts in both; a peer's writer thread or service process
+finishing its backlog), so this measures
 what the training thread pays per step; ``bench_background`` measures the background CPU.
 """
 

@@ -69,6 +69,12 @@ def to_float(value: Any) -> float | None:
     return None
 
 
+def as_step(value: Any) -> int | None:
+    """A reported step as an int (numpy and tensor scalars included), or None if it is not one."""
+    f = to_float(value)
+    return int(f) if f is not None and math.isfinite(f) else None
+
+
 def _dir_size(path: str) -> int | None:
     try:
         if os.path.isfile(path):
@@ -152,6 +158,44 @@ def _step_columns(items: list[tuple[Any, ...]]) -> tuple[list[Any], ...] | None:
     )
 
 
+def place_after_step_ends(
+    items: list[tuple[Any, ...]], read: list[tuple[Any, ...]], last_end: tuple[Any, float] | None
+) -> list[tuple[Any, ...]]:
+    """``items`` with metric reports read from sources, each placed and timed at its step's end.
+
+    ``read`` holds (values, step, phase, time read), in report order. A report read for step N was
+    made after step N ended, so it goes right after that step end in ``items`` and takes its time.
+    Step ends repeat after a rewind (a resumed run), so reports are matched to them in order: each
+    to the first step end of its step still to come. A report whose step has none in ``items`` is
+    placed where the walk has got to: made after ``last_end`` (the previous drain's last step end,
+    as (step, time); the source was read before that drain took it), or else timed as read.
+    """
+    left = collections.Counter(item[2] for item in items if item[0] == R.STEP)
+    out: list[tuple[Any, ...]] = []
+    j, n = 0, len(read)
+
+    def emit_ready(step_end: tuple[Any, ...] | None) -> None:
+        nonlocal j
+        while j < n:
+            values, step, phase, t = read[j]
+            if step_end is not None and step == step_end[2]:
+                t = step_end[1]
+            elif left[step] != 0:
+                return  # its step end is still to come
+            elif last_end is not None and step == last_end[0]:
+                t = last_end[1]
+            out.append((R.METRICS, t, step, phase, values, None))
+            j += 1
+
+    emit_ready(None)
+    for item in items:
+        out.append(item)
+        if item[0] == R.STEP:
+            left[item[2]] -= 1
+            emit_ready(item)
+    return out
+
+
 class Pump:
     """Drains a :class:`~traincard_otel._reporter.Reporter` queue into OTel.
 
@@ -185,6 +229,7 @@ class Pump:
         self._phase_names: dict[int, str] = {}
         self._failed_phase: str | None = None  # a phase that ended with an exception
         self._max_step: int | None = None
+        self._last_step_end: tuple[Any, float] | None = None  # (step, time), kept for metric sources
         self._runs: list[MetricRun] = []  # metric rows since the last flush, in report order
         self._open_run: MetricRun | None = None  # the run the next row may join
         self._run_rows = 0
@@ -297,7 +342,16 @@ class Pump:
         """Translate everything queued so far (thread-safe; also called at flush and shutdown)."""
         with self._lock:
             self._drained_at = time.monotonic()
+            # The sources before the queue: what they hold was reported after its step end, so
+            # that step end is in this drain or an earlier one.
+            read = self._read_sources() if self.reporter.metric_sources else None
             items = self.reporter.drain()
+            if read is not None:
+                last_end = next((item for item in reversed(items) if item[0] == R.STEP), None)
+                if read:
+                    items = place_after_step_ends(items, read, self._last_step_end)
+                if last_end is not None:
+                    self._last_step_end = (last_end[2], last_end[1])
             start, n = 0, len(items)
             while start < n:
                 end = start
@@ -317,6 +371,25 @@ class Pump:
                 self.flush_rows()
             except Exception as exc:
                 internal_error("pump", exc)
+
+    def _read_sources(self) -> list[tuple[Any, ...]]:
+        """(values, step, phase, time read) of the reports the reporter's metric sources hold."""
+        read: list[tuple[Any, ...]] = []
+        for source in self.reporter.metric_sources:
+            try:
+                now = time.time()
+                for values, step, phase in source():
+                    if not isinstance(values, dict):
+                        if not isinstance(values, Mapping):
+                            self._reject("bad_report", "a metric source gave %r, not a mapping", values)
+                            continue
+                        values = dict(values)
+                    if step is not None and type(step) is not int:
+                        step = as_step(step)
+                    read.append((values, step, phase, now))
+            except Exception as exc:
+                internal_error("metric source", exc)
+        return read
 
     def stop(self, timeout_s: float) -> None:
         self._stop.set()
@@ -477,9 +550,8 @@ class Pump:
         ):
             self._reject("bad_tags", "metric tags must map strings to strings; got %r, report dropped", tags)
             return
-        if step is not None and not isinstance(step, int):
-            step_f = to_float(step)
-            step = int(step_f) if step_f is not None else None
+        if step is not None and type(step) is not int:
+            step = as_step(step)
         floats, names = values.values(), tuple(values)
         run = self._open_run
         if (

@@ -11,7 +11,7 @@ import collections
 import os
 import time
 import traceback as tb_module
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 METRICS, STEP, LOG, PHASE_START, PHASE_END, CHECKPOINT, SYSTEM, FAILURE, EVENT = range(9)
 
 _LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
+
+# Returns the (values, step, phase) reports made since its last call, in order.
+MetricSource = Callable[[], Iterable[tuple[Mapping[str, Any], int | None, str | None]]]
 
 
 class Phase:
@@ -77,6 +80,7 @@ class Reporter:
         self.heartbeat_at: float = time.time()
         self._phase_tokens = 0
         self._open_phases: list[Phase] = []
+        self.metric_sources: tuple[MetricSource, ...] = ()
 
     @property
     def settings(self) -> Any:
@@ -124,6 +128,20 @@ class Reporter:
                 self._q.append((METRICS, time.time(), step, phase, dict(values), tags))
             else:
                 self.overflow += 1
+
+    def add_metric_source(self, source: MetricSource) -> None:
+        """Read metrics that a framework records anyway, off the training thread.
+
+        ``source()`` is called on the background thread before each drain (and on the caller's
+        thread in :meth:`flush`); it must be safe to call while training goes on. Each report it
+        returns is timed at the end of its step when that step end was reported, else when read.
+        """
+        if self._report_metrics:
+            self.metric_sources = (*self.metric_sources, source)
+
+    def remove_metric_source(self, source: MetricSource) -> None:
+        """Stop reading ``source`` (a bound method is matched by equality: each access is a new one)."""
+        self.metric_sources = tuple(s for s in self.metric_sources if s != source)
 
     def step_end(
         self,

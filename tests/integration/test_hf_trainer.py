@@ -23,6 +23,7 @@ def test_store_holds_exactly_what_the_trainer_logged(store_dir: Path, tmp_path: 
     trainer = make_trainer(str(tmp_path / "out"), max_steps=30, logging_steps=2, eval_steps=10, save_steps=15)
     handle = traincard_otel.instrument(trainer)
     assert traincard_otel.instrument(trainer) is handle  # idempotent
+    assert "on_log" not in vars(trainer.callback_handler)  # logs are read from the log history
     trainer.train()
     traincard_otel.shutdown()
 
@@ -33,11 +34,16 @@ def test_store_holds_exactly_what_the_trainer_logged(store_dir: Path, tmp_path: 
         got = list(zip(run.metrics[key].steps, run.metrics[key].values, strict=True))
         assert got == expected, key  # floats survive the JSON round trip exactly
     assert run.metrics["loss"].steps == [h["step"] for h in history if "loss" in h]
+    # Train metrics are timed at their step's end, eval metrics at the end of their eval phase.
+    step_end = dict(zip(run.step_times[0].steps, run.step_times[0].times, strict=True))
+    assert run.metrics["loss"].times == [step_end[s] for s in run.metrics["loss"].steps]
 
     phases = {p["n"]: p for p in run.phases}
     evals = [p for p in run.phases if p["n"] == "training.eval"]
     saves = [p for p in run.phases if p["n"] == "training.save"]
     assert len(evals) == 3 and all(p["t1"] > p["t0"] for p in evals)
+    for t, phase in zip(run.metrics["eval_loss"].times, evals, strict=True):
+        assert phase["t0"] < t <= phase["t1"]
     assert len(saves) == 2 and all(p["t1"] > p["t0"] for p in saves)
     assert "training.train" in phases and "training.run" in phases
 
@@ -75,10 +81,35 @@ def test_exception_in_training_is_recorded_once(store_dir: Path, tmp_path: Path)
     failure = run.status["failure"]
     assert failure["type"] == "RuntimeError" and failure["step"] == 6
     assert failure["verdict"]["kind"] == "cuda_oom"
-    assert failure["last_metrics"]["loss"] == run.metrics["loss"].values[-1]
+    logged = [h for h in trainer.state.log_history if "loss" in h]
+    assert run.metrics["loss"].steps == [h["step"] for h in logged] == [2, 4]  # step 6 failed before its log
+    assert failure["last_metrics"]["loss"] == logged[-1]["loss"]
     assert sum(1 for e in run.events if e["name"] == "traincard.run.failed") == 1
     assert run.status["status"] == "failed"
     assert os.path.isdir(tmp_path / "out")
+
+
+@pytest.mark.slow
+def test_eval_metrics_logged_before_a_failure_are_kept(store_dir: Path, tmp_path: Path) -> None:
+    from tiny_gpt2 import trainer as make_trainer
+    from transformers import TrainerCallback
+
+    class FailAfterEval(TrainerCallback):
+        def on_evaluate(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            raise RuntimeError("metric server down")
+
+    trainer = make_trainer(str(tmp_path / "out"), max_steps=20, logging_steps=2, eval_steps=4, save_steps=100)
+    trainer.add_callback(FailAfterEval())
+    traincard_otel.instrument(trainer)
+    with pytest.raises(RuntimeError, match="metric server down"):
+        trainer.train()
+    traincard_otel.shutdown()
+    run = traincard_otel.load(store_dir)
+    logged = trainer.state.log_history
+    assert [h["step"] for h in logged if "eval_loss" in h] == [4]
+    assert run.metrics["eval_loss"].values == [h["eval_loss"] for h in logged if "eval_loss" in h]
+    assert run.metrics["loss"].steps == [2, 4]
+    assert run.status["failure"]["last_metrics"]["eval_loss"] == run.metrics["eval_loss"].values[0]
 
 
 @pytest.mark.slow
@@ -160,3 +191,20 @@ def test_closing_the_handle_puts_the_trainer_back_as_it_was(store_dir: Path, tmp
     assert run.metrics["loss"].steps == [1, 2, 3, 4, 5, 6]
     assert run.step_times[0].steps == [1, 2, 3, 4, 5, 6]
     assert [p["n"] for p in run.phases].count("training.train") == 1
+
+
+def test_logged_dicts_are_read_with_their_numbers_only(store_dir: Path, tmp_path: Path) -> None:
+    from tiny_gpt2 import trainer as make_trainer
+
+    trainer = make_trainer(str(tmp_path / "out"), max_steps=2, logging_steps=1)
+    handle = traincard_otel.instrument(trainer)
+    trainer.log({"custom": 1.5, "note": "not a number", "flag": True, "count": 3})
+    trainer.log({"note": "nothing else"})
+    handle.close()
+    trainer.log({"custom": 2.5})  # after close: not reported
+    traincard_otel.shutdown()
+    run = traincard_otel.load(store_dir)
+    assert run.metrics["custom"].values == [1.5] and run.metrics["custom"].steps == [0]
+    assert run.metrics["count"].values == [3.0]
+    assert not {"note", "flag"} & set(run.metrics)
+    assert not run.status["rejected"]  # what the Trainer logs that is not a number is not bad input

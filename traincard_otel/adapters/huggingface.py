@@ -1,18 +1,23 @@
 """Hugging Face ``transformers.Trainer`` adapter (TRL/PEFT trainers are Trainer subclasses).
 
-A callback maps Trainer events to the reporter: every ``on_log`` dict with its
-step, train/eval/save phases with their real durations, checkpoints from ``on_save`` with the
-best-model metric, status fields for the ETA, and heartbeats. Token and sample counts come
-from the batches themselves (``training_step`` is wrapped on the instance) because the Trainer
-only logs throughput at the end of training; the same wrapper measures the time each step
-waited for its batches.
+A callback maps Trainer events to the reporter: train/eval/save phases with their real
+durations, checkpoints from ``on_save`` with the best-model metric, status fields for the ETA,
+and heartbeats. Token and sample counts come from the batches themselves (``training_step`` is
+wrapped on the instance) because the Trainer only logs throughput at the end of training; the
+same wrapper measures the time each step waited for its batches.
+
+Every dict the Trainer logs is read from ``state.log_history``, where ``Trainer.log`` appends it
+(with its step) just before ``on_log``: the reporter's background thread reads it as a metric
+source, so logging costs the training thread nothing (an ``on_log`` tap cost about 10 µs a step
+when logging every step). Eval metrics are the exception: ``on_evaluate`` reports them itself,
+inside the eval phase and at its end.
 
 The callback is not added to ``trainer.callback_handler.callbacks``: the handler calls every
 callback at every event with six keyword arguments built afresh, five events a step, so a
 registered callback costs about 3 µs a step for each event it ignores. Instead the handler's
 methods for the events used here are wrapped on the instance, calling the callback after the
 registered ones (so it sees the final ``TrainerControl``, as a callback added last would); for
-the two per-step events the wrapper is the callback's own code, one Python call less a step.
+``on_step_end``, run every step, the wrapper is the callback's own code, one Python call less.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
 import time
+from itertools import chain
 from typing import Any
 
 from .._optional import require
@@ -42,7 +49,7 @@ def _check_version() -> None:
         )
 
 
-_FLOAT = {float}
+_NUMBER = {float, int}
 
 
 def _numeric(logs: dict[str, Any]) -> dict[str, Any]:
@@ -67,10 +74,71 @@ class TraincardCallback:
         self.tokens = 0
         self._last_eval: dict[str, float] = {}
         self.data_wait: float | None = None
+        self._history_lock = threading.Lock()
+        self._history: list[Any] = [[], 0]  # the log history followed and the next entry to read
+        self._unread: list[tuple[dict[str, Any], Any, str]] = []  # read by report_logged, for the source
+        self._eval_keys: dict[tuple[str, ...], bool] = {}  # a logged dict's names -> any eval_ metric
+
+    # -- logged metrics ------------------------------------------------------------------------
+    def follow(self, history: list[dict[str, Any]]) -> None:
+        """Report what is appended to ``history`` (a ``TrainerState.log_history``) from now on;
+        what it holds already (a resumed run's) was reported by the run that logged it."""
+        self._history = [history, len(history)]  # one assignment: the source may be mid-read
+
+    def logged_metrics(self) -> list[tuple[dict[str, Any], Any, str]]:
+        """The reporter's metric source: the dicts logged since the last read, as reports.
+
+        While an eval phase is open in training, reading stops at the first dict with ``eval_``
+        metrics: ``on_evaluate`` (or the end of training) reports those, inside the phase.
+        """
+        with self._history_lock:
+            reports, self._unread = self._unread, []
+            reports += self._read_history(in_phase=True)
+        return reports
+
+    @guarded("hf.report_logged", None)
+    def report_logged(self) -> None:
+        """Report the eval metrics logged and not read yet, now, on the calling thread (at the end
+        of an evaluation, or of a failed run); the train metrics are left to the source, which
+        times them at their step's end."""
+        with self._history_lock:
+            for values, step, phase in self._read_history(in_phase=False):
+                if phase == "eval":
+                    self.reporter.metrics(values, step, phase)
+                else:
+                    self._unread.append((values, step, phase))
+
+    def _read_history(self, *, in_phase: bool) -> list[tuple[dict[str, Any], Any, str]]:
+        """The dicts appended since the last read (the caller holds the lock); ``in_phase``: not
+        those from the first with ``eval_`` metrics on, while an eval phase is open in training."""
+        cursor = self._history
+        history, start = cursor
+        end = len(history)
+        # Read after the end: an eval dict up to there was logged with its phase open already.
+        hold_eval = in_phase and self._eval is not None and self._train is not None
+        reports = []
+        for entry in history[start:end]:
+            values = dict(entry)
+            step = values.pop("step", None)
+            keys = tuple(values)
+            evaluating = self._eval_keys.get(keys)
+            if evaluating is None:  # a Trainer logs a few sets of names, over and over
+                if len(self._eval_keys) > 64:
+                    self._eval_keys.clear()
+                evaluating = self._eval_keys[keys] = any(k.startswith("eval_") for k in keys)
+            if evaluating and hold_eval:
+                break
+            reports.append((values, step, "eval" if evaluating else "train"))
+        cursor[1] = start + len(reports)
+        # Numbers only: one pass over all the values in the common case.
+        if not set(map(type, chain.from_iterable(values.values() for values, _s, _p in reports))) <= _NUMBER:
+            reports = [(_numeric(values), step, phase) for values, step, phase in reports]
+        return [report for report in reports if report[0]]
 
     # -- Trainer events --------------------------------------------------------------------------
     @guarded("hf.on_train_begin", None)
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.follow(state.log_history)  # a new TrainerState: loaded from the checkpoint on resume
         world = max(int(getattr(args, "world_size", 1) or 1), 1)
         batch = int(args.per_device_train_batch_size) * int(args.gradient_accumulation_steps) * world
         self.reporter.progress(
@@ -89,9 +157,9 @@ class TraincardCallback:
         self._train = self.reporter.phase("train")
         self.last_step_end = time.perf_counter()
 
-    # -- the per-step events -------------------------------------------------------------------
-    # These two build the handler's wrapped method itself rather than a hook for _tap() to call:
-    # on a step's cold caches every Python call layer costs µs (about 2 µs here, in training).
+    # -- the per-step event ---------------------------------------------------------------------
+    # This builds the handler's wrapped method itself rather than a hook for _tap() to call: on a
+    # step's cold caches every Python call layer costs µs (about 2 µs here, in training).
     def tap_step_end(self, original: Any) -> Any:
         """``handler.on_step_end`` that reports the step after the registered callbacks ran."""
         perf_counter, step_end = time.perf_counter, self.reporter.step_end
@@ -123,25 +191,6 @@ class TraincardCallback:
 
         return on_step_end
 
-    def tap_log(self, original: Any) -> Any:
-        """``handler.on_log`` that reports the logged scalars (every step with logging_steps=1)."""
-        metrics = self.reporter.metrics
-
-        def on_log(args: Any, state: Any, control: Any, logs: Any) -> Any:
-            control = original(args, state, control, logs)
-            try:
-                # The common case, every value a float, skips the per-value filter.
-                values = logs if logs and set(map(type, logs.values())) == _FLOAT else _numeric(logs or {})
-                if values:
-                    # Eval metrics are logged inside the eval phase; the key scan runs only there.
-                    evaluating = self._eval is not None and any(k.startswith("eval_") for k in values)
-                    metrics(values, state.global_step, "eval" if evaluating else "train")
-            except Exception as exc:
-                internal_error("hf.on_log", exc)
-            return control
-
-        return on_log
-
     @guarded("hf.on_epoch_end", None)
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.reporter.progress(epoch=state.epoch)
@@ -166,6 +215,7 @@ class TraincardCallback:
 
     @guarded("hf.on_evaluate", None)
     def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any) -> None:
+        self.report_logged()  # the eval metrics, logged just before, timed and placed in the phase
         if metrics:
             self._last_eval.update({k: float(v) for k, v in _numeric(metrics).items()})
         if self._eval is not None:
@@ -204,7 +254,7 @@ class TraincardCallback:
 
 
 # The handler events the callback uses, each called as handler.<event>(args, state, control),
-# plus the metrics for on_evaluate and the logs for on_log.
+# plus the metrics for on_evaluate.
 TAPPED_EVENTS = (
     "on_train_begin",
     "on_step_end",
@@ -212,7 +262,6 @@ TAPPED_EVENTS = (
     "on_prediction_step",
     "on_evaluate",
     "on_save",
-    "on_log",
     "on_train_end",
 )
 
@@ -221,8 +270,6 @@ def _tap(handler: Any, event: str, callback: TraincardCallback) -> Any:
     original = getattr(handler, event)
     if event == "on_step_end":
         return callback.tap_step_end(original)
-    if event == "on_log":
-        return callback.tap_log(original)
     hook = getattr(callback, event)
 
     def tapped(*args: Any) -> Any:  # the events of a run's start, end, epochs, evals and saves
@@ -251,7 +298,10 @@ class HFHandle:
                 if vars(obj).get(name) is wrapper:
                     delattr(obj, name)
         self._wrapped = []
-        self.callback.reporter.flush()
+        reporter = self.callback.reporter
+        self.callback.report_logged()
+        reporter.flush()
+        reporter.remove_metric_source(self.callback.logged_metrics)
 
 
 def attach(trainer: Any, reporter: Reporter) -> HFHandle:
@@ -291,11 +341,14 @@ def attach(trainer: Any, reporter: Reporter) -> HFHandle:
         except BaseException as exc:
             if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 reporter.progress(step=trainer.state.global_step)  # other callbacks may have raised first
+                callback.report_logged()  # the last metrics, for the failure summary
                 reporter.failure(exc)
             raise
 
     for event, tapped in taps.items():
         setattr(handler, event, tapped)
+    callback.follow(trainer.state.log_history)  # trainer.evaluate() before any train()
+    reporter.add_metric_source(callback.logged_metrics)
     trainer.training_step = training_step
     trainer.train = train
     own = {"training_step": training_step, "train": train}

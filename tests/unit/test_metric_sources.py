@@ -1,0 +1,141 @@
+"""Metrics read from a source off the training thread land as if reported right after their step end."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import traincard_otel
+from traincard_otel import _pipeline
+from traincard_otel._pump import METRICS_EVENT, STEP_EVENT, Pump
+
+
+def _pump(store: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[traincard_otel.Reporter, Pump, list[Any]]:
+    monkeypatch.setenv("TRAINCARD_DIR", str(store))
+    monkeypatch.setenv("TRAINCARD_SYSTEM", "false")
+    monkeypatch.setenv("TRAINCARD_FLUSH_INTERVAL", "3600")  # drains only where the test says
+    reporter = traincard_otel.configure()
+    pipeline = _pipeline._active
+    assert pipeline is not None
+    emitted: list[tuple[str | None, Any, Any]] = []
+    emit = pipeline.pump._emit
+
+    def recording_emit(t: float, event: str | None, body: Any, attrs: Any = None, *rest: Any) -> None:
+        emitted.append((event, body, attrs))
+        emit(t, event, body, attrs, *rest)
+
+    monkeypatch.setattr(pipeline.pump, "_emit", recording_emit)
+    return reporter, pipeline.pump, emitted
+
+
+def _train(
+    store: Path, monkeypatch: pytest.MonkeyPatch, seed: int, via_source: bool, drain_at_resume: bool
+) -> dict[str, Any]:
+    """Step ends with metrics logged after most of them, resumes (rewinds) included, drained at
+    random points: also between a step end and its metrics, as the pump's thread may."""
+    reporter, pump, emitted = _pump(store, monkeypatch)
+    logged: list[tuple[dict[str, float], int, str]] = []
+    step_end_times: list[float] = []
+
+    def source() -> list[tuple[dict[str, float], int, str]]:
+        out = logged[:]
+        logged.clear()
+        return out
+
+    if via_source:
+        reporter.add_metric_source(source)
+    rng = random.Random(seed)
+    step = 0
+    for _ in range(600):
+        step += 1
+        if rng.random() < 0.03:
+            if drain_at_resume:
+                pump.drain()  # as a Trainer's flush at the end of training does
+            step = max(1, step - rng.randint(1, 40))  # a resume from an earlier checkpoint
+        reporter.step_end(step, 0.01, 4, 256, 0.001)
+        if rng.random() < 0.05:
+            pump.drain()
+        if rng.random() < 0.7:
+            values = {"loss": rng.random(), "learning_rate": rng.random()}
+            if via_source:
+                logged.append((values, step, "train"))
+                step_end_times.append(reporter.heartbeat_at)  # the time of the step end just reported
+            else:
+                reporter.metrics(values, step, "train")
+        if rng.random() < 0.05:
+            pump.drain()
+    pump.drain()
+    rows, times, events = [], [], []
+    for event, body, attrs in emitted:
+        if event == METRICS_EVENT:
+            for run in body["runs"]:
+                width = len(run["names"])
+                for i, s in enumerate(run["steps"]):
+                    rows.append(
+                        (run["phase"], tuple(run["names"]), s, run["values"][i * width : (i + 1) * width])
+                    )
+                times.extend(run["times"])
+        elif event != STEP_EVENT:
+            events.append((event, {k: v for k, v in (attrs or {}).items() if k != "host.name"}))
+    traincard_otel.shutdown()
+    return {
+        "rows": rows,
+        "times": times,
+        "events": events,
+        "expected_times": step_end_times,
+    }
+
+
+@pytest.mark.parametrize("drain_at_resume", [True, False])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_metrics_from_a_source_match_metrics_reported_after_their_step_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, drain_at_resume: bool
+) -> None:
+    queued = _train(tmp_path / "queued", monkeypatch, seed, False, drain_at_resume)
+    read = _train(tmp_path / "read", monkeypatch, seed, True, drain_at_resume)
+    assert read["rows"] == queued["rows"]
+    assert len(read["rows"]) > 300
+    assert read["events"] == queued["events"]  # the same rewinds, and no false ones
+    assert any(e == "traincard.run.rewind" for e, _attrs in read["events"])
+    if drain_at_resume:  # as after a Trainer's train(): each report timed at its own step end
+        assert read["times"] == read["expected_times"]
+    # Otherwise a step's ends before and after a rewind in one drain cannot be told apart: the rows
+    # and events are still the same, a time may be another step end's or the time read.
+
+
+def test_a_source_reports_with_no_step_end_and_bad_reports_are_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reporter, pump, _emitted = _pump(tmp_path / "store", monkeypatch)
+    reports: list[Any] = [
+        ({"eval_loss": 0.5}, 3.0, "eval"),
+        ("not a mapping", 4, None),
+        ({"x": 1.0}, None, None),
+    ]
+    reporter.add_metric_source(lambda: [reports.pop(0) for _ in range(len(reports))])
+    pump.drain()
+    assert pump.rejected == {"bad_report": 1}
+    assert pump.last_metrics == {"eval_loss": 0.5, "x": 1.0}
+    traincard_otel.shutdown()
+    run = traincard_otel.load(tmp_path / "store")
+    assert run.metrics["eval_loss"].steps == [3]  # a float step taken as an int
+    assert run.status["rejected"] == {"bad_report": 1}  # shown in the card with the other rejections
+
+
+def test_a_removed_source_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reporter, pump, _emitted = _pump(tmp_path / "store", monkeypatch)
+    calls: list[int] = []
+
+    def source() -> list[Any]:
+        calls.append(1)
+        return []
+
+    reporter.add_metric_source(source)
+    pump.drain()
+    reporter.remove_metric_source(source)
+    pump.drain()
+    assert calls == [1]
+    traincard_otel.shutdown()
