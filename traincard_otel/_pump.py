@@ -342,6 +342,7 @@ class Pump:
         """Translate everything queued so far (thread-safe; also called at flush and shutdown)."""
         with self._lock:
             self._drained_at = time.monotonic()
+            self.reporter.sync_clocks()
             # The sources before the queue: what they hold was reported after its step end, so
             # that step end is in this drain or an earlier one.
             read = self._read_sources() if self.reporter.metric_sources else None

@@ -58,7 +58,13 @@ def test_store_holds_exactly_what_the_trainer_logged(store_dir: Path, tmp_path: 
     progress = status["progress"]
     assert progress["max_steps"] == 30 and progress["batch_size"] == 16 and progress["world_size"] == 1
     assert run.step_times[0].steps[-1] == 30
-    assert run.throughput["tokens_per_second{rank=0}"].values[-1] > 0
+    # Tokens and samples come from each step's batch: 16 sequences of 32 tokens.
+    tokens = run.throughput["tokens_per_second{rank=0}"]
+    samples = run.throughput["samples_per_second{rank=0}"]
+    assert len(tokens) == len(samples) == 30
+    assert all(t == pytest.approx(32 * n) for t, n in zip(tokens.values, samples.values, strict=True))
+    durations = run.step_times[0].values
+    assert samples.values == pytest.approx([16 / d for d in durations[-len(samples) :]])
 
 
 @pytest.mark.slow

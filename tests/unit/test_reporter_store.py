@@ -73,6 +73,26 @@ def test_interleaved_names_phases_and_tags_come_back_row_for_row(store_dir: Path
     assert run.throughput["samples_per_second{rank=0}"].values == [800.0] * 15
 
 
+def test_a_step_end_timed_by_the_perf_counter_is_stored_at_wall_clock_time(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = traincard_otel.configure()
+    before = time.time()
+    r.step_end(1, duration_s=0.01, at=time.perf_counter())
+    after = time.time()
+    r.flush()  # a drain: the background thread re-reads the clocks' offset
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 3600.0)  # the wall clock steps an hour
+    r.flush()
+    r.step_end(2, duration_s=0.01, at=time.perf_counter())
+    monkeypatch.undo()
+    traincard_otel.shutdown()
+
+    times = traincard_otel.load(store_dir).step_times[0].times
+    assert before - 0.01 <= times[0] <= after + 0.01
+    assert times[1] - after == pytest.approx(3600.0, abs=5.0)
+
+
 def test_a_store_flush_holds_everything_reported_before_it(store_dir: Path) -> None:
     r = traincard_otel.configure()
     pipeline = _pipeline._active

@@ -177,6 +177,7 @@ class TraincardCallback:
                     self.tokens or None,
                     self.data_wait,
                     state.epoch,
+                    now,
                 )
                 self.samples = self.tokens = 0
                 self.data_wait = None
@@ -327,8 +328,11 @@ def attach(trainer: Any, reporter: Reporter) -> HFHandle:
             get = getattr(inputs, "get", None)  # a dict or a BatchEncoding
             shape = getattr(get("input_ids"), "shape", None) if get is not None else None
             if shape:
-                cb.samples += shape[0]
-                if len(shape) >= 2:
+                n = shape[0]
+                cb.samples += n
+                if len(shape) == 2:  # (batch, sequence): spares math.prod's cold lookup and call
+                    cb.tokens += n * shape[1]
+                elif len(shape) > 2:
                     cb.tokens += math.prod(shape)
         except Exception as exc:  # the step itself must run
             internal_error("hf.training_step", exc)

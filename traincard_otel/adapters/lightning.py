@@ -132,7 +132,7 @@ def _classes(pl: ModuleType) -> tuple[type, type]:
                 self._last_end = now
                 size = _batch_size(batch)
                 self.reporter.step_end(
-                    trainer.global_step, duration, size, None, self._wait, trainer.current_epoch
+                    trainer.global_step, duration, size, None, self._wait, trainer.current_epoch, now
                 )
                 if size != self._size:
                     self._size = size
