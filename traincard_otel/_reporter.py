@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from ._safety import warn_once
+
 if TYPE_CHECKING:
     from ._pipeline import Pipeline
 
@@ -165,7 +167,16 @@ class Reporter:
         the caller has read it (it spares the training thread a read of the wall clock)."""
         if self._on:
             # A cold wall-clock read costs about 1 µs on a step's evicted caches; an addition does not.
-            now = time.time() if at is None else at + self._perf_to_wall
+            try:
+                now = time.time() if at is None else at + self._perf_to_wall
+            except TypeError:
+                warn_once(
+                    "step_end.at",
+                    "traincard: step_end(at=%r) is not a time.perf_counter() reading; "
+                    "the wall clock's time is used (reported once)",
+                    at,
+                )
+                now = time.time()
             self.step = step
             self.heartbeat_at = now
             if epoch is not None:

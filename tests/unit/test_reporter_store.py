@@ -93,6 +93,26 @@ def test_a_step_end_timed_by_the_perf_counter_is_stored_at_wall_clock_time(
     assert times[1] - after == pytest.approx(3600.0, abs=5.0)
 
 
+def test_a_step_end_with_a_bad_at_is_stored_at_the_wall_clock_and_logged_once(
+    store_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    r = traincard_otel.configure()
+    before = time.time()
+    with caplog.at_level(logging.WARNING, logger="traincard_otel"):
+        r.step_end(1, duration_s=0.01, at="soon")  # type: ignore[arg-type]
+        r.step_end(2, duration_s=0.01, at=object())  # type: ignore[arg-type]
+    after = time.time()
+    traincard_otel.shutdown()
+
+    assert [rec.getMessage() for rec in caplog.records if "step_end(at=" in rec.getMessage()] == [
+        "traincard: step_end(at='soon') is not a time.perf_counter() reading; "
+        "the wall clock's time is used (reported once)"
+    ]
+    series = traincard_otel.load(store_dir).step_times[0]
+    assert series.steps == [1, 2]
+    assert all(before <= t <= after for t in series.times)
+
+
 def test_a_store_flush_holds_everything_reported_before_it(store_dir: Path) -> None:
     r = traincard_otel.configure()
     pipeline = _pipeline._active
