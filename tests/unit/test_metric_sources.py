@@ -10,7 +10,15 @@ import pytest
 
 import traincard_otel
 from traincard_otel import _pipeline
-from traincard_otel._pump import METRICS_EVENT, STEP_EVENT, Pump
+from traincard_otel import _reporter as R
+from traincard_otel._pump import (
+    METRICS_EVENT,
+    STEP_EVENT,
+    Pump,
+    _at_unique_step_ends,
+    _walk_step_ends,
+    place_after_step_ends,
+)
 
 
 def _pump(store: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[traincard_otel.Reporter, Pump, list[Any]]:
@@ -139,3 +147,30 @@ def test_a_removed_source_is_not_read(tmp_path: Path, monkeypatch: pytest.Monkey
     pump.drain()
     assert calls == [1]
     traincard_otel.shutdown()
+
+
+def test_the_common_case_places_reports_as_the_step_by_step_walk_does() -> None:
+    rng = random.Random(7)
+    fast = 0
+    for _ in range(2000):
+        steps = list(range(rng.randint(0, 3), rng.randint(3, 12)))
+        if steps and rng.random() < 0.2:
+            steps.insert(rng.randrange(len(steps) + 1), rng.choice(steps))  # a rewind repeats a step
+        items: list[tuple[Any, ...]] = []
+        for i, step in enumerate(steps):
+            items.append((R.STEP, 100.0 + i, step, 0.01, None, None, None))
+            if rng.random() < 0.2:
+                items.append((R.EVENT, 100.5 + i, "traincard.checkpoint", {}))
+        logged = sorted(rng.sample(steps, k=min(len(steps), rng.randint(0, 6))))
+        if rng.random() < 0.3:
+            logged.append(rng.randint(-1, 14))  # a step with no step end in this drain
+        if rng.random() < 0.2:
+            rng.shuffle(logged)
+        read = [({"loss": float(s)}, s, "train", 200.0 + j) for j, s in enumerate(logged)]
+        last_end = (rng.randint(-1, 3), 50.0) if rng.random() < 0.5 else None
+        placed = _at_unique_step_ends(items, read)
+        if placed is not None:
+            fast += 1
+            assert placed == _walk_step_ends(items, read, last_end)
+        assert place_after_step_ends(items, read, last_end) == _walk_step_ends(items, read, last_end)
+    assert 400 < fast < 1600  # both paths taken

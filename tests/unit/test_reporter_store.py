@@ -152,6 +152,31 @@ def test_bad_values_are_recorded_or_rejected_never_raised(
     assert "not a number" in messages and "non-empty strings" in messages and "is nan" in messages
 
 
+def test_a_step_end_with_a_bad_step_is_counted_and_the_rest_kept(
+    store_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    r = traincard_otel.configure()
+    pipeline = _pipeline._active
+    assert pipeline is not None
+    logged: list[tuple[dict[str, float], int, str]] = []
+    r.add_metric_source(lambda: [logged.pop(0) for _ in range(len(logged))])  # as the HF adapter's
+    with caplog.at_level(logging.WARNING, logger="traincard_otel"):
+        r.step_end(1, 0.01)
+        r.step_end([2], 0.01)  # type: ignore[arg-type]
+        r.step_end(np.int64(3), 0.01)  # type: ignore[arg-type]
+        logged.append(({"loss": 0.5}, 3, "train"))
+        pipeline.pump.drain()  # the bad step's drain: its reports are kept, timed when read
+        r.step_end(torch.tensor(4), 0.01)  # type: ignore[arg-type]
+        logged.append(({"loss": 0.25}, 4, "train"))
+        traincard_otel.shutdown()
+    run = traincard_otel.load(store_dir)
+    assert run.step_times[0].steps == [1, 3, 4]
+    assert run.metrics["loss"].steps == [3, 4]
+    assert run.metrics["loss"].times[1] == run.step_times[0].times[2]  # placed at its step end
+    assert run.status["rejected"] == {"bad_step": 1}
+    assert "is not a step number" in caplog.text
+
+
 def test_sdk_disabled_is_a_silent_no_op(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     r = traincard_otel.configure()
