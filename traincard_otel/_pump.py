@@ -33,8 +33,8 @@ from .telemetry.failure import classify
 SYSTEM_EVENT = "traincard.system"
 _FLOAT = {float}
 _INT = {int}
-_STEP_TYPES = {int, type(None)}
-_WAIT_TYPES = {float, type(None)}
+_INT_OR_NONE = {int, type(None)}
+_FLOAT_OR_NONE = {float, type(None)}
 _ROW_KINDS = frozenset({R.METRICS, R.STEP})  # per-step rows, translated a stretch at a time
 MAX_ROWS_PER_EVENT = 2000
 
@@ -110,7 +110,7 @@ def _metric_columns(
         or phases.count(phases[0]) != len(phases)
         or set(map(len, reports)) != {len(names)}  # with the lookups below: the same names
         or not ((run is not None and run.names == names) or known.keys() >= first.keys())
-        or not set(map(type, steps)) <= _STEP_TYPES
+        or not set(map(type, steps)) <= _INT_OR_NONE
     ):
         return None
     try:  # each report's values in the order of the first one's names
@@ -139,23 +139,23 @@ def _step_columns(items: list[tuple[Any, ...]]) -> tuple[list[Any], ...] | None:
     _kinds, times, steps, durations, samples, tokens, waits = zip(*items, strict=True)
     if set(map(type, steps)) != _INT or set(map(type, durations)) != _FLOAT or min(durations) <= 0:
         return None
+    if not (set(map(type, samples)) | set(map(type, tokens))) <= _INT_OR_NONE:
+        return None  # counts that are not ints: checked row by row
     wait_types = set(map(type, waits))
     if wait_types == _FLOAT and min(waits) >= 0:
         measured = wait_col = list(waits)
-    elif wait_types <= _WAIT_TYPES:
+    elif wait_types <= _FLOAT_OR_NONE:
         measured = [w if w is not None and w >= 0 else None for w in waits]
         wait_col = [NAN if w is None else w for w in measured]
     else:
         return None
-    return (
-        list(times),
-        list(steps),
-        list(durations),
-        wait_col,
+    counts = (
         [x or 0 for x in samples] if None in samples else list(samples),
         [x or 0 for x in tokens] if None in tokens else list(tokens),
-        measured,
     )
+    if min(counts[0]) < 0 or min(counts[1]) < 0:
+        return None
+    return (list(times), list(steps), list(durations), wait_col, *counts, measured)
 
 
 def place_after_step_ends(
@@ -672,10 +672,15 @@ class Pump:
                 return
         self._step_ends += 1
         self._check_rewind(t, step)
+        if type(duration) is not float and duration is not None:
+            duration = self._measure(duration, "duration_s")
+        if type(wait) is not float and wait is not None:
+            wait = self._measure(wait, "data_wait_s")
         wait = wait if wait is not None and wait >= 0 else None
         wait_s = NAN if wait is None else wait
         if duration is not None and duration > 0:
-            n, tok = samples or 0, tokens or 0
+            n = samples if type(samples) is int and samples >= 0 else self._count(samples, "samples")
+            tok = tokens if type(tokens) is int and tokens >= 0 else self._count(tokens, "tokens")
             self._step_cols.add(t, step, duration, wait_s, n, tok)
             self._recent_steps.append((duration, wait, n, tok))
             if self._timed:
@@ -684,6 +689,25 @@ class Pump:
             self._step_cols.add(t, step, NAN, wait_s, 0, 0)
         if len(self._step_cols.steps) >= MAX_ROWS_PER_EVENT:
             self.flush_rows()
+
+    def _measure(self, value: Any, field: str) -> float | None:
+        """A step end's time in seconds as a float; None (not measured) if it is not a number."""
+        f = to_float(value)
+        if f is None:
+            self._reject(
+                f"bad_{field}", "step_end(%s=%r) is not a number of seconds; not measured", field, value
+            )
+        return f
+
+    def _count(self, value: Any, field: str) -> int:
+        """A step end's sample or token count as an int; 0 (not counted) if it is not a count."""
+        if value is None:
+            return 0
+        f = to_float(value)
+        if f is None or not math.isfinite(f) or f < 0:
+            self._reject(f"bad_{field}", "step_end(%s=%r) is not a count; not counted", field, value)
+            return 0
+        return int(f)
 
     # Derived from the recent step rows when asked (by the watchdog, the metric reader), not per step.
     def recent_durations(self) -> list[float]:

@@ -177,6 +177,32 @@ def test_a_step_end_with_a_bad_step_is_counted_and_the_rest_kept(
     assert "is not a step number" in caplog.text
 
 
+def test_step_end_counts_and_times_that_are_not_numbers_are_counted_never_stored(
+    store_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    r = traincard_otel.configure()
+    with caplog.at_level(logging.WARNING, logger="traincard_otel"):
+        r.step_end(1, 0.01, torch.tensor(4), np.int64(128))  # type: ignore[arg-type]
+        r.step_end(2, 0.01, "four", None)  # type: ignore[arg-type]
+        r.step_end(3, torch.tensor(0.01), 4, -128, data_wait_s=np.float32(0.001))  # type: ignore[arg-type]
+        r.step_end(4, "slow", 4, 128, data_wait_s="x")  # type: ignore[arg-type]
+        r.step_end(5, 0.01, 4, 128)
+        traincard_otel.shutdown()
+    run = traincard_otel.load(store_dir)  # loads: nothing that is not a number was stored
+    assert run.step_times[0].steps == [1, 2, 3, 5]  # step 4's time was not measured
+    samples = run.throughput["samples_per_second{rank=0}"]
+    tokens = run.throughput["tokens_per_second{rank=0}"]
+    assert samples.steps == [1, 3, 5] and samples.values[0] == pytest.approx(400.0)
+    assert tokens.steps == [1, 5] and tokens.values[0] == pytest.approx(12800.0)
+    assert run.status["rejected"] == {
+        "bad_samples": 1,
+        "bad_tokens": 1,
+        "bad_duration_s": 1,
+        "bad_data_wait_s": 1,
+    }
+    assert "is not a count" in caplog.text and "is not a number of seconds" in caplog.text
+
+
 def test_sdk_disabled_is_a_silent_no_op(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     r = traincard_otel.configure()
