@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -121,7 +122,9 @@ def lightning_logger(mode: str, tmp: str) -> Any:
     return False
 
 
-def hf_trainer(mode: str, out: str, steps: int, callbacks: list[Any], device: str = "cpu") -> Any:
+def hf_trainer(
+    mode: str, out: str, steps: int, callbacks: list[Any], device: str = "cpu", batch: int = 4
+) -> Any:
     """A Trainer on a tiny GPT-2 logging every step, reporting to ``mode`` if it is a peer."""
     sys.path.insert(0, str(REPO / "examples"))
     from tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
@@ -133,7 +136,7 @@ def hf_trainer(mode: str, out: str, steps: int, callbacks: list[Any], device: st
         logging_steps=1,
         eval_strategy="no",
         save_strategy="no",
-        per_device_train_batch_size=4,
+        per_device_train_batch_size=batch,
         warmup_steps=0,
         report_to=[mode] if mode in PEERS else "none",
         use_cpu=device == "cpu",
@@ -154,11 +157,11 @@ def raw_model(device: str = "cpu") -> Any:
     return net.to(device)
 
 
-def raw_step(model: Any, opt: Any, device: str = "cpu") -> tuple[Any, Any]:
+def raw_step(model: Any, opt: Any, device: str = "cpu", batch: int = 128) -> tuple[Any, Any]:
     """One optimizer step of the raw loop; returns the loss and the batch."""
     import torch
 
-    x = torch.randn(128, 256, device=device)
+    x = torch.randn(batch, 256, device=device)
     loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
     opt.zero_grad()
     loss.backward()
@@ -172,10 +175,14 @@ def lightning_fit(
     on_batch: Callable[[Any], None],
     setup: Callable[[Any], None],
     device: str = "cpu",
+    batch: int = 128,
+    distinct_batches: int | None = None,
 ) -> None:
     """Fit a small Lightning module for ``steps`` steps, logging every step to ``mode``'s logger.
 
     ``on_batch(trainer)`` runs at the start of every training step; ``setup(trainer)`` before fit.
+    With ``distinct_batches``, that many batches are cycled through in one endless epoch (long
+    runs without the memory of a batch per step); otherwise every step has its own batch.
     """
     import lightning.pytorch as pl
     import torch
@@ -195,9 +202,18 @@ def lightning_fit(
         def configure_optimizers(self) -> Any:
             return torch.optim.AdamW(self.parameters(), lr=1e-3)
 
-    data = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(torch.randn(128 * steps, 256)), batch_size=128
-    )
+    if distinct_batches:
+        batches = [(torch.randn(batch, 256),) for _ in range(distinct_batches)]
+
+        class Endless(torch.utils.data.IterableDataset):
+            def __iter__(self) -> Iterator[Any]:
+                return itertools.cycle(batches)
+
+        data: Any = torch.utils.data.DataLoader(Endless(), batch_size=None)
+    else:
+        data = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(torch.randn(batch * steps, 256)), batch_size=batch
+        )
     trainer = pl.Trainer(
         max_steps=steps,
         log_every_n_steps=1,

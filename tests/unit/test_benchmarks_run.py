@@ -148,3 +148,67 @@ def test_end_to_end_control_times_plain_runs_against_plain_runs(tmp_path, monkey
     assert [row["tracker"] for row in out["results"]] == ["traincard", "none"]
     control = out["raw"]["raw/none"]
     assert len(control) == 1 and sum(run["tracked"] for run in control[0]) == 2
+
+
+def test_step_pairs_time_every_step_once_in_pairs_of_one_on_and_one_off() -> None:
+    from benchmarks.bench_step_pairs import WARMUP_STEPS, StepPairs, plan
+
+    order = plan(400)
+    pairs_of_plan = list(zip(order[0::2], order[1::2], strict=True))
+    assert all(first != second for first, second in pairs_of_plan)
+    assert 70 < sum(first for first, _ in pairs_of_plan) < 130  # both orders, about as often
+    switched: list[bool] = []
+    pairs = StepPairs(8, switched.append, None)
+    states = []
+    for _ in range(WARMUP_STEPS + 8 + 2):
+        pairs.tick()
+        states.append(pairs.on)
+    timed = states[WARMUP_STEPS : WARMUP_STEPS + 8]
+    assert timed == plan(8)
+    assert all(states[:WARMUP_STEPS]) and all(states[WARMUP_STEPS + 8 :])  # warm-up and wind-down on
+    changes = [b for a, b in zip([True, *timed], [*timed, True], strict=True) if a != b]
+    assert switched == changes
+    assert [step[0] for step in pairs.timed] == timed
+    result = pairs.result()
+    assert len(result["on"]) == len(result["off"]) == 4
+
+
+def test_background_gate_holds_tracker_threads_and_waits_for_work_in_progress() -> None:
+    import threading
+    import time
+
+    from benchmarks.bench_step_pairs import BackgroundGate
+
+    units: list[float] = []
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(0.001):
+            time.sleep(0.05)  # a unit of work
+            units.append(time.monotonic())
+
+    gate = BackgroundGate()
+    with gate.installed():
+        worker = threading.Thread(target=loop, name="traincard-test")
+        worker.start()
+        other_waits = threading.Event().wait(0.01)  # other threads' waits are left alone
+        while len(units) < 2:
+            time.sleep(0.01)
+        gate.close()
+        closed_at = time.monotonic()
+        assert not other_waits and gate.timeouts == 0
+        assert units[-1] <= closed_at  # the unit in progress was waited for ...
+        time.sleep(0.2)
+        held = len(units)
+        assert units[-1] <= closed_at  # ... and none started while closed
+        gate.set(True)
+        while len(units) == held:
+            time.sleep(0.01)
+        gate.close()
+        gate.release()  # released: runs freely whatever is set
+        count = len(units)
+        while len(units) == count:
+            time.sleep(0.01)
+        stop.set()
+        worker.join()
+    assert threading.Event.wait is not None and "installed" not in threading.Event.wait.__qualname__
