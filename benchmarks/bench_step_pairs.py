@@ -3,6 +3,7 @@
     python -m benchmarks.bench_step_pairs [--steps 24000] [--processes 8] [--framework hf lightning raw]
                                           [--intervals scaled default] [--control] [--batch N]
                                           [--quick] [--json F]
+    python -m benchmarks.bench_step_pairs --pool RUN.json [RUN.json ...] [--json F]
 
 Whole runs (``bench_end_to_end``) carry this machine's drift: adjacent 3 s runs differ by 5-9 %,
 so a 0.5 % figure needs thousands of them. ``bench_step_overhead --block 2`` cancels the drift
@@ -53,6 +54,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from benchmarks._harness import report
@@ -401,12 +403,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--batch", type=int, default=None, help="batch size (default: steps of 5-10 ms)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--pool", nargs="+", metavar="RUN.json", help="figures over earlier runs' processes")
     parser.add_argument("--child", nargs=2, metavar=("FRAMEWORK", "TRACKER"), default=None)
     args = parser.parse_args(argv)
     if args.child:
         framework, tracker = args.child
         print(json.dumps(CHILDREN[framework](tracker, args.steps, args.batch or BATCH[framework])))
         return {}
+    if args.pool:
+        pooled: dict[str, list[dict[str, Any]]] = {}
+        for path in args.pool:
+            for key, results in json.loads(Path(path).read_text())["raw"].items():
+                pooled.setdefault(key, []).extend(results)
+        rows = []
+        for key, results in pooled.items():
+            framework, tracker, intervals = key.split("/")
+            rows.append(row(framework, tracker, intervals, results))
+        return report("step_pairs", rows, None, args.json, pooled=args.pool)
     steps, processes = (200, 2) if args.quick else (args.steps, args.processes)
     frameworks = ["raw"] if args.quick else args.framework
     cases = [(fw, "traincard", intervals) for fw in frameworks for intervals in args.intervals]

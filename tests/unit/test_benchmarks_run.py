@@ -212,3 +212,23 @@ def test_background_gate_holds_tracker_threads_and_waits_for_work_in_progress() 
         stop.set()
         worker.join()
     assert threading.Event.wait is not None and "installed" not in threading.Event.wait.__qualname__
+
+
+def test_step_pairs_overhead_counts_bursts_and_pools_processes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.bench_step_pairs import main, overhead
+
+    off = [0.005 + 0.0001 * (i % 7) for i in range(1000)]
+    on = [t * 1.002 for t in off]
+    on[500] += 0.010  # one flush: 10 ms in 1000 pairs, 10 µs a step
+    figures = overhead([(on, off)])
+    expected = (sum(on) / sum(off) - 1) * 100
+    assert abs(figures["pct"] - expected) < 1e-9 and expected > 0.3  # the burst counts ...
+    assert abs(figures["median_pair_pct"] - 0.2) < 1e-6  # ... where a median drops it
+    assert figures["ci95_low_pct"] <= figures["pct"] <= figures["ci95_high_pct"]
+
+    steps = [[t, t * 0.9, 0.0] for t in off[:200]]
+    run = {"raw": {"raw/traincard/scaled": [{"on": steps, "off": steps, "gate_timeouts": 0}]}}
+    (tmp_path / "a.json").write_text(json.dumps(run))
+    pooled = main(["--pool", str(tmp_path / "a.json"), str(tmp_path / "a.json")])
+    (row,) = pooled["results"]
+    assert row["processes"] == 2 and row["pairs"] == 400 and row["overhead_pct"] == 0.0
