@@ -165,7 +165,7 @@ class StepPairs:
     """
 
     def __init__(self, steps: int, switch: Callable[[bool], None], gate: BackgroundGate | None) -> None:
-        self.steps, self.switch, self.gate = steps, switch, gate
+        self.switch, self.gate = switch, gate
         self.plan = plan(steps)
         self.ticks = 0
         self.on = True
