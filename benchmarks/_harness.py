@@ -9,7 +9,9 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
@@ -22,20 +24,30 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 def median_interval(
     groups: Sequence[Sequence[float]], level: float = 0.95, resamples: int = 2000
 ) -> tuple[float, float]:
-    """Bootstrap interval of the median of all values (percentile method, fixed seed).
+    """Bootstrap interval of the median of all values: :func:`bootstrap_interval` of the median."""
+    return bootstrap_interval(groups, statistics.median, level, resamples)
 
-    Values come in groups whose members may share an error (the run pairs of one process): each
-    resample draws groups with replacement, then values within each drawn group, so the interval
+
+def bootstrap_interval(
+    groups: Sequence[Sequence[T]],
+    statistic: Callable[[list[T]], float],
+    level: float = 0.95,
+    resamples: int = 2000,
+) -> tuple[float, float]:
+    """Bootstrap interval of ``statistic`` over all items (percentile method, fixed seed).
+
+    Items come in groups whose members may share an error (the run pairs of one process): each
+    resample draws groups with replacement, then items within each drawn group, so the interval
     widens by as much as groups differ. With one group it is the ordinary bootstrap.
     """
     rng = random.Random(0)
-    medians = []
+    figures = []
     for _ in range(resamples):
         drawn = [v for group in rng.choices(groups, k=len(groups)) for v in rng.choices(group, k=len(group))]
-        medians.append(statistics.median(drawn))
-    medians.sort()
+        figures.append(statistic(drawn))
+    figures.sort()
     tail = (1 - level) / 2
-    return medians[int(tail * resamples)], medians[int((1 - tail) * resamples) - 1]
+    return figures[int(tail * resamples)], figures[int((1 - tail) * resamples) - 1]
 
 
 def interleave(
