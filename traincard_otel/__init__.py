@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from ._instrument import instrument
 from ._load import load
-from ._pipeline import active_reporter, configure, shutdown
-from ._reporter import Phase, Reporter
+from ._pipeline import shutdown
+from ._reporter import Phase, Reporter, active_reporter, configure
 from ._version import __version__
 from .exceptions import ConfigError, MissingDependencyError, TraincardError
 from .store.reader import RunData, Series

@@ -9,7 +9,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Protocol
 
-from ._pipeline import configure
+from ._reporter import configure
 from ._safety import warn_once
 
 SUPPORTED = (

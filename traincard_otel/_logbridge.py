@@ -1,8 +1,8 @@
-"""Python ``logging`` records -> the reporter's log stream (card log tail and OTel logs).
+"""Python ``logging`` records -> the report queue (card log tail and OTel logs).
 
-Attached to the root logger at ``configure()`` (level ``TRAINCARD_LOG_LEVEL``, default INFO).
-The OpenTelemetry SDK's own loggers are left out: an exporter that fails and logs about it must
-not feed its own failure back into the pipeline.
+Attached to the root logger at set-up (level ``TRAINCARD_LOG_LEVEL``, default INFO). The
+OpenTelemetry SDK's own loggers are left out: an exporter that fails and logs about it must not
+feed its own failure back into the pipeline.
 """
 
 from __future__ import annotations
@@ -10,17 +10,19 @@ from __future__ import annotations
 import logging
 import traceback
 
-from ._reporter import Reporter
+from ._queue import ReportQueue
+from ._schema import LogLine
 
 _EXCLUDED = ("opentelemetry",)
+_LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
 
 
-class ReporterHandler(logging.Handler):
-    """Forwards log records to :meth:`Reporter.log`, tracebacks included."""
+class QueueHandler(logging.Handler):
+    """Puts log records into the report queue, tracebacks included."""
 
-    def __init__(self, reporter: Reporter, level: int = logging.INFO) -> None:
+    def __init__(self, queue: ReportQueue, level: int = logging.INFO) -> None:
         super().__init__(level)
-        self.reporter = reporter
+        self.queue = queue
         self.root_level: int | None = None  # root's level before attach() lowered it
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -31,13 +33,14 @@ class ReporterHandler(logging.Handler):
             tb = None
             if record.exc_info and record.exc_info[0] is not None:
                 tb = "".join(traceback.format_exception(*record.exc_info))
-            self.reporter.log(f"{record.name}: {record.getMessage()}", record.levelname, traceback=tb)
+            level = record.levelname if record.levelname in _LEVELS else "INFO"
+            self.queue.put(LogLine(record.created, level, f"{record.name}: {record.getMessage()}", tb, None))
         except Exception:  # a logging handler must never raise into the caller
             self.handleError(record)
 
 
-def attach(reporter: Reporter, level: str = "INFO") -> ReporterHandler:
-    handler = ReporterHandler(reporter, logging.getLevelName(level.upper()))
+def attach(queue: ReportQueue, level: str = "INFO") -> QueueHandler:
+    handler = QueueHandler(queue, logging.getLevelName(level.upper()))
     root = logging.getLogger()
     root.addHandler(handler)
     if root.level > handler.level:
@@ -47,7 +50,7 @@ def attach(reporter: Reporter, level: str = "INFO") -> ReporterHandler:
     return handler
 
 
-def detach(handler: ReporterHandler) -> None:
+def detach(handler: QueueHandler) -> None:
     root = logging.getLogger()
     root.removeHandler(handler)
     if handler.root_level is not None and root.level == handler.level:  # unless changed since

@@ -1,32 +1,37 @@
 """The framework-agnostic reporting API. Everything here runs on the training thread.
 
-Each call only appends a tuple to a bounded in-memory queue or sets a plain attribute: no
-locks held across I/O, no OpenTelemetry calls, no validation beyond what is free. The pump
-thread (:mod:`._pump`) turns the queue into OTel signals.
+Each call only appends a typed report (:mod:`._schema`) to the pipeline's bounded queue or sets a
+plain field: no locks held across I/O, no OpenTelemetry calls, no validation beyond what is free.
+The converter's thread turns the queue into OTel signals.
 """
 
 from __future__ import annotations
 
-import collections
 import os
 import time
 import traceback as tb_module
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from . import _pipeline
+from ._config import Settings
+from ._queue import MetricSource, ReportQueue
 from ._safety import warn_once
-
-if TYPE_CHECKING:
-    from ._pipeline import Pipeline
-
-# Queue item kinds (first element of each tuple).
-METRICS, STEP, LOG, PHASE_START, PHASE_END, CHECKPOINT, SYSTEM, FAILURE, EVENT = range(9)
+from ._schema import (
+    CheckpointSaved,
+    Failure,
+    Hyperparameters,
+    LifecycleEvent,
+    LogLine,
+    MetricsReport,
+    PhaseEnd,
+    PhaseStart,
+    StepEnd,
+    SystemReport,
+)
 
 _LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
-
-# Returns the (values, step, phase) reports made since its last call, in order.
-MetricSource = Callable[[], Iterable[tuple[Mapping[str, Any], int | None, str | None]]]
 
 
 class Phase:
@@ -35,10 +40,10 @@ class Phase:
     Use as a context manager, or call :meth:`end` yourself.
     """
 
-    __slots__ = ("_ended", "_reporter", "name", "token")
+    __slots__ = ("_ended", "_queue", "name", "token")
 
-    def __init__(self, reporter: Reporter, name: str, token: int) -> None:
-        self._reporter, self.name, self.token, self._ended = reporter, name, token, False
+    def __init__(self, queue: ReportQueue | None, name: str, token: int) -> None:
+        self._queue, self.name, self.token, self._ended = queue, name, token, False
 
     def __enter__(self) -> Phase:
         return self
@@ -53,41 +58,60 @@ class Phase:
         if self._ended:
             return
         self._ended = True
-        self._reporter._end_phase(self, error)
+        q = self._queue
+        if q is None:
+            return
+        entry = (self.token, self.name)
+        if entry in q.open_phases:
+            q.open_phases.remove(entry)
+        err = None if error is None else (type(error).__name__, str(error))
+        q.put(PhaseEnd(time.time(), self.token, err))
 
 
 class Reporter:
-    """Reports training telemetry. Obtain one with :func:`traincard_otel.configure`.
+    """Reports training telemetry to the card and the OTel stream.
 
-    Example::
+    ``Reporter()`` sets telemetry up for this process on first use (see
+    :func:`traincard_otel.configure` for the settings it accepts) and every later ``Reporter()``
+    reports into the same pipeline. Example::
 
-        reporter = traincard_otel.configure()
+        from traincard_otel import Reporter
+
+        reporter = Reporter()
         with reporter.phase("train"):
             for step in range(100):
-                loss = train_step()
-                reporter.metrics({"loss": loss, "lr": lr}, step=step)
-        reporter.checkpoint("out/ckpt-100", step=100)
+                reporter.metric("loss", train_step(), step)
+        reporter.checkpoint("out/ckpt-100", metadata={"metric": "loss", "value": 0.1})
         reporter.close()
+
+    Raises:
+        ConfigError: a setting is unknown or invalid, or differs from the settings telemetry is
+            already running with (call :func:`traincard_otel.shutdown` first to change them).
     """
 
-    def __init__(self, pipeline: Pipeline | None, *, cap: int = 200_000, report_metrics: bool = True) -> None:
+    def __init__(self, **settings: Any) -> None:
+        pipeline = _pipeline.start(**settings)
+        if pipeline is not None and not pipeline.card_refresher_started:
+            _start_card_refresher(pipeline)
+        self._attach(pipeline)
+
+    @classmethod
+    def _bound(cls, pipeline: _pipeline.Pipeline | None) -> Reporter:
+        reporter = cls.__new__(cls)
+        reporter._attach(pipeline)
+        return reporter
+
+    def _attach(self, pipeline: _pipeline.Pipeline | None) -> None:
         self._pipeline = pipeline
         self._on = pipeline is not None
-        self._report_metrics = report_metrics and self._on
-        self._cap = cap
-        self._q: collections.deque[tuple[Any, ...]] = collections.deque()
-        self.overflow = 0
-        self.step: int | None = None
-        self.progress_fields: dict[str, Any] = {}
-        self.heartbeat_at: float = time.time()
-        self._phase_tokens = 0
-        self._open_phases: list[Phase] = []
-        self.metric_sources: tuple[MetricSource, ...] = ()
-        self.sync_clocks()
+        self._queue = pipeline.queue if pipeline is not None else ReportQueue(0, report_metrics=False)
+        self._q = self._queue.items
+        self._cap = self._queue.cap
+        self._report_metrics = self._on and self._queue.report_metrics
 
     @property
-    def settings(self) -> Any:
-        """The resolved :class:`~traincard_otel._config.Settings`, or None when disabled."""
+    def settings(self) -> Settings | None:
+        """The resolved settings, or None when telemetry is disabled."""
         return self._pipeline.settings if self._pipeline is not None else None
 
     @property
@@ -95,11 +119,29 @@ class Reporter:
         """False when telemetry is off (``OTEL_SDK_DISABLED=true``): every call is then a no-op."""
         return self._on
 
-    def _put(self, item: tuple[Any, ...]) -> None:
-        if len(self._q) < self._cap:
-            self._q.append(item)
-        else:
-            self.overflow += 1
+    @property
+    def step(self) -> int | None:
+        """The last step reported (by a step end, a metric or ``progress``)."""
+        return self._queue.step
+
+    @property
+    def overflow(self) -> int:
+        """Reports dropped because the queue was full (shown in the card)."""
+        return self._queue.overflow
+
+    @property
+    def heartbeat_at(self) -> float:
+        return self._queue.heartbeat_at
+
+    @property
+    def progress_fields(self) -> dict[str, Any]:
+        return self._queue.progress
+
+    @property
+    def current_phase(self) -> str | None:
+        """The innermost open phase's name."""
+        phases = self._queue.open_phases
+        return phases[-1][1] if phases else None
 
     # -- metrics -----------------------------------------------------------------------------
     def metric(
@@ -107,13 +149,17 @@ class Reporter:
     ) -> None:
         """Report one scalar (a float, int, 0-d tensor or numpy scalar) at ``step``.
 
-        Bad values (NaN/inf are recorded; non-numbers, empty names and non-string tags are
-        rejected) are reported once in the log and never raise into the training loop.
+        Without ``step``, the scalar belongs to the step the reporter is at. Bad values
+        (NaN/inf are recorded; non-numbers, empty names and non-string tags are rejected and
+        counted) are reported once in the log and never raise into the training loop.
         """
         if self._report_metrics:
-            if step is not None:
-                self.step = step
-            self._put((METRICS, time.time(), step, None, {name: value}, tags))
+            q = self._queue
+            if step is None:
+                step = q.step
+            else:
+                q.step = step
+            q.put(MetricsReport(time.time(), step, None, {name: value}, tags))
 
     def metrics(
         self,
@@ -124,13 +170,16 @@ class Reporter:
     ) -> None:
         """Report several scalars logged together at one step (the hot-path form)."""
         if self._report_metrics:
-            if step is not None:
-                self.step = step
-            # _put inlined in the per-step calls: on a step's cold caches each call layer costs µs
-            if len(self._q) < self._cap:
-                self._q.append((METRICS, time.time(), step, phase, dict(values), tags))
+            q = self._queue
+            if step is None:
+                step = q.step
             else:
-                self.overflow += 1
+                q.step = step
+            # put() inlined in the per-step calls: on a step's cold caches each call layer costs µs
+            if len(self._q) < self._cap:
+                self._q.append(MetricsReport(time.time(), step, phase, dict(values), tags))
+            else:
+                q.overflow += 1
 
     def add_metric_source(self, source: MetricSource) -> None:
         """Read metrics that a framework records anyway, off the training thread.
@@ -140,16 +189,11 @@ class Reporter:
         returns is timed at the end of its step when that step end was reported, else when read.
         """
         if self._report_metrics:
-            self.metric_sources = (*self.metric_sources, source)
+            self._queue.metric_sources = (*self._queue.metric_sources, source)
 
     def remove_metric_source(self, source: MetricSource) -> None:
         """Stop reading ``source`` (a bound method is matched by equality: each access is a new one)."""
-        self.metric_sources = tuple(s for s in self.metric_sources if s != source)
-
-    def sync_clocks(self) -> None:
-        """Re-read how far the wall clock is from ``time.perf_counter()`` (for ``step_end(at=)``;
-        the background thread calls it at every drain, so a wall-clock step is caught up there)."""
-        self._perf_to_wall = time.time() - time.perf_counter()
+        self._queue.metric_sources = tuple(s for s in self._queue.metric_sources if s != source)
 
     def step_end(
         self,
@@ -166,9 +210,10 @@ class Reporter:
         epoch (fractional) if known. ``at``: when the step ended, by ``time.perf_counter()``, if
         the caller has read it (it spares the training thread a read of the wall clock)."""
         if self._on:
+            q = self._queue
             # A cold wall-clock read costs about 1 µs on a step's evicted caches; an addition does not.
             try:
-                now = time.time() if at is None else at + self._perf_to_wall
+                now = time.time() if at is None else at + q.perf_to_wall
             except TypeError:
                 warn_once(
                     "step_end.at",
@@ -177,54 +222,54 @@ class Reporter:
                     at,
                 )
                 now = time.time()
-            self.step = step
-            self.heartbeat_at = now
+            q.step = step
+            q.heartbeat_at = now
             if epoch is not None:
-                self.progress_fields["epoch"] = epoch
+                q.progress["epoch"] = epoch
             if len(self._q) < self._cap:
-                self._q.append((STEP, now, step, duration_s, samples, tokens, data_wait_s))
+                self._q.append(StepEnd(now, step, duration_s, samples, tokens, data_wait_s))
             else:
-                self.overflow += 1
+                q.overflow += 1
 
     def progress(self, **fields: Any) -> None:
         """Update status fields: ``step``, ``epoch``, ``max_steps``, ``num_epochs``,
         ``batch_size``, ``world_size`` (shown in the card's status panel, used for the ETA)."""
         if self._on:
             if fields.get("step") is not None:
-                self.step = fields["step"]
-            self.progress_fields.update(fields)
+                self._queue.step = fields["step"]
+            self._queue.progress.update(fields)
 
     def heartbeat(self) -> None:
         """Say that this rank is alive (every rank should call it, or report steps)."""
-        self.heartbeat_at = time.time()
+        self._queue.heartbeat_at = time.time()
 
     # -- logs, phases, checkpoints ----------------------------------------------------------
-    def log(self, line: str, level: str = "INFO", *, traceback: str | None = None) -> None:
+    def log(
+        self,
+        line: str,
+        level: str = "INFO",
+        *,
+        traceback: str | None = None,
+        attributes: Mapping[str, str] | None = None,
+    ) -> None:
         """Record a log line (shown in the card's log tail, exported as an OTel log record)."""
         if self._on:
             lvl = level.upper() if isinstance(level, str) else str(level)
-            self._put((LOG, time.time(), lvl if lvl in _LEVELS else "INFO", str(line), traceback))
+            self._queue.put(
+                LogLine(time.time(), lvl if lvl in _LEVELS else "INFO", str(line), traceback, attributes)
+            )
 
     def phase(self, name: str) -> Phase:
-        """Start a phase; returns a context manager. Phases are spans under ``training.run``."""
-        self._phase_tokens += 1
-        ph = Phase(self, str(name), self._phase_tokens)
+        """Start a phase; returns a context manager. Phases are spans under ``training.run``.
+
+        Without ``with``, the phase lasts until its ``end()`` or until the reporter closes.
+        """
+        q = self._queue
+        ph = Phase(q if self._on else None, str(name), next(q.phase_tokens))
         if self._on:
-            self._open_phases.append(ph)
-            self._put((PHASE_START, time.time(), ph.name, ph.token))
+            q.open_phases.append((ph.token, ph.name))
+            q.put(PhaseStart(time.time(), ph.name, ph.token, q.step))
         return ph
-
-    def _end_phase(self, ph: Phase, error: BaseException | None) -> None:
-        if not self._on:
-            return
-        if ph in self._open_phases:
-            self._open_phases.remove(ph)
-        err = None if error is None else (type(error).__name__, str(error))
-        self._put((PHASE_END, time.time(), ph.token, err))
-
-    @property
-    def current_phase(self) -> str | None:
-        return self._open_phases[-1].name if self._open_phases else None
 
     def checkpoint(
         self, path: str | os.PathLike[str], step: int | None = None, metadata: Mapping[str, Any] | None = None
@@ -235,25 +280,30 @@ class Reporter:
         (bool); the card marks the best checkpoint.
         """
         if self._on:
-            step = self.step if step is None else step
-            self._put((CHECKPOINT, time.time(), os.fspath(path), step, dict(metadata or {})))
+            step = self._queue.step if step is None else step
+            self._queue.put(CheckpointSaved(time.time(), os.fspath(path), step, dict(metadata or {})))
 
     def system(self, stats: Mapping[str, float]) -> None:
         """Record your own system figures (name -> value), next to the sampled ones."""
         if self._on:
-            self._put((SYSTEM, time.time(), dict(stats)))
+            self._queue.put(SystemReport(time.time(), dict(stats)))
+
+    def hyperparameters(self, values: Mapping[str, Any]) -> None:
+        """Record the run's hyperparameters (shown in the card, exported as an event)."""
+        if self._on:
+            self._queue.put(Hyperparameters(time.time(), {str(k): str(v) for k, v in values.items()}))
 
     def event(self, name: str, attributes: Mapping[str, Any] | None = None, body: Any = None) -> None:
         """Record a lifecycle event (an OTel log record with ``event_name``)."""
         if self._on:
-            self._put((EVENT, time.time(), name, dict(attributes or {}), body))
+            self._queue.put(LifecycleEvent(time.time(), name, dict(attributes or {}), body))
 
     def failure(self, exc: BaseException, *, flush: bool = True) -> None:
         """Record an exception that ends training, then flush (bounded) so it survives the crash."""
-        if not self._on or self._pipeline is None:
+        if not self._on:
             return
         text = "".join(tb_module.format_exception(type(exc), exc, exc.__traceback__))
-        self._put((FAILURE, time.time(), exc, text))
+        self._queue.put(Failure(time.time(), exc, text))
         if flush:
             self.flush()
 
@@ -269,9 +319,40 @@ class Reporter:
         if self._pipeline is not None:
             self._pipeline.shutdown(timeout_s)
 
-    def drain(self) -> list[tuple[Any, ...]]:
-        """Take everything queued so far (used by the pump thread)."""
-        q, out = self._q, []
-        while q:
-            out.append(q.popleft())
-        return out
+
+def _start_card_refresher(pipeline: _pipeline.Pipeline) -> None:
+    """instrument() inside a step with ``@card(type="traincard")`` but without ``@traincard``."""
+    pipeline.card_refresher_started = True
+    if pipeline.configured_by_step or pipeline.mf is None or pipeline.backend is None:
+        return
+    from .metaflow.refresher import Refresher, traincard_cards
+
+    if not traincard_cards():
+        return
+    settings = pipeline.settings
+    refresher = Refresher(
+        pipeline.backend, pipeline.mf.pathspec, settings.refresh_interval_s, hourly_cost=settings.hourly_cost
+    ).start()
+    pipeline.on_shutdown.append(refresher.stop)
+
+
+def configure(**settings: Any) -> Reporter:
+    """Set up telemetry for this process and return a :class:`Reporter`.
+
+    Settings (keyword arguments beat ``OTEL_*``/``TRAINCARD_*`` environment variables, which beat
+    the defaults; see ``traincard_otel.environment_variables``): ``store``, ``flush_interval_s``,
+    ``system``, ``system_interval_s``, ``buffer_cap``, ``report_ranks``, ``refresh_interval_s``,
+    ``shutdown_timeout_s``, ``log_level``, ``stall_timeout_s``, ``rank_timeout_s``,
+    ``hourly_cost``, ``capture_console``, ``service_name``. Calling it again with the same
+    settings (or none) returns a reporter of the running pipeline.
+
+    Raises:
+        ConfigError: a setting is unknown or invalid, or differs from the running pipeline's.
+    """
+    return Reporter(**settings)
+
+
+def active_reporter() -> Reporter | None:
+    """A reporter of this process's running pipeline, if telemetry is set up."""
+    pipeline = _pipeline.active()
+    return Reporter._bound(pipeline) if pipeline is not None else None

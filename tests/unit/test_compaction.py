@@ -19,7 +19,7 @@ pytest.importorskip("pyarrow")
 
 
 def _writer(root: Path, every: int = 4) -> StoreWriter:
-    w = StoreWriter(LocalBackend(root), attempt=0, rank=0, flush_interval_s=60, state_provider=dict)
+    w = StoreWriter(LocalBackend(root), attempt=0, rank=0, flush_interval_s=60)
     w.compact_segments = every
     return w
 

@@ -8,43 +8,29 @@ from typing import Any
 
 import pytest
 
-import traincard_otel
-from traincard_otel import _pipeline
-from traincard_otel import _reporter as R
-from traincard_otel._pump import (
-    METRICS_EVENT,
-    STEP_EVENT,
-    Pump,
+from traincard_otel._convert.placement import (
+    SourcedRead,
     _at_unique_step_ends,
     _walk_step_ends,
     place_after_step_ends,
 )
+from traincard_otel._schema import Event, LifecycleEvent, Report, StepEnd
+from traincard_otel.testing import Capture, capture
 
 
-def _pump(store: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[traincard_otel.Reporter, Pump, list[Any]]:
-    monkeypatch.setenv("TRAINCARD_DIR", str(store))
-    monkeypatch.setenv("TRAINCARD_SYSTEM", "false")
-    monkeypatch.setenv("TRAINCARD_FLUSH_INTERVAL", "3600")  # drains only where the test says
-    reporter = traincard_otel.configure()
-    pipeline = _pipeline._active
-    assert pipeline is not None
-    emitted: list[tuple[str | None, Any, Any]] = []
-    emit = pipeline.pump._emit
-
-    def recording_emit(t: float, event: str | None, body: Any, attrs: Any = None, *rest: Any) -> None:
-        emitted.append((event, body, attrs))
-        emit(t, event, body, attrs, *rest)
-
-    monkeypatch.setattr(pipeline.pump, "_emit", recording_emit)
-    return reporter, pipeline.pump, emitted
+def _emitted(cap: Capture) -> list[tuple[str | None, Any, Any]]:
+    return [(r.log_record.event_name, r.log_record.body, r.log_record.attributes) for r in cap.logs]
 
 
-def _train(
-    store: Path, monkeypatch: pytest.MonkeyPatch, seed: int, via_source: bool, drain_at_resume: bool
-) -> dict[str, Any]:
+def _train(seed: int, via_source: bool, drain_at_resume: bool) -> dict[str, Any]:
     """Step ends with metrics logged after most of them, resumes (rewinds) included, drained at
-    random points: also between a step end and its metrics, as the pump's thread may."""
-    reporter, pump, emitted = _pump(store, monkeypatch)
+    random points: also between a step end and its metrics, as the schedule's thread may."""
+    with capture() as cap:
+        return _train_into(cap, seed, via_source, drain_at_resume)
+
+
+def _train_into(cap: Capture, seed: int, via_source: bool, drain_at_resume: bool) -> dict[str, Any]:
+    reporter, pump = cap.reporter, cap
     logged: list[tuple[dict[str, float], int, str]] = []
     step_end_times: list[float] = []
 
@@ -77,8 +63,10 @@ def _train(
             pump.drain()
     pump.drain()
     rows, times, events = [], [], []
-    for event, body, attrs in emitted:
-        if event == METRICS_EVENT:
+    for event, body, attrs in _emitted(cap):
+        if event == Event.STATUS:
+            continue
+        if event == Event.METRICS:
             for run in body["runs"]:
                 width = len(run["names"])
                 for i, s in enumerate(run["steps"]):
@@ -86,9 +74,8 @@ def _train(
                         (run["phase"], tuple(run["names"]), s, run["values"][i * width : (i + 1) * width])
                     )
                 times.extend(run["times"])
-        elif event != STEP_EVENT:
+        elif event != Event.STEP_TIMING:
             events.append((event, {k: v for k, v in (attrs or {}).items() if k != "host.name"}))
-    traincard_otel.shutdown()
     return {
         "rows": rows,
         "times": times,
@@ -100,10 +87,10 @@ def _train(
 @pytest.mark.parametrize("drain_at_resume", [True, False])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_metrics_from_a_source_match_metrics_reported_after_their_step_end(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, drain_at_resume: bool
+    seed: int, drain_at_resume: bool
 ) -> None:
-    queued = _train(tmp_path / "queued", monkeypatch, seed, False, drain_at_resume)
-    read = _train(tmp_path / "read", monkeypatch, seed, True, drain_at_resume)
+    queued = _train(seed, False, drain_at_resume)
+    read = _train(seed, True, drain_at_resume)
     assert read["rows"] == queued["rows"]
     assert len(read["rows"]) > 300
     assert read["events"] == queued["events"]  # the same rewinds, and no false ones
@@ -114,27 +101,34 @@ def test_metrics_from_a_source_match_metrics_reported_after_their_step_end(
     # and events are still the same, a time may be another step end's or the time read.
 
 
-def test_a_source_reports_with_no_step_end_and_bad_reports_are_counted(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    reporter, pump, _emitted = _pump(tmp_path / "store", monkeypatch)
+def test_a_source_reports_with_no_step_end_and_bad_reports_are_counted() -> None:
+    with capture() as cap:
+        _source_with_bad_reports(cap)
+
+
+def _source_with_bad_reports(cap: Capture) -> None:
+    reporter = cap.reporter
     reports: list[Any] = [
         ({"eval_loss": 0.5}, 3.0, "eval"),
         ("not a mapping", 4, None),
         ({"x": 1.0}, None, None),
     ]
     reporter.add_metric_source(lambda: [reports.pop(0) for _ in range(len(reports))])
-    pump.drain()
-    assert pump.rejected == {"bad_report": 1}
-    assert pump.last_metrics == {"eval_loss": 0.5, "x": 1.0}
-    traincard_otel.shutdown()
-    run = traincard_otel.load(tmp_path / "store")
+    cap.drain()
+    assert cap.status()["rejected"] == {"bad_report": 1}
+    assert cap.status()["last_metrics"] == {"eval_loss": 0.5, "x": 1.0}
+    run = cap.load()
     assert run.metrics["eval_loss"].steps == [3]  # a float step taken as an int
     assert run.status["rejected"] == {"bad_report": 1}  # shown in the card with the other rejections
 
 
-def test_a_removed_source_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    reporter, pump, _emitted = _pump(tmp_path / "store", monkeypatch)
+def test_a_removed_source_is_not_read() -> None:
+    with capture() as cap:
+        _removed_source(cap)
+
+
+def _removed_source(cap: Capture) -> None:
+    reporter, pump = cap.reporter, cap
     calls: list[int] = []
 
     def source() -> list[Any]:
@@ -146,7 +140,6 @@ def test_a_removed_source_is_not_read(tmp_path: Path, monkeypatch: pytest.Monkey
     reporter.remove_metric_source(source)
     pump.drain()
     assert calls == [1]
-    traincard_otel.shutdown()
 
 
 def test_the_common_case_places_reports_as_the_step_by_step_walk_does() -> None:
@@ -156,17 +149,17 @@ def test_the_common_case_places_reports_as_the_step_by_step_walk_does() -> None:
         steps = list(range(rng.randint(0, 3), rng.randint(3, 12)))
         if steps and rng.random() < 0.2:
             steps.insert(rng.randrange(len(steps) + 1), rng.choice(steps))  # a rewind repeats a step
-        items: list[tuple[Any, ...]] = []
+        items: list[Report] = []
         for i, step in enumerate(steps):
-            items.append((R.STEP, 100.0 + i, step, 0.01, None, None, None))
+            items.append(StepEnd(100.0 + i, step, 0.01, None, None, None))
             if rng.random() < 0.2:
-                items.append((R.EVENT, 100.5 + i, "traincard.checkpoint", {}))
+                items.append(LifecycleEvent(100.5 + i, "traincard.checkpoint", {}, None))
         logged = sorted(rng.sample(steps, k=min(len(steps), rng.randint(0, 6))))
         if rng.random() < 0.3:
             logged.append(rng.randint(-1, 14))  # a step with no step end in this drain
         if rng.random() < 0.2:
             rng.shuffle(logged)
-        read = [({"loss": float(s)}, s, "train", 200.0 + j) for j, s in enumerate(logged)]
+        read = [SourcedRead({"loss": float(s)}, s, "train", 200.0 + j) for j, s in enumerate(logged)]
         last_end = (rng.randint(-1, 3), 50.0) if rng.random() < 0.5 else None
         placed = _at_unique_step_ends(items, read)
         if placed is not None:

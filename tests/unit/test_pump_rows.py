@@ -1,4 +1,4 @@
-"""The pump's two ways of translating per-step rows (a stretch at a time, or row by row) agree."""
+"""The converter's two ways of translating per-step rows (a stretch at a time, or row by row) agree."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ from typing import Any
 import pytest
 
 import traincard_otel
-from traincard_otel import _pipeline, _safety
-from traincard_otel._pump import METRICS_EVENT, STEP_EVENT, Pump
+from traincard_otel import _safety
+from traincard_otel._convert.rows import RowBatcher
+from traincard_otel._schema import Event
+from traincard_otel.testing import Capture, capture
 
 NAMES = ("loss", "grad_norm", "learning_rate", "epoch")
 
 
-def _report_stream(r: traincard_otel.Reporter, pump: Pump, seed: int, step_ends: bool) -> None:
+def _report_stream(r: traincard_otel.Reporter, pump: Capture, seed: int, step_ends: bool) -> None:
     """Stretches between drains: half of them the plain per-step case, half with every kind of
     row the fast path must hand back to the row-by-row path, and rewinds in both. Without step
     ends (a loop that reports metrics only), the metric steps are the progress."""
@@ -25,7 +27,7 @@ def _report_stream(r: traincard_otel.Reporter, pump: Pump, seed: int, step_ends:
     for _ in range(60):
         messy = rng.random() < 0.5
         if rng.random() < 0.15:
-            step = max(0, step - rng.randint(1, 20))  # a resume from an earlier checkpoint
+            step = max(0, step - rng.randint(1, 80))  # a resume from an earlier checkpoint
         for _ in range(rng.randint(1, 20)):
             step += 1
             if rng.random() < 0.03:
@@ -64,69 +66,61 @@ def _report_stream(r: traincard_otel.Reporter, pump: Pump, seed: int, step_ends:
         pump.drain()
 
 
-def _translate(
-    store: Path, monkeypatch: pytest.MonkeyPatch, seed: int, step_ends: bool, at_once: bool
-) -> dict[str, Any]:
-    monkeypatch.setenv("TRAINCARD_DIR", str(store))
-    monkeypatch.setenv("TRAINCARD_SYSTEM", "false")
-    monkeypatch.setenv("TRAINCARD_FLUSH_INTERVAL", "3600")  # drains only where the stream says
+def _translate(monkeypatch: pytest.MonkeyPatch, seed: int, step_ends: bool, at_once: bool) -> dict[str, Any]:
     taken = [0]
-    original = Pump._rows_at_once
+    original = RowBatcher._add_columns
 
-    def rows_at_once(self: Pump, items: list[tuple[Any, ...]]) -> bool:
+    def add_columns(self: RowBatcher, items: Any) -> bool:
         ok = at_once and original(self, items)
         taken[0] += len(items) if ok else 0
         return ok
 
-    monkeypatch.setattr(Pump, "_rows_at_once", rows_at_once)
+    monkeypatch.setattr(RowBatcher, "_add_columns", add_columns)
     _safety._seen.clear()  # warnings once per run, both runs alike
-    r = traincard_otel.configure()
-    pipeline = _pipeline._active
-    assert pipeline is not None
-    pump = pipeline.pump
-    emitted: list[tuple[str | None, Any, Any]] = []
-    emit = pump._emit
+    with capture() as cap:
+        _report_stream(cap.reporter, cap, seed, step_ends)
+        cap.drain()
+        return _rows_of(cap, taken[0])
 
-    def recording_emit(t: float, event: str | None, body: Any, attrs: Any = None, *rest: Any) -> None:
-        emitted.append((event, body, attrs))
-        emit(t, event, body, attrs, *rest)
 
-    monkeypatch.setattr(pump, "_emit", recording_emit)
-    _report_stream(r, pump, seed, step_ends)
-    pump.drain()
+def _rows_of(cap: Capture, taken: int) -> dict[str, Any]:
+    rows = cap.pipeline.converter.rows
+    status = cap.status()
     out = {
         "metric_rows": [],
         "step_rows": [],
         "events": [],
-        "taken": taken[0],
-        "last_metrics": repr(pump.last_metrics),
-        "rejected": dict(pump.rejected),
-        "recent": repr(list(pump._recent_steps)),
-        "max_step": pump._max_step,
+        "taken": taken,
+        "last_metrics": repr(status["last_metrics"]),
+        "rejected": status["rejected"],
+        "recent": repr(list(rows.recent_steps)),
+        "max_step": rows.max_step,
     }
-    for event, body, attrs in emitted:
-        if event == METRICS_EVENT:
+    for record in cap.logs:
+        event, body, attrs = record.log_record.event_name, record.log_record.body, record.log_record.attributes
+        if event == Event.STATUS:
+            continue
+        if event == Event.METRICS:
             for run in body["runs"]:
                 width = len(run["names"])
                 for i, step in enumerate(run["steps"]):
                     row = run["values"][i * width : (i + 1) * width]
                     out["metric_rows"].append(repr((run["phase"], run["names"], run.get("tags"), step, row)))
-        elif event == STEP_EVENT:
+        elif event == Event.STEP_TIMING:
             cols = [body[k] for k in ("steps", "durations", "waits", "samples", "tokens")]
             out["step_rows"].extend(repr(row) for row in zip(*cols, strict=True))
         else:
             out["events"].append(repr((event, {k: v for k, v in (attrs or {}).items() if k != "host.name"})))
-    traincard_otel.shutdown()
     return out
 
 
 @pytest.mark.parametrize("step_ends", [True, False])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_stretches_at_once_give_the_rows_and_events_of_row_by_row(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, step_ends: bool
+    monkeypatch: pytest.MonkeyPatch, seed: int, step_ends: bool
 ) -> None:
-    at_once = _translate(tmp_path / "a", monkeypatch, seed, step_ends, at_once=True)
-    row_by_row = _translate(tmp_path / "b", monkeypatch, seed, step_ends, at_once=False)
+    at_once = _translate(monkeypatch, seed, step_ends, at_once=True)
+    row_by_row = _translate(monkeypatch, seed, step_ends, at_once=False)
     assert row_by_row["taken"] == 0
     assert at_once["taken"] > 100  # the fast path did most of the work, not the fallback
     assert len(at_once["metric_rows"]) > 300 and (len(at_once["step_rows"]) > 300) == step_ends

@@ -18,7 +18,7 @@ import torch
 from helpers import subprocess_env
 
 import traincard_otel
-from traincard_otel import _pipeline
+from traincard_otel.testing import capture
 
 
 def test_metrics_phases_checkpoints_logs_round_trip(store_dir: Path, tmp_path: Path) -> None:
@@ -113,14 +113,14 @@ def test_a_step_end_with_a_bad_at_is_stored_at_the_wall_clock_and_logged_once(
     assert all(before <= t <= after for t in series.times)
 
 
-def test_a_store_flush_holds_everything_reported_before_it(store_dir: Path) -> None:
+def test_a_flush_holds_everything_reported_before_it(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINCARD_FLUSH_INTERVAL", "3600")  # no scheduled flush in between
     r = traincard_otel.configure()
-    pipeline = _pipeline._active
-    assert pipeline is not None and pipeline.writer is not None
     r.metrics({"loss": 0.5}, step=1)
     r.step_end(1, duration_s=0.01)
-    assert pipeline.writer.flush_now()  # the writer's own flush, not pipeline.flush(): no pump cycle
-    assert traincard_otel.load(store_dir).metrics["loss"].steps == [1]
+    assert r.flush()
+    run = traincard_otel.load(store_dir)
+    assert run.metrics["loss"].steps == [1] and run.status["step"] == 1
     traincard_otel.shutdown()
 
 
@@ -153,11 +153,10 @@ def test_bad_values_are_recorded_or_rejected_never_raised(
 
 
 def test_a_step_end_with_a_bad_step_is_counted_and_the_rest_kept(
-    store_dir: Path, caplog: pytest.LogCaptureFixture
+    store_dir: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("TRAINCARD_FLUSH_INTERVAL", "3600")  # drains only where the test says
     r = traincard_otel.configure()
-    pipeline = _pipeline._active
-    assert pipeline is not None
     logged: list[tuple[dict[str, float], int, str]] = []
     r.add_metric_source(lambda: [logged.pop(0) for _ in range(len(logged))])  # as the HF adapter's
     with caplog.at_level(logging.WARNING, logger="traincard_otel"):
@@ -165,7 +164,7 @@ def test_a_step_end_with_a_bad_step_is_counted_and_the_rest_kept(
         r.step_end([2], 0.01)  # type: ignore[arg-type]
         r.step_end(np.int64(3), 0.01)  # type: ignore[arg-type]
         logged.append(({"loss": 0.5}, 3, "train"))
-        pipeline.pump.drain()  # the bad step's drain: its reports are kept, timed when read
+        r.flush()  # the bad step's drain: its reports are kept, timed when read
         r.step_end(torch.tensor(4), 0.01)  # type: ignore[arg-type]
         logged.append(({"loss": 0.25}, 4, "train"))
         traincard_otel.shutdown()
@@ -222,25 +221,56 @@ def test_resource_attributes(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("GROUP_RANK", "1")
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=ci,team=ml")
     monkeypatch.setenv("TRAINCARD_REPORT_RANKS", "all")
-    traincard_otel.configure()
-    assert _pipeline._active is not None
-    attrs = dict(_pipeline._active.resource.attributes)
+    with capture() as cap:
+        pass
+    attrs = dict(cap.spans[0].resource.attributes)
     assert attrs["traincard.rank"] == 3 and attrs["traincard.local_rank"] == 1
     assert attrs["traincard.world_size"] == 4 and attrs["traincard.node_rank"] == 1
     assert attrs["deployment.environment.name"] == "ci" and attrs["team"] == "ml"
     assert "host.name" in attrs
-    traincard_otel.shutdown()
 
 
 def test_service_name_env_and_argument(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_SERVICE_NAME", "from-env")
-    traincard_otel.configure()
-    assert _pipeline._active is not None
-    assert _pipeline._active.resource.attributes["service.name"] == "from-env"
+    with capture() as cap:
+        pass
+    assert cap.spans[0].resource.attributes["service.name"] == "from-env"
+    with capture(service_name="from-code") as cap:
+        pass
+    assert cap.spans[0].resource.attributes["service.name"] == "from-code"
+
+
+def test_configure_again_with_other_settings_is_an_error(store_dir: Path) -> None:
+    r = traincard_otel.configure(hourly_cost=2.0)
+    assert traincard_otel.configure(hourly_cost=2.0).step == r.step  # the same settings: the same pipeline
+    assert traincard_otel.Reporter().settings == r.settings  # none given: the running pipeline
+    with pytest.raises(traincard_otel.ConfigError, match=r"already running with hourly_cost=2\.0.*shutdown"):
+        traincard_otel.configure(hourly_cost=3.0)
+    with pytest.raises(traincard_otel.ConfigError, match="unknown setting"):
+        traincard_otel.configure(hourly_costs=3.0)
     traincard_otel.shutdown()
-    traincard_otel.configure(service_name="from-code")
-    assert _pipeline._active is not None
-    assert _pipeline._active.resource.attributes["service.name"] == "from-code"
+    assert traincard_otel.configure(hourly_cost=3.0).settings.hourly_cost == 3.0  # type: ignore[union-attr]
+    traincard_otel.shutdown()
+
+
+def test_the_seed_api_works_without_any_other_call(store_dir: Path, tmp_path: Path) -> None:
+    from traincard_otel import Reporter
+
+    (tmp_path / "ckpt").write_bytes(b"x" * 100)
+    reporter = Reporter()
+    with reporter.phase("train"):
+        for step in range(1, 4):
+            reporter.metric("loss", 1.0 / step, step)
+            reporter.metric("grad_norm", 0.5)  # no step: the step the reporter is at
+            reporter.log(f"step {step}")
+            reporter.heartbeat()
+        reporter.checkpoint(tmp_path / "ckpt", metadata={})
+    reporter.system({"my.gauge": 7})
+    reporter.close()
+    run = traincard_otel.load(store_dir)
+    assert run.metrics["loss"].steps == [1, 2, 3] and run.metrics["grad_norm"].steps == [1, 2, 3]
+    assert [line["message"] for line in run.logs][-3:] == ["step 1", "step 2", "step 3"]
+    assert run.checkpoints[0]["size_bytes"] == 100 and run.status["status"] == "finished"
 
 
 def test_only_rank_zero_reports_training_metrics_by_default(

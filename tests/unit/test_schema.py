@@ -11,17 +11,44 @@ from schema_names import otel_metric_names
 
 import traincard_otel
 
-_CREATE = re.compile(
-    r"create_(?:observable_)?(?:gauge|counter|up_down_counter|histogram)\(\s*\"([^\"]+)\"", re.S
-)
+_CREATE = re.compile(r"create_(?:observable_)?(?:gauge|counter|up_down_counter|histogram)\(\s*\"([^\"]+)\"", re.S)
+# A quoted name with one of our prefixes, anywhere in the package but the schema module itself.
+_NAME = re.compile(r"\"((?:traincard|training)\.[a-z_]+(?:\.[a-z_]+)*)\"")
 
 
-def test_every_instrument_created_in_code_is_documented() -> None:
+def test_the_schema_page_is_generated_from_the_schema_module() -> None:
+    from traincard_otel._schema import render_markdown
+
+    assert (REPO / "docs" / "schema.md").read_text() == render_markdown(), (
+        "docs/schema.md is stale: run `python -m traincard_otel._schema > docs/schema.md`"
+    )
+
+
+def test_no_module_spells_a_wire_name_the_schema_module_owns() -> None:
+    """Event names, attribute keys and instruments come from _schema, never as repeated literals."""
+    from traincard_otel import _schema
+
+    owned = {v for v in vars(_schema.Attr).values() if isinstance(v, str)} | _schema.event_names()
+    owned |= {m.name for m in _schema.ALL_METRICS}
+    spelled: dict[str, set[str]] = {}
+    for path in (REPO / "traincard_otel").rglob("*.py"):
+        if path.name == "_schema.py":
+            continue
+        for name in _NAME.findall(path.read_text()) + _CREATE.findall(path.read_text()):
+            if name in owned:
+                spelled.setdefault(name, set()).add(str(path.relative_to(REPO)))
+    assert spelled == {}
+
+
+def test_every_instrument_created_in_code_is_in_the_schema() -> None:
+    """Instruments are created from _schema's specs (a literal name would bypass them)."""
+    from traincard_otel._schema import ALL_METRICS
+
     created: set[str] = set()
     for path in (REPO / "traincard_otel").rglob("*.py"):
         created |= set(_CREATE.findall(path.read_text()))
-    assert created, "no instruments found: the pattern is stale"
-    assert created - otel_metric_names() == set()
+    assert created - {m.name for m in ALL_METRICS} == set()
+    assert {m.name for m in ALL_METRICS} == otel_metric_names()
 
 
 def test_every_metric_stored_at_run_time_is_documented(

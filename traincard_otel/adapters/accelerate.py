@@ -44,7 +44,7 @@ class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name
     @property
     def reporter(self) -> Reporter:
         if self._reporter is None:
-            from .._pipeline import configure
+            from .._reporter import configure
 
             self._reporter = configure(**self._settings)
         return self._reporter

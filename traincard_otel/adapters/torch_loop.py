@@ -100,7 +100,7 @@ class LoopTracker:
 
 def track(optimizer: Any, *, model: Any = None, grad_norm_every: int = 0, **settings: Any) -> LoopTracker:
     """Track a raw loop driven by ``optimizer`` (configures telemetry if needed)."""
-    from .._pipeline import configure
+    from .._reporter import configure
 
     return LoopTracker(optimizer, configure(**settings), model=model, grad_norm_every=grad_norm_every)
 

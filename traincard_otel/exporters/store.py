@@ -27,14 +27,9 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
 
 from .._safety import internal_error
+from .._schema import NOT_STORED_METRICS, Event, StoreKind
 from ..store import segment
 from ..store.writer import Record, StoreWriter
-
-# Per-step rows are already stored as log events; storing their gauge again would double the store.
-_NOT_STORED_METRICS = frozenset({"traincard.metric"})
-
-METRICS_EVENT = "traincard.metrics"
-STEP_EVENT = "traincard.step.timing"
 
 _default_writer: StoreWriter | None = None
 _default_lock = threading.Lock()
@@ -57,10 +52,30 @@ def _writer_or_default(writer: StoreWriter | None) -> StoreWriter:
         return writer
     with _default_lock:
         if _default_writer is None:
-            from .._pipeline import standalone_writer
-
-            _default_writer = standalone_writer()
+            _default_writer = _standalone_writer()
         return _default_writer
+
+
+def _standalone_writer() -> StoreWriter:
+    """The store writer of exporters created through OTel entry points (no pipeline around them)."""
+    import atexit
+
+    from .. import _config
+    from .._identity import detect_metaflow, detect_rank
+    from ..store.backends import LocalBackend
+    from ..store.locate import default_local_dir, resolve_backend
+
+    settings = _config.resolve()
+    backend = resolve_backend(settings, detect_metaflow()) or LocalBackend(default_local_dir())
+    writer = StoreWriter(
+        backend,
+        attempt=settings.attempt or 0,
+        rank=detect_rank().rank,
+        flush_interval_s=settings.flush_interval_s,
+    )
+    writer.start()
+    atexit.register(writer.close, settings.shutdown_timeout_s)
+    return writer
 
 
 def _seconds(ns: int | None) -> float:
@@ -76,12 +91,12 @@ def _runs(event: str | None, body: Any) -> list[Record] | None:
     if not isinstance(body, Mapping):
         return None
     try:
-        if event == METRICS_EVENT:
+        if event == Event.METRICS:
             return [
                 segment.metric_run(r["phase"], r["names"], r["steps"], r["times"], r["values"], r.get("tags"))
                 for r in body["runs"]
             ]
-        if event == STEP_EVENT:
+        if event == Event.STEP_TIMING:
             columns = ("steps", "times", "durations", "waits", "samples", "tokens")
             return [segment.step_run(*(body[c] for c in columns))]
     except (KeyError, TypeError, ValueError):
@@ -92,7 +107,7 @@ def _runs(event: str | None, body: Any) -> list[Record] | None:
 def log_record_to_records(item: ReadableLogRecord) -> list[Record]:
     """Store records for one log record; a batched per-step event becomes packed runs."""
     rec = item.log_record
-    if rec.event_name in (METRICS_EVENT, STEP_EVENT):
+    if rec.event_name in (Event.METRICS, Event.STEP_TIMING):
         runs = _runs(rec.event_name, rec.body)
         if runs is not None:
             return runs
@@ -104,12 +119,12 @@ def log_record_to_record(item: ReadableLogRecord) -> Record:
     t = _seconds(rec.timestamp or rec.observed_timestamp)
     body: Any = rec.body
     if rec.event_name:
-        out: Record = {"k": "e", "t": t, "n": rec.event_name, "a": _attrs(rec.attributes)}
+        out: Record = {"k": StoreKind.EVENT, "t": t, "n": rec.event_name, "a": _attrs(rec.attributes)}
         if body is not None:
             out["b"] = body
         return out
     return {
-        "k": "l",
+        "k": StoreKind.LOG,
         "t": t,
         "lvl": rec.severity_text or "INFO",
         "msg": str(body),
@@ -120,7 +135,7 @@ def log_record_to_record(item: ReadableLogRecord) -> Record:
 def span_to_record(span: ReadableSpan) -> Record:
     status = "error" if span.status.status_code is StatusCode.ERROR else "ok"
     return {
-        "k": "s",
+        "k": StoreKind.SPAN,
         "n": span.name,
         "t0": _seconds(span.start_time),
         "t1": _seconds(span.end_time),
@@ -135,12 +150,12 @@ def metrics_to_records(data: MetricsData) -> list[Record]:
     for rm in data.resource_metrics:
         for sm in rm.scope_metrics:
             for metric in sm.metrics:
-                if metric.name in _NOT_STORED_METRICS:
+                if metric.name in NOT_STORED_METRICS:
                     continue
                 kind = type(metric.data)
                 for point in metric.data.data_points:
                     rec: Record = {
-                        "k": "x",
+                        "k": StoreKind.METRIC_POINT,
                         "t": _seconds(point.time_unix_nano),
                         "n": metric.name,
                         "u": metric.unit,
@@ -165,7 +180,13 @@ class TraincardLogExporter(LogRecordExporter):
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
         try:
-            self._writer.add_many([rec for r in batch for rec in log_record_to_records(r)])
+            records: list[Record] = []
+            for r in batch:
+                if r.log_record.event_name == Event.STATUS and isinstance(r.log_record.body, Mapping):
+                    self._writer.set_state(r.log_record.body)  # kept as the rank's state file
+                else:
+                    records += log_record_to_records(r)
+            self._writer.add_many(records)
         except Exception as exc:
             internal_error("store log exporter", exc)
             return LogRecordExportResult.FAILURE

@@ -21,7 +21,8 @@ from typing import Any
 from metaflow.decorators import StepDecorator
 
 from .._identity import MetaflowIdentity
-from .._pipeline import active_reporter, add_terminate_hook, configure, shutdown
+from .._pipeline import add_terminate_hook, shutdown
+from .._reporter import active_reporter, configure
 from .._safety import report_internal_error
 from ..store.backends import MetaflowBackend
 from .refresher import Refresher, traincard_cards

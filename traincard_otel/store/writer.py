@@ -14,7 +14,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .._safety import internal_error
@@ -40,16 +40,13 @@ class StoreWriter:
         rank: int,
         flush_interval_s: float = 2.0,
         max_pending: int = 200_000,
-        state_provider: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self.backend = backend
         self.attempt, self.rank = attempt, rank
         self.writer_id = f"w{int(time.time()):x}{secrets.token_hex(3)}"
         self.flush_interval_s = flush_interval_s
         self.max_pending = max_pending
-        self.state_provider = state_provider
-        # Called first in every flush, to hand over what producers still hold (the pump's batch).
-        self.before_flush: Callable[[], None] | None = None
+        self._state: dict[str, Any] = {}  # the latest status snapshot (a ``traincard.status`` event)
         self.dropped: dict[str, int] = {}
         self.segments_written = 0
         self.records_written = 0
@@ -92,6 +89,11 @@ class StoreWriter:
                     lost += size
             self.dropped["buffer_full"] = self.dropped.get("buffer_full", 0) + lost
 
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Keep ``state`` as what the next flush writes to the state file (with our counts)."""
+        with self._lock:
+            self._state = dict(state)
+
     def count_dropped(self, reason: str, n: int = 1) -> None:
         with self._lock:
             self.dropped[reason] = self.dropped.get(reason, 0) + n
@@ -115,11 +117,6 @@ class StoreWriter:
 
     def flush_now(self) -> bool:
         """Write buffered records and state; returns False if storage failed (data kept)."""
-        if self.before_flush is not None:
-            try:
-                self.before_flush()
-            except Exception as exc:
-                internal_error("store writer", exc)
         with self._io_lock:
             with self._lock:
                 batch, rows, self._buffer, self._buffered = self._buffer, self._buffered, [], 0
@@ -198,8 +195,8 @@ class StoreWriter:
         return True
 
     def _write_state(self) -> bool:
-        state: dict[str, Any] = dict(self.state_provider() if self.state_provider else {})
         with self._lock:
+            state = dict(self._state)
             state.update(
                 attempt=self.attempt,
                 rank=self.rank,

@@ -7,28 +7,11 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
+from .._schema import SYSTEM_METRICS
 from .sampler import SystemSampler
 
-# (name, kind, unit) of every system figure; see docs/schema.md.
-SYSTEM_INSTRUMENTS: tuple[tuple[str, str, str], ...] = (
-    ("system.cpu.utilization", "gauge", "1"),
-    ("system.memory.usage", "updowncounter", "By"),
-    ("system.memory.utilization", "gauge", "1"),
-    ("system.memory.limit", "updowncounter", "By"),
-    ("system.disk.io", "counter", "By"),
-    ("system.network.io", "counter", "By"),
-    ("process.cpu.utilization", "gauge", "1"),
-    ("process.memory.usage", "updowncounter", "By"),
-    ("hw.gpu.utilization", "gauge", "1"),
-    ("hw.gpu.memory.usage", "updowncounter", "By"),
-    ("hw.gpu.memory.limit", "updowncounter", "By"),
-    ("hw.gpu.memory.utilization", "gauge", "1"),
-    ("hw.temperature", "gauge", "Cel"),
-    ("hw.power", "gauge", "W"),
-    ("hw.energy", "counter", "J"),
-    ("hw.errors", "counter", "{error}"),
-    ("traincard.gpu.torch.memory", "gauge", "By"),
-)
+# (name, kind, unit) of every system figure, from the wire schema (docs/schema.md).
+SYSTEM_INSTRUMENTS: tuple[tuple[str, str, str], ...] = tuple((m.name, m.kind, m.unit) for m in SYSTEM_METRICS)
 GPU_PREFIXES = ("hw.", "traincard.gpu.")
 
 

@@ -1,0 +1,162 @@
+"""The converter: turns the queue's typed reports into OpenTelemetry signals, off the training thread.
+
+Per-step rows become batched log events (:mod:`.rows`), phases become spans (:mod:`.spans`),
+checkpoints and failures become events (:mod:`.events`); values are validated and converted
+(tensors, numpy scalars) here. The pipeline calls :meth:`Converter.drain` on its schedule; the
+converter has no thread of its own and never calls back into the pipeline.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry._logs import Logger
+from opentelemetry.metrics import Meter
+from opentelemetry.trace import Span
+
+from .._queue import ReportQueue
+from .._safety import internal_error
+from .._schema import (
+    Attr,
+    CheckpointSaved,
+    Event,
+    Failure,
+    Hyperparameters,
+    LifecycleEvent,
+    LogLine,
+    MetricsReport,
+    PhaseEnd,
+    PhaseStart,
+    Report,
+    StepEnd,
+    SystemReport,
+)
+from .events import Checkpoints, FailureRecorder
+from .instruments import ConverterInstruments
+from .placement import place_after_step_ends, read_sources
+from .rows import RowBatcher
+from .spans import SEVERITY, PhaseSpans
+from .values import Rejections, to_float
+
+_ROW_TYPES = (MetricsReport, StepEnd)
+
+
+class Converter:
+    """Drains a :class:`~traincard_otel._queue.ReportQueue` into OTel (thread-safe ``drain``)."""
+
+    def __init__(
+        self,
+        queue: ReportQueue,
+        *,
+        tracer: trace.Tracer,
+        logger: Logger,
+        meter: Meter,
+        run_span: Span,
+        last_system: Callable[[], Mapping[str, float]],
+        timed: bool,
+    ) -> None:
+        self.queue = queue
+        self.rejections = Rejections()
+        self.spans = PhaseSpans(tracer, logger, run_span)
+        self.rows = RowBatcher(self.spans.emit, self.rejections, self._record_durations)
+        self.instruments = ConverterInstruments(
+            meter,
+            queue,
+            last_metrics=lambda: self.rows.last_metrics,
+            step_ends=lambda: self.rows.step_ends,
+            rejected=lambda: self.rejections.counts,
+            checkpoint_size=lambda: self.checkpoints.last_size,
+            throughput=self.rows.last_throughput,
+        )
+        self._timed = timed  # a metric backend reads the step histogram
+        self.checkpoints = Checkpoints(self.spans, self.instruments.checkpoints)
+        self.failures = FailureRecorder(
+            self.spans, self.instruments.failures, last_system, lambda: self.rows.last_metrics, lambda: queue.step
+        )
+        self._last_step_end: tuple[Any, float] | None = None  # (step, time), kept for metric sources
+        self._lock = threading.Lock()
+
+    def _record_durations(self, durations: list[float]) -> None:
+        if self._timed:
+            for duration in durations:
+                self.instruments.step_duration.record(duration)
+
+    def drain(self) -> None:
+        """Translate everything queued so far, in report order."""
+        with self._lock:
+            q = self.queue
+            q.sync_clocks()
+            # The sources before the queue: what they hold was reported after its step end, so
+            # that step end is in this drain or an earlier one.
+            read = read_sources(q.metric_sources, self.rejections.reject) if q.metric_sources else None
+            items = q.drain()
+            if read is not None:
+                last_end = next((item for item in reversed(items) if type(item) is StepEnd), None)
+                if read:
+                    items = place_after_step_ends(items, read, self._last_step_end)
+                if last_end is not None:
+                    self._last_step_end = (last_end.step, last_end.t)
+            start, n = 0, len(items)
+            while start < n:
+                end = start
+                while end < n and type(items[end]) in _ROW_TYPES:
+                    end += 1
+                if end > start:
+                    self.rows.add(items[start:end], self._error)  # type: ignore[arg-type]
+                    start = end
+                    continue
+                try:
+                    self.rows.flush()  # keep rows and events in report order
+                    self._handle(items[start])
+                except Exception as exc:
+                    self._error(exc)
+                start += 1
+            try:
+                self.rows.flush()
+            except Exception as exc:
+                self._error(exc)
+
+    @staticmethod
+    def _error(exc: Exception) -> None:
+        internal_error("converter", exc)
+
+    def _handle(self, item: Report) -> None:
+        """A report other than per-step rows (those are batched)."""
+        emit = self.spans.emit
+        if type(item) is LogLine:
+            attrs: dict[str, Any] = dict(item.attributes or {})
+            if item.traceback:
+                attrs[Attr.EXCEPTION_STACKTRACE] = item.traceback
+            emit(item.t, None, item.line, attrs, SEVERITY.get(item.level, SEVERITY["INFO"]), item.level)
+        elif type(item) is PhaseStart:
+            self.spans.start(item.t, item.name, item.token, item.step)
+        elif type(item) is PhaseEnd:
+            self.spans.end(item.t, item.token, item.error)
+        elif type(item) is CheckpointSaved:
+            self.checkpoints.record(item)
+        elif type(item) is SystemReport:
+            clean = {str(k): f for k, v in item.stats.items() if (f := to_float(v)) is not None}
+            emit(item.t, Event.SYSTEM, clean)
+        elif type(item) is Hyperparameters:
+            emit(item.t, Event.HYPERPARAMS, item.values)
+        elif type(item) is LifecycleEvent:
+            emit(item.t, item.name, item.body, item.attributes)
+        elif type(item) is Failure:
+            self.failures.record(item)
+
+    def close_open_phases(self, t: float) -> None:
+        with self._lock:
+            self.spans.close_all(t)
+
+    def status_fields(self) -> dict[str, Any]:
+        """This converter's part of the rank's status snapshot."""
+        return {
+            "last_metrics": dict(self.rows.last_metrics),
+            "rejected": dict(self.rejections.counts),
+            "failure": self.failures.summary,
+            "checkpoints": self.checkpoints.count,
+            "phase": self.spans.current,
+        }

@@ -1,0 +1,91 @@
+"""The converter's metric instruments: created once, read by the metric reader when it collects.
+
+Only the step-duration histogram, the checkpoint and failure counters are recorded as things
+happen; everything else is an observable read from the converter's state at collection time,
+so a training step costs no instrument call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from opentelemetry.metrics import CallbackOptions, Counter, Histogram, Meter, Observation
+
+from .._queue import ReportQueue
+from .._schema import Attr, Metric, MetricSpec
+
+Observe = Callable[[CallbackOptions], Iterable[Observation]]
+
+
+def _gauge(meter: Meter, spec: MetricSpec, callback: Observe) -> None:
+    meter.create_observable_gauge(spec.name, callbacks=[callback], unit=spec.unit, description=spec.meaning)
+
+
+def _one(value: float | None) -> list[Observation]:
+    return [] if value is None else [Observation(value)]
+
+
+class ConverterInstruments:
+    """Instruments of the training figures; ``view`` callables read the converter's state."""
+
+    def __init__(
+        self,
+        meter: Meter,
+        queue: ReportQueue,
+        *,
+        last_metrics: Callable[[], Mapping[str, float]],
+        step_ends: Callable[[], int],
+        rejected: Callable[[], Mapping[str, int]],
+        checkpoint_size: Callable[[], int | None],
+        throughput: Callable[[str], float | None],
+    ) -> None:
+        def spec(m: MetricSpec) -> dict[str, str]:
+            return {"unit": m.unit, "description": m.meaning}
+
+        self.step_duration: Histogram = meter.create_histogram(
+            Metric.STEP_DURATION.name, **spec(Metric.STEP_DURATION)
+        )
+        self.checkpoints: Counter = meter.create_counter(Metric.CHECKPOINTS.name, **spec(Metric.CHECKPOINTS))
+        self.failures: Counter = meter.create_counter(Metric.FAILURES.name, **spec(Metric.FAILURES))
+        meter.create_observable_counter(
+            Metric.STEPS.name, callbacks=[lambda _o: [Observation(step_ends())]], **spec(Metric.STEPS)
+        )
+        meter.create_observable_counter(
+            Metric.REJECTED.name,
+            callbacks=[
+                lambda _o: [Observation(n, {Attr.DROP_REASON: reason}) for reason, n in dict(rejected()).items()]
+            ],
+            **spec(Metric.REJECTED),
+        )
+        _gauge(
+            meter,
+            Metric.METRIC,
+            lambda _o: [
+                Observation(v, {Attr.METRIC_NAME: k}) for k, v in list(last_metrics().items()) if math.isfinite(v)
+            ],
+        )
+        _gauge(meter, Metric.CHECKPOINT_SIZE, lambda _o: _one(checkpoint_size()))
+        _gauge(meter, Metric.STEP, lambda _o: _one(queue.step if type(queue.step) is int else None))
+        _gauge(meter, Metric.EPOCH, lambda _o: _one(_number(queue.progress.get("epoch"))))
+        _gauge(meter, Metric.HEARTBEAT, lambda _o: [Observation(queue.heartbeat_at)])
+        _gauge(meter, Metric.THROUGHPUT_TOKENS, lambda _o: _one(throughput("tok")))
+        _gauge(meter, Metric.THROUGHPUT_SAMPLES, lambda _o: _one(throughput("n")))
+
+    def observe_health(self, meter: Meter, health: Callable[[], Mapping[str, Any]]) -> None:
+        """The watchdog's figures (stalled, lost ranks), once it exists."""
+
+        def flag(field: str) -> Observe:
+            def cb(_options: CallbackOptions) -> list[Observation]:
+                value = health().get(field)
+                return [Observation(len(value) if isinstance(value, list) else (1 if value else 0))]
+
+            return cb
+
+        _gauge(meter, Metric.STALLED, flag("stalled"))
+        _gauge(meter, Metric.RANKS_LOST, flag("lost_ranks"))
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None

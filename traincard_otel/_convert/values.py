@@ -1,0 +1,113 @@
+"""Reported values as the converter stores them: numbers as floats, steps as ints, the rest
+rejected and counted by reason (never raised into training, never dropping a valid neighbour)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .._safety import warn_once
+
+
+def to_float(value: Any) -> float | None:
+    """A reported value as a float, or None if it is not a number (tensors, numpy included).
+
+    An int too large for a float (``10**400``) or an object whose ``__float__``/``item()`` raises
+    is not a number.
+    """
+    if type(value) is float:
+        return value
+    try:
+        if isinstance(value, bool):
+            return float(value)
+        if isinstance(value, (int, float)):
+            return float(value)
+        item = getattr(value, "item", None)
+        if callable(item):
+            out = item()
+            return float(out) if isinstance(out, (int, float)) else None
+    except (ValueError, RuntimeError, TypeError, OverflowError, AttributeError):
+        return None
+    return None
+
+
+def as_step(value: Any) -> int | None:
+    """A reported step as an int (numpy and tensor scalars included), or None if it is not one."""
+    f = to_float(value)
+    return int(f) if f is not None and math.isfinite(f) else None
+
+
+def dir_size(path: str) -> int | None:
+    """Bytes under ``path`` (a file or a folder), or None if it is not there."""
+    try:
+        if os.path.isfile(path):
+            return os.path.getsize(path)
+        total = 0
+        for dirpath, _dirs, files in os.walk(path):
+            for f in files:
+                try:
+                    total += os.path.getsize(os.path.join(dirpath, f))
+                except OSError:
+                    continue
+        return total if os.path.isdir(path) else None
+    except OSError:
+        return None
+
+
+class Rejections:
+    """Counts of rejected values by reason; the first of each reason is logged once."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def reject(self, reason: str, message: str, *args: object) -> None:
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+        warn_once(
+            f"reject:{reason}", "traincard: " + message + " (reported once; later ones are counted)", *args
+        )
+
+    def clean(self, values: Mapping[Any, Any], step: int | None) -> dict[str, float]:
+        """The valid values of a report as floats; the rest is rejected and counted."""
+        clean: dict[str, float] = {}
+        for name, raw in values.items():
+            if not isinstance(name, str) or not name.strip():
+                self.reject("bad_name", "metric names must be non-empty strings; got %r", name)
+                continue
+            value = to_float(raw)
+            if value is None:
+                self.reject(
+                    f"not_a_number:{name[:200]}",
+                    "metric %r is not a number (%s); value dropped",
+                    name[:200],
+                    type(raw).__name__,
+                )
+                continue
+            if not math.isfinite(value):
+                warn_once(
+                    f"nonfinite:{name[:200]}",
+                    "traincard: metric %r is %s at step %s (recorded)",
+                    name[:200],
+                    value,
+                    step,
+                )
+            clean[name] = value
+        return clean
+
+    def measure(self, value: Any, field: str) -> float | None:
+        """A step end's time in seconds as a float; None (not measured) if it is not a number."""
+        f = to_float(value)
+        if f is None:
+            self.reject(f"bad_{field}", "step_end(%s=%r) is not a number of seconds; not measured", field, value)
+        return f
+
+    def count(self, value: Any, field: str) -> int:
+        """A step end's sample or token count as an int; 0 (not counted) if it is not a count."""
+        if value is None:
+            return 0
+        f = to_float(value)
+        if f is None or not math.isfinite(f) or f < 0:
+            self.reject(f"bad_{field}", "step_end(%s=%r) is not a count; not counted", field, value)
+            return 0
+        return int(f)

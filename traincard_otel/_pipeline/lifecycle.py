@@ -1,0 +1,277 @@
+"""One process's telemetry pipeline: queue -> converter -> OTel SDK -> exporters -> store writer.
+
+The pipeline owns the flush schedule (:mod:`.schedule`), the status snapshot it emits as a
+``traincard.status`` event, and a bounded shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.metrics import CallbackOptions, Meter, NoOpMeter, Observation
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.trace import Status, StatusCode, set_span_in_context
+
+from .. import _logbridge as logbridge
+from .._config import Settings
+from .._convert import Converter
+from .._identity import MetaflowIdentity, RankIdentity, resource_attributes
+from .._queue import ReportQueue
+from .._safety import internal_error, report_internal_error
+from .._schema import RUN_SPAN, Attr, Event, Failure, LifecycleEvent, Metric, StatusSnapshot
+from .._version import __version__
+from ..store.backends import Backend
+from ..store.writer import StoreWriter
+from ..telemetry.health import Watchdog
+from .bounded import bounded, left
+from .providers import build_providers
+from .schedule import FlushSchedule
+
+logger = logging.getLogger("traincard_otel")
+_SCOPE = "traincard_otel"
+
+
+class Pipeline:
+    """Everything one process runs for telemetry: providers, converter, store writer, sampler."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        mf: MetaflowIdentity | None,
+        rank: RankIdentity,
+        backend: Backend | None,
+    ) -> None:
+        self.settings, self.mf, self.rank, self.backend = settings, mf, rank, backend
+        self.started_at = time.time()
+        self.status = "running"
+        self.terminated_by: str | None = None
+        self.attempt = mf.retry_count if mf else (settings.attempt or 0)
+        self.resource = Resource.create(resource_attributes(mf, rank, settings.service_name))
+        self.queue = ReportQueue(
+            settings.buffer_cap, report_metrics=rank.rank == 0 or settings.report_ranks == "all"
+        )
+        self.writer = (
+            StoreWriter(
+                backend,
+                attempt=self.attempt,
+                rank=rank.rank,
+                flush_interval_s=settings.flush_interval_s,
+                max_pending=settings.buffer_cap,
+            )
+            if backend is not None
+            else None
+        )
+        self.providers = build_providers(settings, self.resource, self.writer)
+        tracer = self.providers.tracer_provider.get_tracer(_SCOPE, __version__)
+        self.logger = self.providers.logger_provider.get_logger(_SCOPE, __version__)
+        self.run_span = tracer.start_span(
+            RUN_SPAN, context=otel_context.get_current(), attributes={Attr.ATTEMPT: self.attempt}
+        )
+        meter = self.providers.meter_provider.get_meter(_SCOPE, __version__)
+        # The run's own figures are in the store's rows, events and status already; as metrics
+        # they serve metric backends only, and collecting them for the store alone would double
+        # the metric reader's work (docs/schema.md).
+        run_meter: Meter = meter if self.providers.exports_metrics else NoOpMeter(_SCOPE, __version__)
+        self.sampler: Any = None
+        try:
+            self._start_sampler(meter)
+        except Exception as exc:
+            internal_error("system sampler", exc)
+        self.converter = Converter(
+            self.queue,
+            tracer=tracer,
+            logger=self.logger,
+            meter=run_meter,
+            run_span=self.run_span,
+            last_system=self.last_system,
+            timed=self.providers.exports_metrics,
+        )
+        self._pipeline_instruments(run_meter)
+        self.watchdog = Watchdog(
+            progress=lambda: (self.queue.step, self.queue.heartbeat_at),
+            recent_step_times=self.converter.rows.recent_durations,
+            recent_wait_shares=self.converter.rows.recent_wait_shares,
+            gpu_utilization=self.gpu_utilization,
+            emit=self.event,
+            backend=backend,
+            rank=rank.rank,
+            world_size=rank.world_size,
+            attempt=self.attempt,
+            stall_floor_s=settings.stall_timeout_s,
+            rank_timeout_s=settings.rank_timeout_s,
+            rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
+        )
+        self.converter.instruments.observe_health(run_meter, self.watchdog.status_fields)
+        self.schedule = FlushSchedule(self.tick, settings.flush_interval_s if self.writer is not None else 1.0)
+        self.closed = False
+        self.configured_by_step = False  # by @traincard, which runs the card's refresher itself
+        self.card_refresher_started = False
+        self._close_lock = threading.Lock()
+        self.on_shutdown: list[Callable[[], None]] = [self.watchdog.stop]
+        if self.writer is not None:
+            self.writer.start()
+        self.schedule.start()
+        self.watchdog.start()
+        if settings.log_level != "OFF":
+            handler = logbridge.attach(self.queue, settings.log_level)
+            self.on_shutdown.append(lambda: logbridge.detach(handler))
+        self.event(
+            Event.RUN_STARTED,
+            {Attr.ATTEMPT: self.attempt, Attr.RANK: rank.rank, Attr.HOST_NAME: str(os.uname().nodename)},
+        )
+
+    def _pipeline_instruments(self, meter: Meter) -> None:
+        def restarts(_options: CallbackOptions) -> list[Observation]:
+            return [Observation(self.attempt)]
+
+        def dropped(_options: CallbackOptions) -> list[Observation]:
+            counts = dict(self.writer.dropped) if self.writer is not None else {}
+            if self.queue.overflow:
+                counts["buffer_full"] = counts.get("buffer_full", 0) + self.queue.overflow
+            return [Observation(n, {Attr.DROP_REASON: reason}) for reason, n in counts.items()]
+
+        def write_errors(_options: CallbackOptions) -> list[Observation]:
+            return [Observation(self.writer.write_errors)] if self.writer is not None else []
+
+        for spec, kind, cb in (
+            (Metric.RESTARTS, "gauge", restarts),
+            (Metric.DROPPED, "counter", dropped),
+            (Metric.STORE_WRITE_ERRORS, "counter", write_errors),
+        ):
+            create = meter.create_observable_gauge if kind == "gauge" else meter.create_observable_counter
+            create(spec.name, callbacks=[cb], unit=spec.unit, description=spec.meaning)
+
+    def _start_sampler(self, meter: Meter) -> None:
+        # One sampler per node: N ranks on a node must not report the node N times.
+        if not self.settings.system or self.rank.local_rank != 0:
+            return
+        from ..telemetry import SystemSampler, register_system_instruments
+
+        self.sampler = SystemSampler(self.settings.system_interval_s)
+        self.sampler.start()
+        register_system_instruments(meter, self.sampler)
+
+    # -- what other parts read ------------------------------------------------------------------
+    def last_system(self) -> dict[str, float]:
+        snap = self.sampler.latest() if self.sampler is not None else None
+        return {s.reading_key: s.value for s in getattr(snap, "samples", ())}
+
+    def gpu_utilization(self) -> list[float]:
+        return [v for k, v in self.last_system().items() if k.startswith("hw.gpu.utilization")]
+
+    def event(self, name: str, attributes: dict[str, Any], body: Any = None) -> None:
+        """Queue a lifecycle event (the watchdog's and the pipeline's own)."""
+        self.queue.put(LifecycleEvent(time.time(), name, dict(attributes), body))
+
+    def record_failure(self, exc: BaseException) -> None:
+        import traceback
+
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.queue.put(Failure(time.time(), exc, text))
+        self.flush()
+
+    def state(self) -> StatusSnapshot:
+        q = self.queue
+        st: dict[str, Any] = {
+            "status": self.status,
+            "terminated_by": self.terminated_by,
+            "started_at": self.started_at,
+            "updated_at": time.time(),
+            "heartbeat_at": q.heartbeat_at,
+            "step": q.step,
+            "progress": dict(q.progress),
+            "host": os.uname().nodename,
+            "pid": os.getpid(),
+            "local_rank": self.rank.local_rank,
+            "node_rank": self.rank.node_rank,
+            "world_size": self.rank.world_size,
+            "pathspec": self.mf.pathspec if self.mf else None,
+            "origin_run_id": self.mf.origin_run_id if self.mf else None,
+            "hot_path_overflow": q.overflow,
+            "hourly_cost": self.settings.hourly_cost,
+            "rank_timeout_s": self.settings.rank_timeout_s,
+            "notes": list(getattr(self.sampler, "notes", []) or []),
+            "last_system": self.last_system(),
+        }
+        st.update(self.converter.status_fields())
+        st.update(self.watchdog.status_fields())
+        return st  # type: ignore[return-value]
+
+    # -- the schedule -----------------------------------------------------------------------------
+    def emit_status(self) -> None:
+        """The rank's status panel as a ``traincard.status`` event (the store keeps it as state)."""
+        self.logger.emit(
+            timestamp=int(time.time() * 1e9),
+            context=set_span_in_context(self.run_span),
+            severity_number=SeverityNumber.INFO,
+            severity_text="INFO",
+            body=dict(self.state()),
+            event_name=Event.STATUS,
+        )
+
+    def tick(self) -> None:
+        """One turn of the schedule: reports -> signals -> exporters, then the writer writes."""
+        self.converter.drain()
+        self.emit_status()
+        if self.writer is not None:
+            self.writer.request_flush()
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        timeout = self.settings.shutdown_timeout_s if timeout_s is None else timeout_s
+        self.converter.drain()
+        self.emit_status()
+        if self.writer is None:
+            return True
+        return bounded(self.writer.flush_now, timeout, default=False)
+
+    def shutdown(self, timeout_s: float | None = None, status: str | None = None) -> None:
+        with self._close_lock:
+            if self.closed:
+                return
+            self.closed = True
+        deadline = time.monotonic() + (self.settings.shutdown_timeout_s if timeout_s is None else timeout_s)
+        try:
+            for hook in self.on_shutdown:
+                hook()
+            self.schedule.stop(0.5)
+            self.converter.drain()
+            if self.converter.failures.summary is not None:
+                self.status = "failed"
+            elif status is not None:
+                self.status = status
+            elif self.status == "running":
+                self.status = "finished"
+            end = time.time()
+            self.converter.close_open_phases(end)
+            if self.status != "failed":  # the failure event itself was emitted when it happened
+                attrs = {Attr.STATUS: self.status}
+                if self.terminated_by:
+                    attrs[Attr.SIGNAL] = self.terminated_by
+                self.event(Event.run_ended(self.status), attrs)
+            self.converter.drain()
+            self.emit_status()
+            self.run_span.set_attribute(Attr.STATUS, self.status)
+            if self.status not in ("failed", "finished"):
+                self.run_span.set_status(Status(StatusCode.ERROR, self.status))
+            self.run_span.end(end_time=int(end * 1e9))
+            if self.sampler is not None:
+                self.sampler.stop(0.5)
+            # Collect the store metric reader once more so the last system sample is kept.
+            mp = self.providers.meter_provider
+            bounded(lambda: mp.force_flush(1000), left(deadline, 1.0), default=False)
+            if self.writer is not None:
+                self.writer.close(left(deadline))
+        except Exception as exc:
+            report_internal_error("shutdown", exc)
+        finally:
+            for provider in self.providers.all():
+                # The SDK's own shutdown can take 20-90 s with a dead OTLP endpoint: never wait for it.
+                bounded(provider.shutdown, left(deadline, 0.2), default=None)

@@ -1,0 +1,87 @@
+"""What happens to telemetry when the process ends: at exit, on SIGTERM, on an uncaught exception.
+
+Exit is bounded whatever the exporters do. The final flush runs before ``concurrent.futures``
+stops accepting work at interpreter exit: datastore clients (Metaflow's S3 client among them)
+submit their writes to executors, and an ``atexit`` handler runs too late for that ("cannot
+schedule new futures after interpreter shutdown"), losing the end of a run that simply returns.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any
+
+from .bounded import bounded
+
+_installed = False
+_terminate_hooks: list[Callable[[], None]] = []
+_prev_sigterm: Any = None
+_prev_excepthook: Any = None
+
+
+class Exits:
+    """What the hooks act on: the running pipeline (looked up when the hook fires)."""
+
+    active: Callable[[], Any] = staticmethod(lambda: None)
+
+
+def add_terminate_hook(fn: Callable[[], None]) -> None:
+    """Run ``fn`` (bounded) after the flush on SIGTERM, before the process dies of the signal."""
+    _terminate_hooks.append(fn)
+
+
+def _at_exit() -> None:
+    pipeline = Exits.active()
+    if pipeline is not None:
+        pipeline.shutdown()
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    pipeline = Exits.active()
+    if pipeline is not None:
+        pipeline.terminated_by = signal.Signals(signum).name
+        pipeline.shutdown(status="terminated")
+        for hook in list(_terminate_hooks):
+            bounded(hook, 15.0, default=None)
+    prev = _prev_sigterm
+    if callable(prev):
+        prev(signum, frame)
+    elif prev == signal.SIG_IGN:
+        return
+    else:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def _on_uncaught(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    pipeline = Exits.active()
+    if pipeline is not None and not issubclass(exc_type, KeyboardInterrupt):
+        pipeline.record_failure(exc)
+    (_prev_excepthook or sys.__excepthook__)(exc_type, exc, tb)
+
+
+def install(active: Callable[[], Any]) -> None:
+    """Install the hooks once per process; ``active()`` returns the pipeline to act on."""
+    global _installed, _prev_sigterm, _prev_excepthook
+    Exits.active = staticmethod(active)  # type: ignore[assignment]
+    if _installed:
+        return
+    _installed = True
+    # Imported first so that its own exit hook is registered before ours: threading runs these
+    # hooks in reverse order, so ours runs while executors still take work.
+    import concurrent.futures.thread  # noqa: F401
+
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        register(_at_exit)
+    atexit.register(_at_exit)  # also covers exits that skip threading's hooks (and is a no-op after)
+    _prev_excepthook, sys.excepthook = sys.excepthook, _on_uncaught
+    if threading.current_thread() is threading.main_thread():
+        _prev_sigterm = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, _on_sigterm)

@@ -1,0 +1,71 @@
+"""The private OTel providers of one process, with the store exporters and the env-selected ones.
+
+Providers are never set globally (Metaflow's own tracing, or user code, may own the globals).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, SimpleLogRecordProcessor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+from .._config import Settings
+from .._schema import Metric
+from ..exporters.otlp import exporter_classes
+from ..exporters.store import TraincardLogExporter, TraincardMetricExporter, TraincardSpanExporter
+from ..store.writer import StoreWriter
+
+STEP_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+@dataclass(frozen=True)
+class Providers:
+    tracer_provider: TracerProvider
+    logger_provider: LoggerProvider
+    meter_provider: MeterProvider
+    exports_metrics: bool  # a metric backend beyond the store reads the training instruments
+
+    def all(self) -> tuple[TracerProvider, LoggerProvider, MeterProvider]:
+        return self.tracer_provider, self.logger_provider, self.meter_provider
+
+
+def build_providers(settings: Settings, resource: Resource, writer: StoreWriter | None) -> Providers:
+    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+    readers: list[MetricReader] = []
+    if writer is not None:
+        # The store exporters run synchronously on the schedule's thread: export() only appends
+        # to memory, and no SDK queue sits between the converter and the store that could drop rows.
+        tracer_provider.add_span_processor(SimpleSpanProcessor(TraincardSpanExporter(writer)))
+        logger_provider.add_log_record_processor(SimpleLogRecordProcessor(TraincardLogExporter(writer)))
+        readers.append(
+            PeriodicExportingMetricReader(
+                TraincardMetricExporter(writer), export_interval_millis=settings.system_interval_s * 1000
+            )
+        )
+    for cls in exporter_classes("traces", settings.traces_exporters):
+        tracer_provider.add_span_processor(BatchSpanProcessor(cls()))
+    for cls in exporter_classes("logs", settings.logs_exporters):
+        logger_provider.add_log_record_processor(BatchLogRecordProcessor(cls(), max_queue_size=65_536))
+    for cls in exporter_classes("metrics", settings.metrics_exporters):
+        if isinstance(cls, type) and issubclass(cls, MetricReader):
+            readers.append(cls())
+        else:
+            readers.append(
+                PeriodicExportingMetricReader(cls(), export_interval_millis=settings.metric_export_interval_ms)
+            )
+    views = [
+        View(
+            instrument_name=Metric.STEP_DURATION.name,
+            aggregation=ExplicitBucketHistogramAggregation(STEP_DURATION_BUCKETS),
+        )
+    ]
+    meter_provider = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False, views=views)
+    return Providers(tracer_provider, logger_provider, meter_provider, len(readers) > (writer is not None))

@@ -1,0 +1,31 @@
+"""Where a process writes its store: a setting, the Metaflow task's datastore, or a local folder."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from .._config import Settings
+from .._identity import MetaflowIdentity
+from .backends import Backend, LocalBackend, MetaflowBackend, backend_from_spec
+
+
+def default_local_dir(env: Mapping[str, str] | None = None) -> str:
+    """``TRAINCARD_DIR``/``<run name>`` outside Metaflow; ranks of one torchrun job share a name."""
+    env = os.environ if env is None else env
+    base = env.get("TRAINCARD_DIR") or os.path.join(os.getcwd(), "traincard-data")
+    name = env.get("TRAINCARD_RUN_NAME")
+    if not name and env.get("TORCHELASTIC_RUN_ID", "none") != "none":
+        name = f"torchrun-{env['TORCHELASTIC_RUN_ID']}"
+    return os.path.join(base, name) if name else base
+
+
+def resolve_backend(settings: Settings, mf: MetaflowIdentity | None) -> Backend | None:
+    """The store of this process; None when ``TRAINCARD_STORE=off``."""
+    if settings.store and settings.store.lower() == "off":
+        return None
+    if settings.store:
+        return backend_from_spec(settings.store)
+    if mf is not None and mf.ds_type and mf.ds_root:
+        return MetaflowBackend(mf.ds_type, mf.ds_root, mf.store_prefix)
+    return LocalBackend(default_local_dir())
