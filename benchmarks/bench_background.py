@@ -4,9 +4,9 @@ system sampling at its default interval, store on.
     python -m benchmarks.bench_background [--seconds 140] [--rate 100] [--quick] [--json out.json]
 
 The training thread's own CPU (the loop, sleeping most of the time) is subtracted from the
-process's CPU; what is left is what the pump, store, sampler, watchdog and SDK threads used.
+process's CPU; what is left is what the schedule (converter), store, sampler, watchdog and SDK threads used.
 The breakdown times each background component's work with ``time.thread_time()`` around its
-periodic call (pump drain, store flush, store compaction, system sample, OTel metric collection).
+periodic call (converter drain, store flush, store compaction, system sample, OTel metric collection).
 The default run lasts long enough for the store's first compaction (64 segments merged into one
 Parquet part: 128 s at the default flush interval), which a shorter run would leave out.
 """
@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.pop("TRAINCARD_SYSTEM", None)
         reporter = traincard_otel.configure(store=f"file://{tmp}")
-        pipeline = _pipeline._active
+        pipeline = _pipeline.active()
         assert pipeline is not None and pipeline.writer is not None
         from traincard_otel.store.compaction import to_parquet
         from traincard_otel.store.segment import metric_run
@@ -72,11 +72,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         to_parquet([(0, [metric_run(None, ["x"], [0], [0.0], [1.0])])])  # imports pyarrow: once a process
 
         undo += [
-            _account(pipeline.pump, "drain", "pump", cpu),
+            _account(pipeline.converter, "drain", "converter", cpu),
             _account(pipeline.writer, "flush_now", "store writer", cpu),
             _account(pipeline.writer, "_maybe_compact", "store compaction", cpu),
         ]
-        pipeline.writer.before_flush = pipeline.pump.drain  # the writer drains the pump, timed
         names = [f"metric_{i}" for i in range(8)]
         period = 1.0 / args.rate
         proc0, thread0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
@@ -90,8 +89,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             time.sleep(max(0.0, next_at - time.perf_counter()))
         wall = time.perf_counter() - wall0
         background = (time.process_time() - proc0) - (time.thread_time() - thread0)
-        # Compaction and the pump's drain run inside the writer's flush.
-        cpu["store writer"] -= cpu["store compaction"] + cpu["pump"]
+        # Compaction runs inside the writer's flush.
+        cpu["store writer"] -= cpu["store compaction"]
         parts = pipeline.writer.parts_written
         breakdown = {label: seconds_used / wall * 100 for label, seconds_used in cpu.items()}
         traincard_otel.shutdown()

@@ -33,15 +33,14 @@ def write_store(root: Path, steps: int, rows_per_segment: int = 1000) -> None:
         "updated_at": steps / 500,
         "heartbeat_at": steps / 500,
     }
-    writer = StoreWriter(
-        LocalBackend(root), attempt=0, rank=0, state_provider=lambda: state, max_pending=rows_per_segment * 2
-    )
+    writer = StoreWriter(LocalBackend(root), attempt=0, rank=0, max_pending=rows_per_segment * 2)
+    writer.set_state(state)
     for start in range(1, steps + 1, rows_per_segment):
         seg = list(range(start, min(start + rows_per_segment, steps + 1)))
         times = [s / 500 for s in seg]
         values = [math.sin(s / 1000 + i) + 2 for s in seg for i in range(len(NAMES))]
         n = len(seg)
-        writer.add_many(  # packed runs, as the pump hands them over
+        writer.add_many(  # packed runs, as the converter hands them over
             [
                 segment.metric_run("train", NAMES, seg, times, values),
                 segment.step_run(seg, times, [0.002] * n, [math.nan] * n, [32] * n, [0] * n),

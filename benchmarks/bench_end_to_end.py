@@ -9,7 +9,7 @@ Frameworks: a Hugging Face Trainer on a tiny GPT-2 (CPU), a Lightning module and
 logging every step. A child process per framework and tracker trains run after run, each with a
 freshly built trainer and model: "plain" runs with no tracker, "tracked" runs with one, in ABBA
 order (after one unpaired warm-up run of each). A tracked traincard run is what a user's run
-is: ``instrument()`` sets up the whole pipeline (system sampler, pump, store writer, OTel
+is: ``instrument()`` sets up the whole pipeline (system sampler, flush schedule, store writer, OTel
 providers), training runs, then the handle is closed and the pipeline shut down. So everything
 traincard does while training runs, on any thread, falls inside tracked runs, and nothing of it
 in plain runs. When installed (``pip install -e '.[bench]'``), TensorBoard, wandb (offline) and

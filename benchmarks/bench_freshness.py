@@ -72,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     store_delays, payload_delays = [], []
     with tempfile.TemporaryDirectory() as tmp:
         reporter = traincard_otel.configure(store=f"file://{tmp}")
+        assert reporter.settings is not None
         flush = reporter.settings.flush_interval_s
         refresh = reporter.settings.refresh_interval_s
         card = RecordingCard()

@@ -106,9 +106,13 @@ class Metric:
     """Every metric instrument the package creates (``docs/schema.md`` lists them)."""
 
     METRIC: Final = MetricSpec(
-        "traincard.metric", "gauge", "1", "`traincard.metric.name`",
-        "last value of each reported training scalar (loss, eval_loss, learning_rate, grad_norm, user metrics)",
-    )  # fmt: skip
+        "traincard.metric",
+        "gauge",
+        "1",
+        "`traincard.metric.name`",
+        "last value of each reported training scalar "
+        "(loss, eval_loss, learning_rate, grad_norm, user metrics)",
+    )
     STEP: Final = MetricSpec("traincard.step", "gauge", "{step}", "", "current global step")
     EPOCH: Final = MetricSpec("traincard.epoch", "gauge", "{epoch}", "", "current (fractional) epoch")
     STEPS: Final = MetricSpec("traincard.steps", "counter", "{step}", "", "steps completed in this attempt")
@@ -134,25 +138,37 @@ class Metric:
         "traincard.restarts", "gauge", "{restart}", "", "attempts before this one (Metaflow `@retry`)"
     )
     FAILURES: Final = MetricSpec(
-        "traincard.failures", "counter", "{failure}",
-        "`error.type`, `traincard.failure.verdict`, `traincard.phase`", "training failures recorded",
-    )  # fmt: skip
+        "traincard.failures",
+        "counter",
+        "{failure}",
+        "`error.type`, `traincard.failure.verdict`, `traincard.phase`",
+        "training failures recorded",
+    )
     STALLED: Final = MetricSpec("traincard.stalled", "gauge", "1", "", "1 while a stall is declared, else 0")
     RANKS_LOST: Final = MetricSpec(
         "traincard.ranks.lost", "gauge", "{rank}", "", "ranks whose heartbeat is older than the timeout"
     )
     DROPPED: Final = MetricSpec(
-        "traincard.dropped", "counter", "{record}", "`traincard.drop.reason`",
+        "traincard.dropped",
+        "counter",
+        "{record}",
+        "`traincard.drop.reason`",
         "telemetry records dropped (full buffer, dead storage)",
-    )  # fmt: skip
+    )
     REJECTED: Final = MetricSpec(
-        "traincard.rejected", "counter", "{value}", "`traincard.drop.reason`",
+        "traincard.rejected",
+        "counter",
+        "{value}",
+        "`traincard.drop.reason`",
         "reported values rejected (not a number, bad name or tags), by reason",
-    )  # fmt: skip
+    )
     STORE_WRITE_ERRORS: Final = MetricSpec(
-        "traincard.store.write_errors", "counter", "{error}", "",
+        "traincard.store.write_errors",
+        "counter",
+        "{error}",
+        "",
         "failed writes to the store (each retried; the card shows the last error)",
-    )  # fmt: skip
+    )
 
 
 TRAINING_METRICS: Final[tuple[MetricSpec, ...]] = tuple(
@@ -163,25 +179,42 @@ TRAINING_METRICS: Final[tuple[MetricSpec, ...]] = tuple(
 SYSTEM_METRICS: Final[tuple[MetricSpec, ...]] = (
     MetricSpec("system.cpu.utilization", "gauge", "1", "", "host CPU utilization (0-1)"),
     MetricSpec(
-        "system.memory.usage", "updowncounter", "By",
-        "`system.memory.state` (used, free, cached, buffers)", "host memory",
-    ),  # fmt: skip
+        "system.memory.usage",
+        "updowncounter",
+        "By",
+        "`system.memory.state` (used, free, cached, buffers)",
+        "host memory",
+    ),
     MetricSpec("system.memory.utilization", "gauge", "1", "`system.memory.state`", "host memory fraction"),
     MetricSpec("system.memory.limit", "updowncounter", "By", "", "host (or cgroup) memory limit"),
     MetricSpec("system.disk.io", "counter", "By", "`disk.io.direction` (read, write)", "host disk bytes"),
     MetricSpec(
-        "system.network.io", "counter", "By", "`network.io.direction` (receive, transmit)", "host network bytes"
+        "system.network.io",
+        "counter",
+        "By",
+        "`network.io.direction` (receive, transmit)",
+        "host network bytes",
     ),
     MetricSpec(
-        "process.cpu.utilization", "gauge", "1", "",
-        "this process and its children, fraction of one core × cores",
-    ),  # fmt: skip
+        "process.cpu.utilization",
+        "gauge",
+        "1",
+        "",
+        "this process and its children, fraction of one core x cores",
+    ),
     MetricSpec(
-        "process.memory.usage", "updowncounter", "By", "",
+        "process.memory.usage",
+        "updowncounter",
+        "By",
+        "",
         "RSS of this process and its children (the process tree is re-read every 10 s)",
-    ),  # fmt: skip
+    ),
     MetricSpec(
-        "hw.gpu.utilization", "gauge", "1", "`hw.id`, `hw.name`, `hw.vendor`, `hw.gpu.task`", "GPU busy fraction"
+        "hw.gpu.utilization",
+        "gauge",
+        "1",
+        "`hw.id`, `hw.name`, `hw.vendor`, `hw.gpu.task`",
+        "GPU busy fraction",
     ),
     MetricSpec("hw.gpu.memory.usage", "updowncounter", "By", "`hw.id`, `hw.name`, `hw.vendor`", "VRAM used"),
     MetricSpec("hw.gpu.memory.limit", "updowncounter", "By", "`hw.id`, `hw.name`, `hw.vendor`", "VRAM total"),
@@ -193,14 +226,20 @@ SYSTEM_METRICS: Final[tuple[MetricSpec, ...]] = (
     ),
     MetricSpec("hw.power", "gauge", "W", "`hw.id`, `hw.name`, `hw.vendor`, `hw.type`", "GPU power draw"),
     MetricSpec(
-        "hw.energy", "counter", "J", "`hw.id`, `hw.name`, `hw.vendor`, `hw.type`", "GPU energy since driver load"
+        "hw.energy",
+        "counter",
+        "J",
+        "`hw.id`, `hw.name`, `hw.vendor`, `hw.type`",
+        "GPU energy since driver load",
     ),
     MetricSpec("hw.errors", "counter", "{error}", "`hw.id`, `hw.type`, `error.type`", "ECC / XID errors"),
     MetricSpec(
-        "traincard.gpu.torch.memory", "gauge", "By",
+        "traincard.gpu.torch.memory",
+        "gauge",
+        "By",
         "`hw.id`, `traincard.torch.memory.kind` (allocated, reserved, peak)",
         "this process's torch CUDA allocator, on the GPUs it allocated on",
-    ),  # fmt: skip
+    ),
 )
 
 ALL_METRICS: Final[tuple[MetricSpec, ...]] = TRAINING_METRICS + SYSTEM_METRICS
@@ -424,15 +463,15 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
     (
         Event.METRICS,
         "per-step metric rows, batched column by column: one event per drain (at each store flush, "
-        "or every second without a store; ≤ 2000 rows), body `{\"runs\": [{\"phase\", \"names\": [name], "
-        "\"steps\": [step], \"times\": [unix s], \"values\": [value], \"tags\"?}]}`, one run per stretch "
-        "of rows with the same phase, names and tags; `values` is row-major, `len(steps) × len(names)`; "
+        'or every second without a store; ≤ 2000 rows), body `{"runs": [{"phase", "names": [name], '
+        '"steps": [step], "times": [unix s], "values": [value], "tags"?}]}`, one run per stretch '
+        "of rows with the same phase, names and tags; `values` is row-major, `len(steps) x len(names)`; "
         f"attributes `{Attr.STEP}` (last row), `{Attr.ROWS}`",
     ),
     (
         Event.STEP_TIMING,
-        "step ends, batched the same way: body `{\"steps\", \"times\", \"durations\" (s; NaN where not "
-        "measured), \"waits\" (data-wait s; NaN where not measured), \"samples\", \"tokens\" (0 where not "
+        'step ends, batched the same way: body `{"steps", "times", "durations" (s; NaN where not '
+        'measured), "waits" (data-wait s; NaN where not measured), "samples", "tokens" (0 where not '
         "reported)}`, one list each, one entry per step; attributes as above",
     ),
     (Event.SYSTEM, "the user's own system figures (`Reporter.system`), body {name: value}"),

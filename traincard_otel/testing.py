@@ -20,6 +20,7 @@ the in-memory store.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import fnmatch
 import threading
@@ -71,7 +72,7 @@ class MemoryBackend:
             for n in names:
                 self.objects.pop(n, None)
 
-    def files(self, pattern: str = "*") -> list[str]:
+    def files(self, pattern: str = "*") -> builtins.list[str]:
         """Object names matching a glob pattern (``"*/state.json"``)."""
         return [n for n in self.list() if fnmatch.fnmatch(n, pattern)]
 
@@ -141,7 +142,9 @@ def capture(
         ConfigError: telemetry is already running in this process.
     """
     if _pipeline.active() is not None:
-        raise ConfigError("traincard is already running in this process; call traincard_otel.shutdown() first")
+        raise ConfigError(
+            "traincard is already running in this process; call traincard_otel.shutdown() first"
+        )
     settings.setdefault("system", False)
     settings.setdefault("flush_interval_s", 3600.0)
     if "capture_console" in _known_settings():  # the test runner's own output stays its own

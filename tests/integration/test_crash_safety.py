@@ -81,12 +81,11 @@ class _DeadBackend(LocalBackend):
 def test_dead_storage_never_blocks_reporting_and_drops_are_counted(tmp_path: Path) -> None:
     backend = _DeadBackend(tmp_path, block=0.5)
     state: dict[str, object] = {}
-    writer = StoreWriter(
-        backend, attempt=0, rank=0, flush_interval_s=0.05, max_pending=500, state_provider=lambda: state
-    )
+    writer = StoreWriter(backend, attempt=0, rank=0, flush_interval_s=0.05, max_pending=500)
+    writer.set_state(state)
     writer.start()
     t0 = time.perf_counter()
-    for i in range(200):  # 2000 rows in runs of 10, as the pump hands them over
+    for i in range(200):  # 2000 rows in runs of 10, as the converter hands them over
         writer.add(
             segment.metric_run("train", ["loss"], list(range(10 * i, 10 * i + 10)), [0.0] * 10, [1.0] * 10)
         )

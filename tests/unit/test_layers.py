@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_identity",
             "_queue",
         ),
-    ),  # fmt: skip
+    ),
     ("store", ("store",)),
     ("load", ("_load",)),
     ("telemetry", ("telemetry",)),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,7 +96,11 @@ def _rows_of(cap: Capture, taken: int) -> dict[str, Any]:
         "max_step": rows.max_step,
     }
     for record in cap.logs:
-        event, body, attrs = record.log_record.event_name, record.log_record.body, record.log_record.attributes
+        event, body, attrs = (
+            record.log_record.event_name,
+            record.log_record.body,
+            record.log_record.attributes,
+        )
         if event == Event.STATUS:
             continue
         if event == Event.METRICS:

@@ -113,7 +113,9 @@ def test_a_step_end_with_a_bad_at_is_stored_at_the_wall_clock_and_logged_once(
     assert all(before <= t <= after for t in series.times)
 
 
-def test_a_flush_holds_everything_reported_before_it(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_flush_holds_everything_reported_before_it(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TRAINCARD_FLUSH_INTERVAL", "3600")  # no scheduled flush in between
     r = traincard_otel.configure()
     r.metrics({"loss": 0.5}, step=1)

@@ -11,7 +11,9 @@ from schema_names import otel_metric_names
 
 import traincard_otel
 
-_CREATE = re.compile(r"create_(?:observable_)?(?:gauge|counter|up_down_counter|histogram)\(\s*\"([^\"]+)\"", re.S)
+_CREATE = re.compile(
+    r"create_(?:observable_)?(?:gauge|counter|up_down_counter|histogram)\(\s*\"([^\"]+)\"", re.S
+)
 # A quoted name with one of our prefixes, anywhere in the package but the schema module itself.
 _NAME = re.compile(r"\"((?:traincard|training)\.[a-z_]+(?:\.[a-z_]+)*)\"")
 

@@ -39,7 +39,7 @@ from .instruments import ConverterInstruments
 from .placement import place_after_step_ends, read_sources
 from .rows import RowBatcher
 from .spans import SEVERITY, PhaseSpans
-from .values import Rejections, to_float
+from .values import Rejections, safe_text, safe_value, to_float
 
 _ROW_TYPES = (MetricsReport, StepEnd)
 
@@ -74,7 +74,11 @@ class Converter:
         self._timed = timed  # a metric backend reads the step histogram
         self.checkpoints = Checkpoints(self.spans, self.instruments.checkpoints)
         self.failures = FailureRecorder(
-            self.spans, self.instruments.failures, last_system, lambda: self.rows.last_metrics, lambda: queue.step
+            self.spans,
+            self.instruments.failures,
+            last_system,
+            lambda: self.rows.last_metrics,
+            lambda: queue.step,
         )
         self._last_step_end: tuple[Any, float] | None = None  # (step, time), kept for metric sources
         self._lock = threading.Lock()
@@ -127,23 +131,26 @@ class Converter:
         """A report other than per-step rows (those are batched)."""
         emit = self.spans.emit
         if type(item) is LogLine:
-            attrs: dict[str, Any] = dict(item.attributes or {})
+            attrs: dict[str, Any] = safe_value(dict(item.attributes or {}))
             if item.traceback:
-                attrs[Attr.EXCEPTION_STACKTRACE] = item.traceback
-            emit(item.t, None, item.line, attrs, SEVERITY.get(item.level, SEVERITY["INFO"]), item.level)
+                attrs[Attr.EXCEPTION_STACKTRACE] = safe_text(str(item.traceback))
+            level = item.level
+            emit(item.t, None, safe_text(item.line), attrs, SEVERITY.get(level, SEVERITY["INFO"]), level)
         elif type(item) is PhaseStart:
-            self.spans.start(item.t, item.name, item.token, item.step)
+            self.spans.start(item.t, safe_text(item.name), item.token, item.step)
         elif type(item) is PhaseEnd:
             self.spans.end(item.t, item.token, item.error)
         elif type(item) is CheckpointSaved:
-            self.checkpoints.record(item)
+            self.checkpoints.record(
+                item._replace(path=safe_text(item.path), metadata=safe_value(item.metadata))
+            )
         elif type(item) is SystemReport:
-            clean = {str(k): f for k, v in item.stats.items() if (f := to_float(v)) is not None}
+            clean = {safe_text(str(k)): f for k, v in item.stats.items() if (f := to_float(v)) is not None}
             emit(item.t, Event.SYSTEM, clean)
         elif type(item) is Hyperparameters:
-            emit(item.t, Event.HYPERPARAMS, item.values)
+            emit(item.t, Event.HYPERPARAMS, safe_value(item.values))
         elif type(item) is LifecycleEvent:
-            emit(item.t, item.name, item.body, item.attributes)
+            emit(item.t, safe_text(str(item.name)), safe_value(item.body), _attributes(item.attributes))
         elif type(item) is Failure:
             self.failures.record(item)
 
@@ -160,3 +167,18 @@ class Converter:
             "checkpoints": self.checkpoints.count,
             "phase": self.spans.current,
         }
+
+
+def _attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """Event attributes as OTel takes them: text keys; a value OTel cannot hold becomes its text."""
+    out: dict[str, Any] = {}
+    for key, value in attributes.items():
+        value = safe_value(value)
+        if not isinstance(value, (str, bool, int, float)) and not (
+            isinstance(value, list) and all(isinstance(v, (str, bool, int, float)) for v in value)
+        ):
+            value = safe_text(repr(value))
+        elif isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+            value = str(value)  # OTLP carries 64-bit ints
+        out[safe_text(str(key))] = value
+    return out

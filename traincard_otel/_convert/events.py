@@ -12,7 +12,7 @@ from opentelemetry.trace import Status, StatusCode
 from .._schema import Attr, CheckpointSaved, Event, Failure
 from ..telemetry.failure import classify
 from .spans import PhaseSpans, ns
-from .values import dir_size, to_float
+from .values import dir_size, safe_text, to_float
 
 
 class Checkpoints:
@@ -83,7 +83,8 @@ class FailureRecorder:
         t, exc, text = item
         system = dict(self._last_system())
         exc_type = type(exc).__name__
-        message = str(exc)
+        message = _message(exc)
+        text = safe_text(text)
         verdict = classify(exc_type, message, text, system)
         phase = self._spans.current or self._spans.failed_phase
         self.summary = {
@@ -98,7 +99,14 @@ class FailureRecorder:
             "verdict": verdict,
         }
         run_span = self._spans.run_span
-        run_span.record_exception(exc, timestamp=ns(t))
+        try:
+            run_span.record_exception(exc, timestamp=ns(t))
+        except Exception:  # the SDK reads str(exc), which may raise: record what we have
+            run_span.add_event(
+                "exception",
+                {Attr.EXCEPTION_TYPE: exc_type, Attr.EXCEPTION_MESSAGE: message, Attr.EXCEPTION_STACKTRACE: text},
+                timestamp=ns(t),
+            )
         run_span.set_status(Status(StatusCode.ERROR, f"{exc_type}: {message}"))
         self._counter.add(
             1,
@@ -116,3 +124,10 @@ class FailureRecorder:
             SeverityNumber.ERROR,
             "ERROR",
         )
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return safe_text(str(exc))
+    except Exception:  # an exception whose __str__ raises still ends the run: name it
+        return f"<{type(exc).__name__}: message could not be read>"

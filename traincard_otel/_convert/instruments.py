@@ -41,29 +41,34 @@ class ConverterInstruments:
         checkpoint_size: Callable[[], int | None],
         throughput: Callable[[str], float | None],
     ) -> None:
-        def spec(m: MetricSpec) -> dict[str, str]:
-            return {"unit": m.unit, "description": m.meaning}
-
-        self.step_duration: Histogram = meter.create_histogram(
-            Metric.STEP_DURATION.name, **spec(Metric.STEP_DURATION)
-        )
-        self.checkpoints: Counter = meter.create_counter(Metric.CHECKPOINTS.name, **spec(Metric.CHECKPOINTS))
-        self.failures: Counter = meter.create_counter(Metric.FAILURES.name, **spec(Metric.FAILURES))
+        m = Metric.STEP_DURATION
+        self.step_duration: Histogram = meter.create_histogram(m.name, unit=m.unit, description=m.meaning)
+        m = Metric.CHECKPOINTS
+        self.checkpoints: Counter = meter.create_counter(m.name, unit=m.unit, description=m.meaning)
+        m = Metric.FAILURES
+        self.failures: Counter = meter.create_counter(m.name, unit=m.unit, description=m.meaning)
+        m = Metric.STEPS
         meter.create_observable_counter(
-            Metric.STEPS.name, callbacks=[lambda _o: [Observation(step_ends())]], **spec(Metric.STEPS)
+            m.name, callbacks=[lambda _o: [Observation(step_ends())]], unit=m.unit, description=m.meaning
         )
+        m = Metric.REJECTED
         meter.create_observable_counter(
-            Metric.REJECTED.name,
+            m.name,
             callbacks=[
-                lambda _o: [Observation(n, {Attr.DROP_REASON: reason}) for reason, n in dict(rejected()).items()]
+                lambda _o: [
+                    Observation(n, {Attr.DROP_REASON: reason}) for reason, n in dict(rejected()).items()
+                ]
             ],
-            **spec(Metric.REJECTED),
+            unit=m.unit,
+            description=m.meaning,
         )
         _gauge(
             meter,
             Metric.METRIC,
             lambda _o: [
-                Observation(v, {Attr.METRIC_NAME: k}) for k, v in list(last_metrics().items()) if math.isfinite(v)
+                Observation(v, {Attr.METRIC_NAME: k})
+                for k, v in list(last_metrics().items())
+                if math.isfinite(v)
             ],
         )
         _gauge(meter, Metric.CHECKPOINT_SIZE, lambda _o: _one(checkpoint_size()))

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._schema import Attr, Event, MetricsReport, StepEnd
 from .columns import NAN, MetricRun, StepColumns, metric_columns, step_columns
-from .values import Rejections, as_step
+from .values import Rejections, as_step, safe_text
 
 MAX_ROWS_PER_EVENT = 2000
 #: Metric rows from several threads (a data loader's and the training loop's) arrive a few steps
@@ -60,10 +60,10 @@ class RowBatcher:
                 on_error(exc)
             for item in chunk:
                 try:
-                    if type(item) is MetricsReport:
+                    if isinstance(item, MetricsReport):
                         self.add_metrics(item)
                     else:
-                        self.add_step(item)  # type: ignore[arg-type]
+                        self.add_step(item)
                 except Exception as exc:
                     on_error(exc)
 
@@ -71,10 +71,10 @@ class RowBatcher:
         """Add a stretch column by column; False, with nothing changed, if it cannot."""
         metrics = [item for item in items if type(item) is MetricsReport]
         steps = [item for item in items if type(item) is StepEnd]
-        m = metric_columns(metrics, self._open_run, self.last_metrics)  # type: ignore[arg-type]
+        m = metric_columns(metrics, self._open_run, self.last_metrics)
         if metrics and m is None:
             return False
-        s = step_columns(steps)  # type: ignore[arg-type]
+        s = step_columns(steps)
         if steps and s is None:
             return False
         # Progress is the steps of step ends; metric steps count only until the first step end.
@@ -116,12 +116,18 @@ class RowBatcher:
     # -- a row at a time ---------------------------------------------------------------------
     def add_metrics(self, item: MetricsReport) -> None:
         t, step, phase, values, tags = item
-        if tags is not None and not (
-            isinstance(tags, Mapping)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items())
-        ):
-            self._rejections.reject("bad_tags", "metric tags must map strings to strings; got %r, report dropped", tags)
-            return
+        if tags is not None:
+            if not (
+                isinstance(tags, Mapping)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items())
+            ):
+                self._rejections.reject(
+                    "bad_tags", "metric tags must map strings to strings; got %r, report dropped", tags
+                )
+                return
+            tags = {safe_text(k): safe_text(v) for k, v in tags.items()}
+        if phase is not None:
+            phase = safe_text(str(phase))
         if step is not None and type(step) is not int:
             step = as_step(step)
         floats, names = values.values(), tuple(values)
@@ -135,7 +141,7 @@ class RowBatcher:
         ):
             clean = values  # the reporter's own copy
         else:
-            clean = self._rejections.clean(values, step)
+            clean = self._rejections.clean(values, step, self.last_metrics)
             names = tuple(clean)
         if not clean:
             return

@@ -28,9 +28,32 @@ def to_float(value: Any) -> float | None:
         if callable(item):
             out = item()
             return float(out) if isinstance(out, (int, float)) else None
-    except (ValueError, RuntimeError, TypeError, OverflowError, AttributeError):
+    except Exception:  # whatever a user object raises, it is not a number we can store
         return None
     return None
+
+
+def safe_text(text: str) -> str:
+    """``text`` that every exporter can encode: lone surrogates (from badly decoded bytes) become
+    U+FFFD. ASCII, the common case, is checked at C speed and returned as is."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def safe_value(value: Any) -> Any:
+    """An attribute or body value with every string in it made :func:`safe_text`."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_text(str(k)): safe_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [safe_value(v) for v in value]
+    return value
 
 
 def as_step(value: Any) -> int | None:
@@ -56,6 +79,10 @@ def dir_size(path: str) -> int | None:
         return None
 
 
+MAX_NAME_CHARS = 256
+MAX_METRIC_NAMES = 1000  # distinct names per process: each is a series and a chart
+
+
 class Rejections:
     """Counts of rejected values by reason; the first of each reason is logged once."""
 
@@ -68,12 +95,31 @@ class Rejections:
             f"reject:{reason}", "traincard: " + message + " (reported once; later ones are counted)", *args
         )
 
-    def clean(self, values: Mapping[Any, Any], step: int | None) -> dict[str, float]:
-        """The valid values of a report as floats; the rest is rejected and counted."""
+    def clean(
+        self, values: Mapping[Any, Any], step: int | None, known: Mapping[str, float] | None = None
+    ) -> dict[str, float]:
+        """The valid values of a report as floats; the rest is rejected and counted by reason.
+
+        ``known``: the names seen so far; a new name beyond ``MAX_METRIC_NAMES`` is rejected.
+        """
         clean: dict[str, float] = {}
         for name, raw in values.items():
             if not isinstance(name, str) or not name.strip():
                 self.reject("bad_name", "metric names must be non-empty strings; got %r", name)
+                continue
+            if len(name) > MAX_NAME_CHARS:
+                self.reject(
+                    "name_too_long",
+                    "metric name of %d characters (at most %d); value dropped",
+                    len(name),
+                    MAX_NAME_CHARS,
+                )
+                continue
+            name = safe_text(name)
+            if known is not None and name not in known and len(known) + len(clean) >= MAX_METRIC_NAMES:
+                self.reject(
+                    "too_many_names", "more than %d distinct metric names; %r dropped", MAX_METRIC_NAMES, name
+                )
                 continue
             value = to_float(raw)
             if value is None:
@@ -99,7 +145,9 @@ class Rejections:
         """A step end's time in seconds as a float; None (not measured) if it is not a number."""
         f = to_float(value)
         if f is None:
-            self.reject(f"bad_{field}", "step_end(%s=%r) is not a number of seconds; not measured", field, value)
+            self.reject(
+                f"bad_{field}", "step_end(%s=%r) is not a number of seconds; not measured", field, value
+            )
         return f
 
     def count(self, value: Any, field: str) -> int:

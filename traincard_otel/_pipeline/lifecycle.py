@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -110,7 +110,9 @@ class Pipeline:
             rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
         )
         self.converter.instruments.observe_health(run_meter, self.watchdog.status_fields)
-        self.schedule = FlushSchedule(self.tick, settings.flush_interval_s if self.writer is not None else 1.0)
+        self.schedule = FlushSchedule(
+            self.tick, settings.flush_interval_s if self.writer is not None else 1.0
+        )
         self.closed = False
         self.configured_by_step = False  # by @traincard, which runs the card's refresher itself
         self.card_refresher_started = False
@@ -167,7 +169,7 @@ class Pipeline:
     def gpu_utilization(self) -> list[float]:
         return [v for k, v in self.last_system().items() if k.startswith("hw.gpu.utilization")]
 
-    def event(self, name: str, attributes: dict[str, Any], body: Any = None) -> None:
+    def event(self, name: str, attributes: Mapping[str, Any], body: Any = None) -> None:
         """Queue a lifecycle event (the watchdog's and the pipeline's own)."""
         self.queue.put(LifecycleEvent(time.time(), name, dict(attributes), body))
 
@@ -208,12 +210,13 @@ class Pipeline:
     # -- the schedule -----------------------------------------------------------------------------
     def emit_status(self) -> None:
         """The rank's status panel as a ``traincard.status`` event (the store keeps it as state)."""
+        body: Any = dict(self.state())  # JSON-like values all through: an OTel AnyValue map
         self.logger.emit(
             timestamp=int(time.time() * 1e9),
             context=set_span_in_context(self.run_span),
             severity_number=SeverityNumber.INFO,
             severity_text="INFO",
-            body=dict(self.state()),
+            body=body,
             event_name=Event.STATUS,
         )
 

@@ -69,7 +69,7 @@ def _on_uncaught(exc_type: type[BaseException], exc: BaseException, tb: Tracebac
 def install(active: Callable[[], Any]) -> None:
     """Install the hooks once per process; ``active()`` returns the pipeline to act on."""
     global _installed, _prev_sigterm, _prev_excepthook
-    Exits.active = staticmethod(active)  # type: ignore[assignment]
+    Exits.active = staticmethod(active)
     if _installed:
         return
     _installed = True

@@ -59,7 +59,9 @@ def build_providers(settings: Settings, resource: Resource, writer: StoreWriter 
             readers.append(cls())
         else:
             readers.append(
-                PeriodicExportingMetricReader(cls(), export_interval_millis=settings.metric_export_interval_ms)
+                PeriodicExportingMetricReader(
+                    cls(), export_interval_millis=settings.metric_export_interval_ms
+                )
             )
     views = [
         View(
@@ -67,5 +69,7 @@ def build_providers(settings: Settings, resource: Resource, writer: StoreWriter 
             aggregation=ExplicitBucketHistogramAggregation(STEP_DURATION_BUCKETS),
         )
     ]
-    meter_provider = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False, views=views)
+    meter_provider = MeterProvider(
+        metric_readers=readers, resource=resource, shutdown_on_exit=False, views=views
+    )
     return Providers(tracer_provider, logger_provider, meter_provider, len(readers) > (writer is not None))

@@ -37,7 +37,9 @@ def _metaflow_datastore(mf: MetaflowIdentity) -> MetaflowIdentity:
     return dataclasses.replace(mf, ds_type=md.get("ds-type"), ds_root=md.get("ds-root"))
 
 
-def _check_same(running: Pipeline, settings: dict[str, Any], resolved: _config.Settings, backend: Backend | None) -> None:
+def _check_same(
+    running: Pipeline, settings: dict[str, Any], resolved: _config.Settings, backend: Backend | None
+) -> None:
     """Settings given again must be the running pipeline's: a silent mismatch hides a mistake."""
     for name, value in settings.items():
         if value is None:
@@ -91,5 +93,3 @@ def shutdown(timeout_s: float | None = None) -> None:
     pipeline = active()
     if pipeline is not None:
         pipeline.shutdown(timeout_s)
-
-

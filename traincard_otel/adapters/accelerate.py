@@ -29,7 +29,8 @@ def _check_version() -> None:
         )
 
 
-class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name-defined]
+# accelerate ships no type information: its tracker base class is Any to mypy.
+class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name-defined,misc]
     """An Accelerate tracker writing to traincard (configures telemetry on first use)."""
 
     name = "traincard"
