@@ -74,7 +74,8 @@ def test_surrogates_control_characters_and_huge_names_reach_the_store_encodable(
         r.metric("tagged", 1.0, step=1, tags={"gpu\udfff": "0\ud800"})
         r.metrics({"x" * 10_000: 1.0, "ok": 3.0}, step=2)
         r.log("line \ud800 \x07 <script>alert(1)</script>", traceback="Traceback \udc80")
-        r.event("user.event\ud800", {"k\ud800": "v\udc00", "n": 10**30, "obj": object()}, body={"b": "\ud800"})
+        attrs = {"k\ud800": "v\udc00", "n": 10**30, "obj": object()}
+        r.event("user.event\ud800", attrs, body={"b": "\ud800"})
         r.checkpoint("/nowhere/\ud800", step=2, metadata={"metric": "loss\ud800", "value": 1.0})
         r.phase("train\ud800").end()
         r.failure(_BadStr(), flush=False)
