@@ -102,11 +102,8 @@ class FailureRecorder:
         try:
             run_span.record_exception(exc, timestamp=ns(t))
         except Exception:  # the SDK reads str(exc), which may raise: record what we have
-            run_span.add_event(
-                "exception",
-                {Attr.EXCEPTION_TYPE: exc_type, Attr.EXCEPTION_MESSAGE: message, Attr.EXCEPTION_STACKTRACE: text},
-                timestamp=ns(t),
-            )
+            attrs = {Attr.EXCEPTION_TYPE: exc_type, Attr.EXCEPTION_MESSAGE: message}
+            run_span.add_event("exception", {**attrs, Attr.EXCEPTION_STACKTRACE: text}, timestamp=ns(t))
         run_span.set_status(Status(StatusCode.ERROR, f"{exc_type}: {message}"))
         self._counter.add(
             1,
