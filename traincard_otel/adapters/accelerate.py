@@ -13,6 +13,7 @@ from typing import Any
 from .._optional import require
 from .._reporter import Reporter
 from .._safety import guarded
+from .._schema import Event
 from ..exceptions import TraincardError
 
 accelerate_tracking = require("accelerate.tracking", "accelerate")
@@ -56,7 +57,7 @@ class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name
 
     @guarded("accelerate.store_init_configuration", None)
     def store_init_configuration(self, values: dict[str, Any]) -> None:
-        self.reporter.event("traincard.hyperparams", body={str(k): str(v) for k, v in values.items()})
+        self.reporter.event(Event.HYPERPARAMS, body={str(k): str(v) for k, v in values.items()})
 
     @guarded("accelerate.log", None)
     def log(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:

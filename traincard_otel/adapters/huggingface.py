@@ -33,6 +33,7 @@ from typing import Any
 from .._optional import require
 from .._reporter import Phase, Reporter
 from .._safety import guarded, internal_error
+from .._schema import Attr, Event
 from ..exceptions import TraincardError
 
 transformers = require("transformers", "hf")
@@ -151,8 +152,8 @@ class TraincardCallback:
         )
         if state.global_step > 0:
             self.reporter.event(
-                "traincard.run.resumed",
-                {"traincard.step": state.global_step, "traincard.resume.source": "resume_from_checkpoint"},
+                Event.RUN_RESUMED,
+                {Attr.STEP: state.global_step, Attr.RESUME_SOURCE: "resume_from_checkpoint"},
             )
         self._train = self.reporter.phase("train")
         self.last_step_end = time.perf_counter()

@@ -12,6 +12,7 @@ import os
 import sys
 from typing import Any
 
+from .._schema import Attr
 from ._samples import Sample
 
 _NO_PYNVML = "No GPU figures: NVML is not available (pip install 'traincard-otel[gpu]')"
@@ -179,7 +180,7 @@ def torch_allocator() -> list[Sample]:
                         float(value),
                         "By",
                         "gauge",
-                        {"hw.id": f"gpu{i}", "traincard.torch.memory.kind": kind},
+                        {"hw.id": f"gpu{i}", Attr.TORCH_MEMORY_KIND: kind},
                     )
                 )
         return out
