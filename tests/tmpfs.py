@@ -22,7 +22,7 @@ class Tmpfs:
 
 @contextmanager
 def tmpfs(path: Path, size: str) -> Iterator[Tmpfs]:
-    """Mount a tmpfs of ``size`` at ``path`` (made if missing); skip the test where mounting is not allowed."""
+    """Mount a tmpfs of ``size`` at ``path``; skip the test where mounting is not allowed."""
     path.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True

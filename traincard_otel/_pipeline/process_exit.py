@@ -78,7 +78,7 @@ def install(active: Callable[[], Any]) -> None:
     # too: it registers such a hook when first imported, which raises ("can't register atexit after
     # shutdown") if that import happens inside our hook, as a first write through Metaflow's
     # datastore code (which imports it) does when a run returns before its first flush.
-    import concurrent.futures.process  # noqa: F401
+    import concurrent.futures.process
     import concurrent.futures.thread  # noqa: F401
 
     register = getattr(threading, "_register_atexit", None)
