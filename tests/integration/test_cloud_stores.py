@@ -1,0 +1,74 @@
+"""The store on Google Cloud Storage and Azure Blob, against their emulators (gcp-storage-emulator,
+Azurite), through Metaflow's own GCS and Azure datastore code and client factories: a script writes
+with ``TRAINCARD_DIR=gs://...`` / ``az://...``, a second process reads it live and renders the card
+mid-run, and after the script simply returns (no ``close()``), ``load()`` reads the whole run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import pytest
+from helpers import card_payload
+from storage_emulators import BUCKET, azurite, gcs_emulator
+from test_store_faults import Child, assert_whole_run, child_env, load_in_child
+
+pytest.importorskip("metaflow")
+
+EMULATORS: dict[str, tuple[str, Callable[[Path], AbstractContextManager[dict[str, str]]]]] = {
+    "gcs": ("gs", lambda _tmp: gcs_emulator()),
+    "azure": ("az", azurite),
+}
+
+
+@pytest.fixture(params=sorted(EMULATORS))
+def cloud(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    scheme, start = EMULATORS[request.param]
+    with start(tmp_path) as env:
+        yield f"{scheme}://{BUCKET}/runs", env
+
+
+@pytest.mark.slow
+def test_store_live_read_card_and_load_on_an_emulated_cloud_store(
+    tmp_path: Path, cloud: tuple[str, dict[str, str]]
+) -> None:
+    root, emulator_env = cloud
+    env = child_env(
+        **emulator_env,
+        TRAINCARD_DIR=root,
+        TRAINCARD_RUN_NAME="r",
+        METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path),
+    )
+    target = f"{root}/r"
+    child = Child(env, tmp_path / "done")
+    child.wait_for("step 300", lambda: child.step >= 300, 60)
+    time.sleep(1.0)  # a few flushes
+
+    live = load_in_child(target, env)  # a second process reads while the first writes
+    steps = live["steps"]
+    assert len(steps) >= 300 and steps == list(range(1, len(steps) + 1))
+    assert live["status"] == "running"
+    card = tmp_path / "card.html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "traincard_otel.cli", "render", target, "-o", str(card)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loss = next(c for c in card_payload(card.read_text())["charts"] if c["id"] == "loss")
+    assert len(loss["series"][0]["y"]) >= 300
+
+    code, err = child.finish()
+    assert code == 0, err[-3000:]
+    assert "could not be written" not in err, err[-3000:]
+    got = load_in_child(target, env)
+    assert_whole_run(got, child.last)
+    (state,) = got["states"]
+    assert state["store_health"]["write_errors"] == 0 and state["store_health"]["pending_rows"] == 0
+    assert not list(tmp_path.rglob("seg-*"))  # the store lives in the emulator only
