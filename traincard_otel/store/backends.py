@@ -247,7 +247,10 @@ def _quick_s3_client() -> Any:
     params["config"] = {
         "connect_timeout": CONNECT_TIMEOUT_S,
         "read_timeout": READ_TIMEOUT_S,
-        "retries": {"max_attempts": 1, "mode": "standard"},
+        "retries": {
+            "total_max_attempts": 1,
+            "mode": "standard",
+        },  # botocore's max_attempts excludes the first
         **config,
     }
     return S3Client(s3_client_params=params)

@@ -154,11 +154,11 @@ class StoreWriter:
             # After a failed segment the store is most likely down: the state waits too (one bounded
             # attempt per flush, not two).
             ok = self._write_segments()
-            if ok and self.write_errors == errors:
-                self.backoff.succeeded()  # the store answers again: the state written next says so
-            ok = ok and self._write_state()
             if ok:
+                if self.write_errors == errors:
+                    self.backoff.succeeded()  # the store answers again: the state written next says so
                 self._maybe_compact()
+                ok = self._write_state()
             if self.write_errors > errors:
                 self.backoff.failed()
             return ok
