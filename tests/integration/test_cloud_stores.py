@@ -72,3 +72,14 @@ def test_store_live_read_card_and_load_on_an_emulated_cloud_store(
     (state,) = got["states"]
     assert state["store_health"]["write_errors"] == 0 and state["store_health"]["pending_rows"] == 0
     assert not list(tmp_path.rglob("seg-*"))  # the store lives in the emulator only
+
+
+@pytest.mark.slow
+def testexit_without_close_keeps_everything_on_an_emulated_cloud_store(
+    tmp_path: Path, cloud: tuple[str, dict[str, str]]
+) -> None:
+    from test_store_faults import exit_without_close
+
+    root, emulator_env = cloud
+    env = child_env(**emulator_env, TRAINCARD_DIR=root, TRAINCARD_RUN_NAME="r")
+    exit_without_close(env, f"{root}/r", tmp_path)

@@ -150,6 +150,44 @@ def test_s3_outage_is_counted_live_and_everything_is_written_when_it_comes_back(
         assert not list(tmp_path.rglob("seg-*"))  # the store lives in the bucket only
 
 
+@pytest.mark.slow
+def test_a_frozen_s3_endpoint_costs_one_bounded_attempt_and_no_step_time(tmp_path: Path) -> None:
+    pytest.importorskip("moto")
+    pytest.importorskip("metaflow")
+    import signal
+
+    from s3_server import BUCKET, CREDENTIALS, s3_server_process
+
+    from traincard_otel.store.backends import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
+
+    with s3_server_process() as server:
+        assert server.proc is not None
+        env = child_env(
+            **CREDENTIALS, METAFLOW_S3_ENDPOINT_URL=server.url, TRAINCARD_DIR=f"s3://{BUCKET}/frozen"
+        )
+        child = Child({**env, "TRAINCARD_RUN_NAME": "r"}, tmp_path / "done")
+        child.wait_for("step 300", lambda: child.step >= 300, 60)
+        server.proc.send_signal(signal.SIGSTOP)  # accepts connections, never answers
+        try:
+            step = child.step
+            took = child.wait_for(
+                "a write to give up",
+                lambda: bool(child.health) and child.health[-1]["write_errors"] >= 1,
+                60,
+            )
+            # One attempt: at most a connect and a read timeout (and botocore's 1 s wait for
+            # "100 Continue"), after at most one flush interval; never Metaflow's minutes of retries.
+            assert took < CONNECT_TIMEOUT_S + READ_TIMEOUT_S + 3, took
+            assert "timeout" in child.health[-1]["last_error"].lower()
+            assert child.step >= step + 1000  # training went on at full pace meanwhile
+        finally:
+            server.proc.send_signal(signal.SIGCONT)
+        child.wait_for("writes to resume", lambda: not child.health[-1]["retrying"], 60)
+        code, err = child.finish()
+        assert code == 0, err[-3000:]
+        assert_whole_run(load_in_child(f"s3://{BUCKET}/frozen/r", env), child.last)
+
+
 # -- the local disk fills up or turns read-only ----------------------------------------------------
 class _FullDisk(LocalBackend):
     """A directory on a disk that is full until ``space`` is set."""
@@ -275,7 +313,7 @@ def test_a_corrupt_and_a_truncated_segment_are_skipped_and_counted(tmp_path: Pat
 
 
 # -- exit without close() on every backend -----------------------------------------------------------
-def _exit_without_close(env: dict[str, str], target: str, tmp_path: Path) -> None:
+def exit_without_close(env: dict[str, str], target: str, tmp_path: Path) -> None:
     env = {**env, "TRAINCARD_FLUSH_INTERVAL": "3600"}  # nothing flushed before exit: the exit hook must
     child = Child(env, tmp_path / "done")
     child.wait_for("step 300", lambda: child.step >= 300, 60)
@@ -287,17 +325,17 @@ def _exit_without_close(env: dict[str, str], target: str, tmp_path: Path) -> Non
     assert got["states"][0]["store_health"]["write_errors"] == 0
 
 
-def test_exit_without_close_keeps_everything_on_a_local_store(tmp_path: Path) -> None:
+def testexit_without_close_keeps_everything_on_a_local_store(tmp_path: Path) -> None:
     env = child_env(TRAINCARD_DIR=str(tmp_path / "store"), TRAINCARD_RUN_NAME="r")
-    _exit_without_close(env, str(tmp_path / "store" / "r"), tmp_path)
+    exit_without_close(env, str(tmp_path / "store" / "r"), tmp_path)
 
 
 @pytest.mark.slow
-def test_exit_without_close_keeps_everything_on_s3(tmp_path: Path) -> None:
+def testexit_without_close_keeps_everything_on_s3(tmp_path: Path) -> None:
     pytest.importorskip("moto")
     pytest.importorskip("metaflow")
     from s3_server import BUCKET, CREDENTIALS, s3_server
 
     with s3_server() as url:
         env = child_env(**CREDENTIALS, METAFLOW_S3_ENDPOINT_URL=url, TRAINCARD_DIR=f"s3://{BUCKET}/exit")
-        _exit_without_close({**env, "TRAINCARD_RUN_NAME": "r"}, f"s3://{BUCKET}/exit/r", tmp_path)
+        exit_without_close({**env, "TRAINCARD_RUN_NAME": "r"}, f"s3://{BUCKET}/exit/r", tmp_path)
