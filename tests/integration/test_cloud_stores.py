@@ -5,6 +5,8 @@ mid-run, and after the script simply returns (no ``close()``), ``load()`` reads 
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -13,7 +15,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
-from helpers import card_payload
+from helpers import REPO, card_payload, metaflow_client, subprocess_env
 from storage_emulators import BUCKET, azurite, gcs_emulator
 from test_store_faults import Child, assert_whole_run, child_env, load_in_child
 
@@ -83,3 +85,46 @@ def testexit_without_close_keeps_everything_on_an_emulated_cloud_store(
     root, emulator_env = cloud
     env = child_env(**emulator_env, TRAINCARD_DIR=root, TRAINCARD_RUN_NAME="r")
     exit_without_close(env, f"{root}/r", tmp_path)
+
+
+@pytest.mark.slow
+def test_a_flow_on_an_emulated_cloud_datastore_has_its_card_and_load_reads_it(
+    tmp_path: Path, cloud: tuple[str, dict[str, str]]
+) -> None:
+    root, emulator_env = cloud
+    ds = "gs" if root.startswith("gs://") else "azure"
+    shutil.copy(REPO / "tests" / "integration" / "flows" / "cloud_flow.py", tmp_path / "cloud_flow.py")
+    sysroot = f"gs://{BUCKET}/metaflow" if ds == "gs" else f"{BUCKET}/metaflow"
+    env = subprocess_env(
+        **emulator_env,
+        **{f"METAFLOW_DATASTORE_SYSROOT_{ds.upper() if ds == 'gs' else 'AZURE'}": sysroot},
+        METAFLOW_DEFAULT_DATASTORE=ds,
+        METAFLOW_DEFAULT_METADATA="local",
+        METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path),
+        TRAINCARD_SYSTEM="false",
+    )
+    flow = [sys.executable, "cloud_flow.py", "--no-pylint", f"--datastore={ds}"]
+    proc = subprocess.run([*flow, "run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_id, task_id = re.search(r"\[(\d+)/train/(\d+) ", proc.stdout + proc.stderr).groups()  # type: ignore[union-attr]
+    assert not list(tmp_path.rglob("seg-*"))  # the store lives in the emulated bucket only
+
+    code = (
+        "run = traincard_otel.load(sys.argv[1])\n"
+        "print(json.dumps({'steps': run.metrics['loss'].steps, 'status': run.status['status']}))"
+    )
+    got = metaflow_client(code, f"CloudFlow/{run_id}/train/{task_id}", tmp_path, env)
+    assert got == {"steps": list(range(1, 301)), "status": "finished"}
+
+    card = tmp_path / "card.html"
+    proc = subprocess.run(
+        [*flow, "card", "get", f"{run_id}/train/{task_id}", str(card)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loss = next(c for c in card_payload(card.read_text())["charts"] if c["id"] == "loss")
+    assert next(s for s in loss["series"] if s["label"] == "train")["y"] == [1.0 / s for s in range(1, 301)]
