@@ -77,7 +77,7 @@ def test_store_live_read_card_and_load_on_an_emulated_cloud_store(
 
 
 @pytest.mark.slow
-def testexit_without_close_keeps_everything_on_an_emulated_cloud_store(
+def test_exit_without_close_keeps_everything_on_an_emulated_cloud_store(
     tmp_path: Path, cloud: tuple[str, dict[str, str]]
 ) -> None:
     from test_store_faults import exit_without_close

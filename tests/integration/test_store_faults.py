@@ -325,13 +325,13 @@ def exit_without_close(env: dict[str, str], target: str, tmp_path: Path) -> None
     assert got["states"][0]["store_health"]["write_errors"] == 0
 
 
-def testexit_without_close_keeps_everything_on_a_local_store(tmp_path: Path) -> None:
+def test_exit_without_close_keeps_everything_on_a_local_store(tmp_path: Path) -> None:
     env = child_env(TRAINCARD_DIR=str(tmp_path / "store"), TRAINCARD_RUN_NAME="r")
     exit_without_close(env, str(tmp_path / "store" / "r"), tmp_path)
 
 
 @pytest.mark.slow
-def testexit_without_close_keeps_everything_on_s3(tmp_path: Path) -> None:
+def test_exit_without_close_keeps_everything_on_s3(tmp_path: Path) -> None:
     pytest.importorskip("moto")
     pytest.importorskip("metaflow")
     from s3_server import BUCKET, CREDENTIALS, s3_server
