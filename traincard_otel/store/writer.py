@@ -5,8 +5,8 @@ touches storage. A failed write keeps its segment for the next attempt (same nam
 never duplicate data), and the writer backs off on the schedule of :mod:`.retry` until the store
 answers again; beyond ``max_pending`` records, new records are dropped and counted, and the counts
 and :attr:`StoreWriter.store_health` are written to ``state.json`` for the card and
-:func:`traincard_otel.load`. Limits and
-counts are in rows: a packed run of per-step rows (:mod:`.segment`) counts as its length.
+:func:`traincard_otel.load`. Limits and counts are in rows: a packed run of per-step rows
+(:mod:`.segment`) counts as its length.
 """
 
 from __future__ import annotations
