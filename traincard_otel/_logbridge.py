@@ -35,11 +35,15 @@ class QueueHandler(logging.Handler):
                 tb = "".join(traceback.format_exception(*record.exc_info))
             level = record.levelname if record.levelname in _LEVELS else "INFO"
             self.queue.put(LogLine(record.created, level, f"{record.name}: {record.getMessage()}", tb, None))
-            if record.levelno >= logging.WARNING and not self._others_handle(record):
-                # Our handler on the root logger stops Python's last-resort stderr handler from
-                # running: warnings (ours included) would then reach the card but not the terminal.
-                if logging.lastResort is not None:
-                    logging.lastResort.handle(record)
+            # Our handler on the root logger stops Python's last-resort stderr handler from
+            # running: warnings (ours included) would then reach the card but not the terminal.
+            last_resort = logging.lastResort
+            if (
+                last_resort is not None
+                and record.levelno >= last_resort.level
+                and not self._others_handle(record)
+            ):
+                last_resort.handle(record)
         except Exception:  # a logging handler must never raise into the caller
             self.handleError(record)
 
