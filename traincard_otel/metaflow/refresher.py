@@ -61,12 +61,14 @@ class Refresher:
         cards: Callable[[], list[Any]] = traincard_cards,
         busy: Callable[[Any], bool] = card_busy,
         retry_s: float = 0.25,
+        reader: Any = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self._cards, self._busy = cards, busy
         self.retry_s = min(retry_s, interval_s)
         self.pushed = 0
-        self._reader = StoreReader(backend, source=title)
+        # A gang's task reads every node's store (a GangReader); any other task, its own.
+        self._reader = reader if reader is not None else StoreReader(backend, source=title)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-refresher", daemon=True)
 

@@ -44,12 +44,14 @@ class RunData:
     step_times: dict[int, Series] = dataclasses.field(default_factory=dict)
     throughput: dict[str, Series] = dataclasses.field(default_factory=dict)
     system: dict[str, Series] = dataclasses.field(default_factory=dict)
+    data_wait: dict[int, Series] = dataclasses.field(default_factory=dict)
     phases: list[Record] = dataclasses.field(default_factory=list)
     checkpoints: list[Record] = dataclasses.field(default_factory=list)
     logs: list[Record] = dataclasses.field(default_factory=list)
     events: list[Record] = dataclasses.field(default_factory=list)
     states: list[Record] = dataclasses.field(default_factory=list)
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
+    gang: dict[str, Any] = dataclasses.field(default_factory=dict)  # see :mod:`.gang`
 
     @property
     def attempts(self) -> list[int]:
@@ -213,6 +215,13 @@ def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: in
             series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
         s, d, t = steps["s"].to_pylist(), steps["value"].to_pylist(), steps["t"].to_pylist()
         _extend(series, s, d, t, attempt, rank)
+        waited = steps.filter(pc.is_valid(steps["w"])) if "w" in steps.column_names else None
+        if waited is not None and waited.num_rows:
+            waits = data.data_wait.get(rank)
+            if waits is None:
+                waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
+            w_s, w_t = waited["s"].to_pylist(), waited["t"].to_pylist()
+            _extend(waits, w_s, waited["w"].to_pylist(), w_t, attempt, rank)
         for column, tname in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
             count = steps[column].to_pylist()
             idx = [i for i, c in enumerate(count) if c and d[i]]
@@ -286,6 +295,12 @@ def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
             if series is None:
                 series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
             _append(series, rec.get("s"), duration, t, attempt, rank)
+            wait = rec.get("w")
+            if wait is not None:
+                waits = data.data_wait.get(rank)
+                if waits is None:
+                    waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
+                _append(waits, rec.get("s"), wait, t, attempt, rank)
             for field, name in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
                 if rec.get(field):
                     key = f"{name}{{rank={rank}}}"
