@@ -203,8 +203,9 @@ def headline(section: dict[str, Any]) -> list[dict[str, str]]:
         if later:
             text += "; then " + "; ".join(f"rank {c['rank']} {c['how']}" for c in later[:8])
         out.append({"kind": "failed", "text": text})
+    told = {first["rank"], *(c["rank"] for c in first.get("consequences") or [])} if first else set()
     for h in section.get("hung") or []:
-        if first is not None and first.get("rank") == h["rank"]:
+        if h["rank"] in told:
             continue
         out.append(
             {

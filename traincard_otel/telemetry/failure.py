@@ -143,7 +143,7 @@ def first_failure(
         memory = node_memory.get(int(row["node"] or 0))
         end = _ending(row, elastic.get(row["rank"]), memory)
         if end is None and row["rank"] in hung_by_rank:
-            end = {"how": "hung: heartbeat stopped while the process lives", "hung": True, "evidence": []}
+            end = {"how": "hung (heartbeat stopped while its process lives)", "hung": True, "evidence": []}
             end["time"] = float(row.get("heartbeat_at") or 0)
         if end is not None:
             ended.append((end["time"], row["step"] if row["step"] is not None else -1, row, end))
@@ -153,10 +153,11 @@ def first_failure(
     _t, _s, row, end = ended[0]
     facts = {k: row.get(k) for k in ("rank", "node", "host", "pid", "step", "heartbeat_at")}
     first = {**facts, **end, "pid": end.get("pid") or row.get("pid")}
+    waiting = f"stopped after it, likely waiting for rank {row['rank']} in a collective"
     first["consequences"] = [
         {
             **{k: r.get(k) for k in ("rank", "node", "host", "step")},
-            "how": e.get("how") or "ended",
+            "how": waiting if e.get("hung") else e.get("how") or "ended",
             "time": e.get("time"),
         }
         for _t2, _s2, r, e in ended[1:]
