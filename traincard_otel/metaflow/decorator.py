@@ -35,7 +35,6 @@ from ..store.backends import MetaflowBackend
 from ..store.gang import GangReader, sibling_backend, write_markers
 from .refresher import Refresher, traincard_cards
 
-
 _ENV_SYSTEM_BEFORE = "TRAINCARD_LAUNCHER_SYSTEM_BEFORE"
 
 

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .attribution import analyze
 from .backends import Backend, LocalBackend, MetaflowBackend
 from .reader import RunData, Series, StoreReader, _series_key
 
@@ -92,7 +93,7 @@ class GangReader:
 
     def _discover(self, names: list[str]) -> None:
         markers = [n for n in names if n.startswith(NODE_PREFIX) and n.endswith(".json")]
-        for name, raw in self.control.read_many(markers).items():
+        for raw in self.control.read_many(markers).values():
             try:
                 info = json.loads(raw)
                 index = int(info["node_index"])
@@ -115,7 +116,14 @@ class GangReader:
             data = node.reader.read()
             agents = _agents(node.backend)
             parts.append((node.info, data, agents))
-        return merge(self.source, parts)
+        control = self._nodes[min(self._nodes)].info if self._nodes else {}
+        step_path = str(control.get("pathspec") or "").rsplit("/", 1)[0]
+        merged = merge(step_path or self.source, parts)  # the gang's card is the step's, not a task's
+        summary = analyze(merged, time.time())
+        if summary is not None:
+            merged.gang["summary"] = summary
+            merged.gang["failure"] = summary["failure"]
+        return merged
 
 
 def _agents(backend: Backend) -> list[dict[str, Any]]:

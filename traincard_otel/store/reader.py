@@ -72,6 +72,8 @@ class RunData:
         for s in states:
             if s.get("failure") and not merged.get("failure"):
                 merged["failure"] = s["failure"]
+        if self.gang.get("failure"):  # a gang's first failure, not what a surviving rank raised
+            merged["failure"] = self.gang["failure"]
         return merged
 
     @property

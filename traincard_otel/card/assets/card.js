@@ -426,17 +426,18 @@
 
     var slow = (g.stragglers || {}).slowest;
     var hung = {};
-    (g.hung || []).forEach(function (x) { hung[x.rank] = true; });
+    (g.hung || []).forEach(function (x) { hung[x.rank] = "hung"; });
+    (g.waiting || []).forEach(function (x) { hung[x.rank] = "waiting"; });
     var failedRank = g.first_failure ? g.first_failure.rank : null;
     var ranks = gangTable("tc-gang-ranks", ["rank", "node", "local", "pid", "status", "step", "heartbeat",
       "step time (median)", "recent", "data wait"]);
     var rb = el("tbody");
     (g.ranks || []).forEach(function (r) {
       var cls = slow && slow.rank === r.rank ? "tc-gang-slow" : "";
-      if (hung[r.rank]) cls += " tc-gang-hung";
+      if (hung[r.rank] === "hung") cls += " tc-gang-hung";
       if (failedRank === r.rank) cls += " tc-gang-failed";
       var tr = el("tr", cls.trim() || null, null, { "data-rank": str(r.rank) });
-      var status = hung[r.rank] ? "hung" : str(r.status);
+      var status = hung[r.rank] || str(r.status);
       gangCell(tr, str(r.rank)); gangCell(tr, str(r.node)); gangCell(tr, str(r.local_rank)); gangCell(tr, str(r.pid));
       gangCell(tr, status, { "data-status": status }); gangCell(tr, has(r.step) ? str(r.step) : "\u2013");
       gangCell(tr, isNum(r.heartbeat_age_s) ? fmtDur(r.heartbeat_age_s) + " ago" : "\u2013");
