@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from browser.conftest import browser  # noqa: F401  (the headless Chromium fixture)
 from browser_helpers import open_html, screenshot
-from helpers import REPO, subprocess_env
+from helpers import REPO, metaflow_client, subprocess_env
 
 import traincard_otel
 from traincard_otel.card.gang import gang_section
@@ -232,3 +232,56 @@ def test_torchrun_wrapper_keeps_torchruns_arguments() -> None:
     )
     assert proc.returncode == 0 and "--nproc_per_node" in proc.stdout and "--node_rank" in proc.stdout
     assert re.search(r"training_script", proc.stdout)
+
+
+@pytest.mark.slow
+def test_the_same_gang_on_the_s3_datastore(tmp_path: Path) -> None:
+    """On S3 (the local S3 emulator) every node writes only its own objects; reading the worker
+    task through Metaflow's client gathers the whole gang from the bucket."""
+    pytest.importorskip("moto")
+    import boto3
+    from s3_server import BUCKET, _boto_kwargs, metaflow_s3_env, s3_server
+
+    for name in ("gang_flow.py", "gang_train.py"):
+        shutil.copy(FLOWS / name, tmp_path / name)
+    with s3_server() as endpoint:
+        env = {**_env(tmp_path, "healthy"), **metaflow_s3_env(endpoint)}
+        proc = subprocess.run(
+            [sys.executable, "gang_flow.py", "--no-pylint", "--datastore=s3", "run"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        run_id, task_id = re.search(r"\[(\d+)/train/(\d+) ", proc.stdout + proc.stderr).groups()  # type: ignore[union-attr]
+        s3 = boto3.client("s3", endpoint_url=endpoint, **_boto_kwargs())
+        prefix = f"metaflow/GangFlow/{run_id}/train/"
+        keys = [o["Key"][len(prefix) :] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]]
+        control = {k.split("/traincard/", 1)[1] for k in keys if k.startswith(f"{task_id}/traincard/")}
+        worker = {k.split("/traincard/", 1)[1] for k in keys if k.startswith(f"{task_id}_node_1/traincard/")}
+        assert {"gang.json", "gang/node-0.json", "gang/node-1.json"} <= control
+        assert "gang.json" in worker and not any(k.startswith("gang/") for k in worker)
+        # Ranks 0-1 (node 0) write only under the control task, ranks 2-3 (node 1) under the worker.
+        assert {k.split("/")[1] for k in control if k.startswith("a0/")} == {"r0", "r1"}
+        assert {k.split("/")[1] for k in worker if k.startswith("a0/")} == {
+            "r1",
+            "r2",
+            "r3",
+        }  # r1: step process
+        assert not list(tmp_path.rglob("traincard/a0"))  # the stores live in the bucket only
+
+        code = (
+            "run = traincard_otel.load(metaflow.Task(sys.argv[1]))\n"
+            "g = run.gang['summary']\n"
+            "print(json.dumps({'world': g['world_size'], 'nodes': [n['ranks'] for n in g['nodes']],\n"
+            "                  'slowest': g['stragglers']['slowest']['rank'], 'source': run.source}))"
+        )
+        got = metaflow_client(code, f"GangFlow/{run_id}/train/{task_id}_node_1", tmp_path, env)
+        assert got == {
+            "world": 4,
+            "nodes": [[0, 1], [2, 3]],
+            "slowest": 2,
+            "source": f"GangFlow/{run_id}/train",
+        }

@@ -156,6 +156,9 @@ class TraincardDecorator(StepDecorator):
                 pipeline_settings.refresh_interval_s,
                 hourly_cost=pipeline_settings.hourly_cost,
                 reader=reader,
+                emit=reporter.event
+                if reader is not None and gang is not None and gang.node_index == 0
+                else None,
             ).start()
 
     def task_exception(

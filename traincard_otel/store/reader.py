@@ -149,11 +149,14 @@ class StoreReader:
             if p.kind == "part":
                 self._add_part(p, name, fetched[name])
                 continue
-            records, corrupt = segment.decode(fetched[name])
+            records, corrupt = segment.decode_columns(fetched[name])
             if corrupt:
                 self._corrupt.add(name)
             for rec in records:
-                _add(data, rec, p.attempt, p.rank)
+                if rec.get("k") == segment.PACKED_STEPS:  # a run of step ends: whole columns at once
+                    self._records += _add_step_columns(data, rec, p.attempt, p.rank) - 1
+                else:
+                    _add(data, rec, p.attempt, p.rank)
             self._records += len(records)
             self._done.add(name)
             self._seqs.setdefault((p.attempt, p.rank, p.writer), set()).add(p.seq)
@@ -243,6 +246,47 @@ def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: in
     for rest in table.filter(whole)["rest"].to_pylist():
         _add(data, json.loads(rest), attempt, rank)
     return table.num_rows
+
+
+def _add_step_columns(data: RunData, rec: Record, attempt: int, rank: int) -> int:
+    """A packed run of step ends, as :func:`_add` adds each of its rows; returns its row count."""
+    s, t, d, w, n, tok = rec["s"], rec["t"], rec["d"], rec["w"], rec["n"], rec["tok"]
+    keep = [i for i, x in enumerate(d) if x == x and x]  # a step end without a duration adds no point
+    if keep:
+        whole = len(keep) == len(s)
+        ss = s if whole else [s[i] for i in keep]
+        tt = t.tolist() if whole else [t[i] for i in keep]
+        dd = d.tolist() if whole else [d[i] for i in keep]
+        series = data.step_times.get(rank)
+        if series is None:
+            series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
+        _extend(series, ss, dd, tt, attempt, rank)
+        waited = [j for j, i in enumerate(keep) if w[i] == w[i]]
+        if waited:
+            waits = data.data_wait.get(rank)
+            if waits is None:
+                waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
+            if len(waited) == len(keep):  # the step and time objects are shared, not copied
+                _extend(waits, ss, [w[i] for i in keep], tt, attempt, rank)
+            else:
+                _extend(
+                    waits,
+                    [ss[j] for j in waited],
+                    [w[keep[j]] for j in waited],
+                    [tt[j] for j in waited],
+                    attempt,
+                    rank,
+                )
+        for column, tname in ((n, "samples_per_second"), (tok, "tokens_per_second")):
+            counted = [j for j, i in enumerate(keep) if column[i]]
+            if counted:
+                key = f"{tname}{{rank={rank}}}"
+                tput = data.throughput.get(key)
+                if tput is None:
+                    tput = data.throughput[key] = Series(name=tname, tags={"rank": str(rank)})
+                rates = [column[keep[j]] / dd[j] for j in counted]
+                _extend(tput, [ss[j] for j in counted], rates, [tt[j] for j in counted], attempt, rank)
+    return len(s)
 
 
 def _extend(
