@@ -294,7 +294,10 @@ def _extend(
 ) -> None:
     n = len(values)
     series.steps.extend(steps)
-    series.values.extend(float("nan") if v is None else v for v in values)
+    if None in values:  # a C-speed scan; the per-value rewrite only where a value is missing
+        series.values.extend(float("nan") if v is None else v for v in values)
+    else:
+        series.values.extend(values)
     series.times.extend(times)
     series.attempts.extend([attempt] * n)
     series.ranks.extend([rank] * n)
