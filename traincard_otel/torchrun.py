@@ -85,12 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)  # type: ignore[no-untyped-call]
     record = _Record(int(args.node_rank), str(args.nnodes), str(args.nproc_per_node))
     record.write()
     code = 0
     try:
-        run(args)
+        run(args)  # type: ignore[no-untyped-call]
     except ChildFailedError as exc:
         record.body["failures"] = _failures(exc)
         code = 1

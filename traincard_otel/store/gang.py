@@ -8,7 +8,7 @@ gang finds the control task from ``gang.json``, the nodes from ``gang/``, and me
 * training ranks keep their global ``RANK`` (torchrun), each state tagged with its node;
 * the Metaflow step process of a node (its *launcher*) is a rank only when no training rank
   writes beside it (one process per node); otherwise its state is the node's, not a rank's;
-* system series are the node's: tagged ``node=<i>`` and attributed to the node's first rank;
+* system series are the node's: tagged ``node=node <i>`` and attributed to the node's first rank;
 * torch elastic agent records (``elastic/*.json``, from ``python -m traincard_otel.torchrun``)
   are kept per node.
 
@@ -181,7 +181,7 @@ def merge(source: str, parts: list[tuple[dict[str, Any], RunData, list[dict[str,
             for rank, series in by_rank.items():
                 merged_rank[rank] = _concat(merged_rank[rank], series) if rank in merged_rank else series
         for series in data.system.values():
-            tags = {**series.tags, "node": str(index)}
+            tags = {**series.tags, "node": f"node {index}"}
             view = dataclasses.replace(series, tags=tags, ranks=[first_rank] * len(series.values))
             key = _series_key(series.name, {k: v for k, v in tags.items() if k != "unit"})
             out.system[key] = view

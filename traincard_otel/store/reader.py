@@ -286,7 +286,7 @@ def _add_step_columns(data: RunData, rec: Record, attempt: int, rank: int) -> in
                     tput = data.throughput[key] = Series(name=tname, tags={"rank": str(rank)})
                 rates = [column[keep[j]] / dd[j] for j in counted]
                 _extend(tput, [ss[j] for j in counted], rates, [tt[j] for j in counted], attempt, rank)
-    return len(s)
+    return int(len(s))
 
 
 def _extend(
