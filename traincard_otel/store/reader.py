@@ -16,6 +16,7 @@ from . import layout, segment
 from .backends import Backend
 
 Record = dict[str, Any]
+DATA_WAIT_TAIL = 1000
 
 
 @dataclasses.dataclass
@@ -44,6 +45,8 @@ class RunData:
     step_times: dict[int, Series] = dataclasses.field(default_factory=dict)
     throughput: dict[str, Series] = dataclasses.field(default_factory=dict)
     system: dict[str, Series] = dataclasses.field(default_factory=dict)
+    # per rank, the data-wait time of its last DATA_WAIT_TAIL timed steps (not the whole run: a
+    # second full series per rank would grow a 64-rank gang's memory by half for one figure)
     data_wait: dict[int, Series] = dataclasses.field(default_factory=dict)
     phases: list[Record] = dataclasses.field(default_factory=list)
     checkpoints: list[Record] = dataclasses.field(default_factory=list)
@@ -225,8 +228,9 @@ def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: in
             waits = data.data_wait.get(rank)
             if waits is None:
                 waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
-            w_s, w_t = waited["s"].to_pylist(), waited["t"].to_pylist()
-            _extend(waits, w_s, waited["w"].to_pylist(), w_t, attempt, rank)
+            tail = waited.slice(max(0, waited.num_rows - DATA_WAIT_TAIL))
+            _extend(waits, tail["s"].to_pylist(), tail["w"].to_pylist(), tail["t"].to_pylist(), attempt, rank)
+            _trim(waits)
         for column, tname in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
             count = steps[column].to_pylist()
             idx = [i for i, c in enumerate(count) if c and d[i]]
@@ -261,22 +265,20 @@ def _add_step_columns(data: RunData, rec: Record, attempt: int, rank: int) -> in
         if series is None:
             series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
         _extend(series, ss, dd, tt, attempt, rank)
-        waited = [j for j, i in enumerate(keep) if w[i] == w[i]]
+        waited = [j for j, i in enumerate(keep) if w[i] == w[i]][-DATA_WAIT_TAIL:]
         if waited:
             waits = data.data_wait.get(rank)
             if waits is None:
                 waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
-            if len(waited) == len(keep):  # the step and time objects are shared, not copied
-                _extend(waits, ss, [w[i] for i in keep], tt, attempt, rank)
-            else:
-                _extend(
-                    waits,
-                    [ss[j] for j in waited],
-                    [w[keep[j]] for j in waited],
-                    [tt[j] for j in waited],
-                    attempt,
-                    rank,
-                )
+            _extend(
+                waits,
+                [ss[j] for j in waited],
+                [w[keep[j]] for j in waited],
+                [tt[j] for j in waited],
+                attempt,
+                rank,
+            )
+            _trim(waits)
         for column, tname in ((n, "samples_per_second"), (tok, "tokens_per_second")):
             counted = [j for j, i in enumerate(keep) if column[i]]
             if counted:
@@ -286,7 +288,15 @@ def _add_step_columns(data: RunData, rec: Record, attempt: int, rank: int) -> in
                     tput = data.throughput[key] = Series(name=tname, tags={"rank": str(rank)})
                 rates = [column[keep[j]] / dd[j] for j in counted]
                 _extend(tput, [ss[j] for j in counted], rates, [tt[j] for j in counted], attempt, rank)
-    return int(len(s))
+    return len(s)
+
+
+def _trim(series: Series, keep: int = DATA_WAIT_TAIL) -> None:
+    """Keep only the last ``keep`` points of ``series``."""
+    cut = len(series.values) - keep
+    if cut > 0:
+        for column in (series.steps, series.values, series.times, series.attempts, series.ranks):
+            del column[:cut]
 
 
 def _extend(
@@ -350,6 +360,8 @@ def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
                 if waits is None:
                     waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
                 _append(waits, rec.get("s"), wait, t, attempt, rank)
+                if len(waits.values) > 2 * DATA_WAIT_TAIL:
+                    _trim(waits)
             for field, name in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
                 if rec.get(field):
                     key = f"{name}{{rank={rank}}}"
