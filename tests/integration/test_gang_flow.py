@@ -147,7 +147,8 @@ def test_healthy_gang_with_a_slow_rank(browser: Any, tmp_path: Path) -> None:  #
     assert section["first_failure"] is None and section["hung"] == []
     assert all(r["data_wait_share"] is not None for r in section["ranks"])
     # Per-node system telemetry: both nodes sampled (by their step processes), node named.
-    assert {s.tags["node"] for s in run.system.values() if s.name == "system.cpu.utilization"} == {"node 0", "node 1"}
+    cpu = [s for s in run.system.values() if s.name == "system.cpu.utilization"]
+    assert {s.tags["node"] for s in cpu} == {"node 0", "node 1"}
 
     html = tmp_path / "card.html"
     run_id = control.parent.parent.name
