@@ -189,3 +189,23 @@ def test_a_hung_rank_is_named_and_the_others_wait_for_it(tmp_path: Path) -> None
     first = section["first_failure"]
     assert first["rank"] == 3 and first["hung"] and first["step"] == 9
     assert any("Rank 3" in line["text"] or "rank 3 on node 1" in line["text"] for line in section["headline"])
+
+
+def test_a_node_whose_ranks_finished_says_it_waits_at_the_exit_barrier(tmp_path: Path) -> None:
+    states = {
+        0: {"status": "finished", "step": 10},
+        1: {"status": "finished", "step": 10},
+        2: {"step": 10, "heartbeat_at": NOW - 1},
+        3: {"step": 10, "heartbeat_at": NOW - 1},
+    }
+    worker = _gang(tmp_path, states, [])
+    # node 0's agent is still running (no end recorded): it waits at torch elastic's exit barrier
+    control = LocalBackend(worker.parent / "5" / "traincard")
+    name = next(n for n in control.list() if n.startswith("elastic/"))
+    agent = json.loads(control.read_many([name])[name])
+    control.write(name, json.dumps({**agent, "ended_at": None, "exit_code": None}).encode())
+    section = gang_section(traincard_otel.load(worker), NOW)
+    assert section is not None and section["first_failure"] is None
+    assert section["waits"] == [
+        "node 0: its ranks finished; torch elastic's agent waits at its exit barrier (up to 300 s) for node 1"
+    ]
