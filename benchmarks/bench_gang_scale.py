@@ -1,6 +1,6 @@
 """A whole gang at scale: 64 ranks x 100k steps on 8 nodes, side by side with one rank as long.
 
-    python -m benchmarks.bench_gang_scale [--ranks 64] [--nodes 8] [--steps 100000] [--json out.json]
+    python -m benchmarks.bench_gang_scale [--ranks 64] [--nodes 8] [--steps 100000] [--json F] [--quick]
 
 The gang store is laid out as a Metaflow ``@parallel`` step writes it (one task folder per node,
 ``gang.json`` and the control task's ``gang/node-<i>.json``), through the real StoreWriter: rank 0
@@ -130,13 +130,16 @@ def measure(target: Path) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, default=64)
     ap.add_argument("--nodes", type=int, default=8)
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--quick", action="store_true", help="8 ranks on 2 nodes x 2000 steps (a smoke run)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.ranks, args.nodes, args.steps = 8, 2, 2000
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         t0 = time.perf_counter()
@@ -154,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         "stored_bytes": stored,
         "cpus": os.cpu_count(),
         **results,
+        "results": [{"case": case, **figures} for case, figures in results.items()],
         "ratios": {k: g[k] / s[k] for k in ("load_s", "render_s", "html_bytes", "max_rss_bytes")},
         "targets_met": {
             "render_s<=3": g["render_s"] <= 3,
@@ -176,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.ranks} ranks on {args.nodes} nodes x {args.steps} steps; targets: {report['targets_met']}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
-    return 0
+    return report
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
