@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from browser.conftest import browser  # noqa: F401  (the headless Chromium fixture)
 from browser_helpers import open_html, screenshot
-from helpers import REPO, metaflow_client, subprocess_env
+from helpers import REPO, card_payload, metaflow_client, subprocess_env
 
 import traincard_otel
 from traincard_otel.card.gang import gang_section
@@ -180,6 +180,30 @@ def test_a_rank_killed_on_node_1_is_the_first_failure(browser: Any, tmp_path: Pa
     assert first["how"] == "killed (signal 9, SIGKILL)"  # no memory evidence: no OOM claim
     assert sorted(c["rank"] for c in first["consequences"]) == [0, 1, 2]
     assert first["last_metrics"]["loss"]["step"] == max(traincard_otel.load(control).metrics["loss"].steps)
+
+    # Metaflow's own final cards, of the control task and of the worker, each show the whole gang.
+    run_id = control.parent.parent.name
+    for task in (control.name, worker.name):
+        got = root / f"mf-card-{task}.html"
+        subprocess.run(
+            [
+                sys.executable,
+                "gang_flow.py",
+                "--no-pylint",
+                "card",
+                "get",
+                f"{run_id}/train/{task}",
+                str(got),
+            ],
+            cwd=root,
+            env=subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(root)),
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        payload = card_payload(got.read_text())
+        assert payload["gang"]["world_size"] == 4 and payload["gang"]["first_failure"]["rank"] == 3
+        assert payload["failure"]["message"].startswith("rank 3 on node 1")  # the cause, not rank 0's error
 
     html = tmp_path / "card.html"
     _render(root, str(worker), html)
