@@ -16,6 +16,8 @@ one is stopped by the test).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
@@ -118,6 +120,16 @@ def _card(driver: Any, html: Path, tmp_path: Path, name: str) -> dict[str, Any]:
             else ""
         ),
     }
+
+
+def _rank_pids(root: Path) -> set[int]:
+    pids = set()
+    for state in root.glob(".metaflow/GangFlow/*/train/*/traincard/a*/r*/*/state.json"):
+        with contextlib.suppress(ValueError, OSError):
+            pid = json.loads(state.read_text()).get("pid")
+            if isinstance(pid, int) and pid != os.getpid():
+                pids.add(pid)
+    return pids
 
 
 def _wait(proc: subprocess.Popen[str], timeout: float) -> str:
@@ -244,6 +256,12 @@ def test_a_hung_rank_is_named_within_one_rank_timeout(browser: Any, tmp_path: Pa
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
+        # torch elastic starts each rank in a session of its own: killing the flow's process group
+        # leaves the hung ranks behind. End them by the pids they recorded.
+        for pid in _rank_pids(root):
+            with contextlib.suppress(OSError):  # only a rank of this flow, never a reused pid
+                if b"gang_train.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.kill(pid, signal.SIGKILL)
 
 
 def test_torchrun_wrapper_keeps_torchruns_arguments() -> None:
