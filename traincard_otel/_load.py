@@ -56,7 +56,8 @@ def load(target: Any) -> RunData:
     Args:
         target: a store directory (``TRAINCARD_DIR/...``), a store URL (``s3://bucket/prefix/run``,
             ``gs://...``, ``az://container/...``, read with Metaflow's clients), a Metaflow pathspec
-            ``"Flow/run/step/task"`` or a ``metaflow.Task``. Attempts and ranks are merged.
+            ``"Flow/run/step/task"`` or a ``metaflow.Task``. Attempts and ranks are merged; for any
+            task of a ``@parallel`` gang, so are all the gang's nodes (``run.gang`` lists them).
 
     Example::
 
@@ -65,4 +66,7 @@ def load(target: Any) -> RunData:
         print(loss.steps[-1], loss.values[-1], run.status["status"])
     """
     backend, title = backend_for(target)
-    return read_store(backend, source=title)
+    from .store.gang import GangReader
+
+    gang = GangReader.for_task(backend, title)  # any task of a @parallel gang reads all its nodes
+    return gang.read() if gang is not None else read_store(backend, source=title)

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..store.reader import RunData, Series
 from ..telemetry._samples import split_reading_key
+from .gang import gang_section
 
 SCHEMA_VERSION = 1
 MAX_POINTS = 2000  # per series in a full render (min and max of 1000 buckets)
@@ -739,6 +740,7 @@ def _build(
         "logs": _logs(data, mode),
         "failure": failure,
         "system": _system_section(data),
+        "gang": gang_section(data, now),
         "stats": {
             "dropped": data.stats.get("dropped", {}),
             "corrupt_segments": data.stats.get("corrupt_segments", 0),
