@@ -9,6 +9,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from ._schema import Attr
+
 
 @dataclasses.dataclass(frozen=True)
 class MetaflowIdentity:
@@ -151,10 +153,10 @@ def resource_attributes(
     is only the default.
     """
     attrs: dict[str, Any] = {
-        "traincard.rank": rank.rank,
-        "traincard.local_rank": rank.local_rank,
-        "traincard.world_size": rank.world_size,
-        "traincard.node_rank": rank.node_rank,
+        Attr.RANK: rank.rank,
+        Attr.LOCAL_RANK: rank.local_rank,
+        Attr.WORLD_SIZE: rank.world_size,
+        Attr.NODE_RANK: rank.node_rank,
         "traincard.role": "launcher" if rank.launcher else "rank",
         "host.name": socket.gethostname(),
         "process.pid": os.getpid(),

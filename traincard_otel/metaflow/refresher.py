@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._safety import report_internal_error
+from .._schema import Attr
 from ..card.payload import build_payload
 from ..store.backends import Backend
 from ..store.reader import StoreReader
@@ -115,17 +116,17 @@ class Refresher:
                 continue
             self._told.add(key)
             attrs = {
-                "traincard.rank": int(facts["rank"]),
+                Attr.RANK: int(facts["rank"]),
                 "traincard.node_index": int(facts.get("node") or 0),
                 "host.name": str(facts.get("host") or ""),
                 "process.pid": int(facts.get("pid") or 0),
-                "traincard.step": int(facts["step"]) if facts.get("step") is not None else -1,
+                Attr.STEP: int(facts["step"]) if facts.get("step") is not None else -1,
                 "traincard.heartbeat_at": float(facts.get("heartbeat_at") or 0.0),
             }
             if name.endswith("first_failure"):
                 attrs["traincard.failure.how"] = str(facts.get("how") or "")
                 if facts.get("signal"):
-                    attrs["traincard.signal"] = int(facts["signal"])
+                    attrs[Attr.SIGNAL] = int(facts["signal"])
                 if facts.get("exit_code") is not None:
                     attrs["process.exit.code"] = int(facts["exit_code"])
                 attrs["traincard.consequences"] = [int(c["rank"]) for c in facts.get("consequences") or []]

@@ -12,6 +12,7 @@ import gc
 import json
 from typing import Any
 
+from .._schema import Attr, Event
 from . import layout, segment
 from .backends import Backend
 
@@ -402,22 +403,22 @@ def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
             "rank": rank,
         }
         data.events.append(event)
-        if event["name"] == "traincard.checkpoint.saved":
+        if event["name"] == Event.CHECKPOINT_SAVED:
             a: dict[str, Any] = rec.get("a") or {}
             data.checkpoints.append(
                 {
-                    "step": a.get("traincard.step"),
-                    "path": a.get("traincard.checkpoint.path"),
-                    "size_bytes": a.get("traincard.checkpoint.size"),
+                    "step": a.get(Attr.STEP),
+                    "path": a.get(Attr.CHECKPOINT_PATH),
+                    "size_bytes": a.get(Attr.CHECKPOINT_SIZE),
                     "time": t,
-                    "best": bool(a.get("traincard.checkpoint.best")),
-                    "metric": a.get("traincard.checkpoint.metric"),
-                    "value": a.get("traincard.checkpoint.metric_value"),
+                    "best": bool(a.get(Attr.CHECKPOINT_BEST)),
+                    "metric": a.get(Attr.CHECKPOINT_METRIC),
+                    "value": a.get(Attr.CHECKPOINT_METRIC_VALUE),
                     "attempt": attempt,
                     "rank": rank,
                 }
             )
-        elif event["name"] == "traincard.system" and isinstance(event["body"], dict):
+        elif event["name"] == Event.SYSTEM and isinstance(event["body"], dict):
             for name, value in event["body"].items():
                 series = data.system.setdefault(name, Series(name=name, tags={"unit": ""}))
                 _append(series, None, value, t, attempt, rank)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._safety import internal_error
+from .._schema import Attr, Event
 from ..store import layout
 from ..store.attribution import host_oom_evidence
 from ..store.backends import Backend
@@ -154,17 +155,17 @@ class Watchdog:
             self.stalled_since = last
             self.stalls += 1
             self._emit(
-                "traincard.stall.started",
+                Event.STALL_STARTED,
                 {
-                    "traincard.step": step,
-                    "traincard.stall.idle_s": idle,
-                    "traincard.stall.threshold_s": threshold,
+                    Attr.STEP: step,
+                    Attr.STALL_IDLE_S: idle,
+                    Attr.STALL_THRESHOLD_S: threshold,
                 },
             )
         elif self.stalled_since is not None and (idle < threshold or gpu_busy):
             self._emit(
-                "traincard.stall.cleared",
-                {"traincard.step": step, "traincard.stall.duration_s": now - self.stalled_since},
+                Event.STALL_CLEARED,
+                {Attr.STEP: step, Attr.STALL_DURATION_S: now - self.stalled_since},
             )
             self.stalled_since = None
 
@@ -197,17 +198,17 @@ class Watchdog:
                 }
                 self.lost_ranks[r] = info
                 self._emit(
-                    "traincard.rank.lost",
+                    Event.RANK_LOST,
                     {
-                        "traincard.lost_rank": r,
+                        Attr.LOST_RANK: r,
                         "host.name": str(s.get("host")),
-                        "traincard.step": s.get("step") or -1,
-                        "traincard.heartbeat_age_s": age,
+                        Attr.STEP: s.get("step") or -1,
+                        Attr.HEARTBEAT_AGE_S: age,
                     },
                 )
             elif not lost and r in self.lost_ranks:
                 del self.lost_ranks[r]
-                self._emit("traincard.rank.recovered", {"traincard.lost_rank": r})
+                self._emit(Event.RANK_RECOVERED, {Attr.LOST_RANK: r})
 
     def check_previous_attempt(self) -> None:
         if self._backend is None:
@@ -216,7 +217,7 @@ class Watchdog:
         if info is None:
             return
         self.previous_attempt = info
-        self._emit("traincard.run.resumed", {f"traincard.{k}": v for k, v in info.items() if v is not None})
+        self._emit(Event.RUN_RESUMED, {f"traincard.{k}": v for k, v in info.items() if v is not None})
 
     def status_fields(self) -> dict[str, Any]:
         return {
