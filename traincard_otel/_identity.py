@@ -157,28 +157,28 @@ def resource_attributes(
         Attr.LOCAL_RANK: rank.local_rank,
         Attr.WORLD_SIZE: rank.world_size,
         Attr.NODE_RANK: rank.node_rank,
-        "traincard.role": "launcher" if rank.launcher else "rank",
+        Attr.ROLE: "launcher" if rank.launcher else "rank",
         "host.name": socket.gethostname(),
         "process.pid": os.getpid(),
     }
     if rank.gang is not None:  # a Grafana panel splits by node and rank with these
-        attrs["node.index"] = rank.gang.node_index
-        attrs["metaflow.parallel.node_index"] = rank.gang.node_index
-        attrs["metaflow.parallel.num_nodes"] = rank.gang.num_nodes
-        attrs["metaflow.parallel.control_task_id"] = rank.gang.control_task_id
+        attrs[Attr.NODE_INDEX] = rank.gang.node_index
+        attrs[Attr.PARALLEL_NODE_INDEX] = rank.gang.node_index
+        attrs[Attr.PARALLEL_NUM_NODES] = rank.gang.num_nodes
+        attrs[Attr.PARALLEL_CONTROL_TASK_ID] = rank.gang.control_task_id
     if mf is not None:
         attrs.update(
             {
-                "metaflow.flow_name": mf.flow_name,
-                "metaflow.run_id": mf.run_id,
-                "metaflow.step_name": mf.step_name,
-                "metaflow.task_id": mf.task_id,
-                "metaflow.retry_count": mf.retry_count,
-                "metaflow.pathspec": mf.pathspec,
+                Attr.MF_FLOW_NAME: mf.flow_name,
+                Attr.MF_RUN_ID: mf.run_id,
+                Attr.MF_STEP_NAME: mf.step_name,
+                Attr.MF_TASK_ID: mf.task_id,
+                Attr.MF_RETRY_COUNT: mf.retry_count,
+                Attr.MF_PATHSPEC: mf.pathspec,
             }
         )
         if mf.origin_run_id:
-            attrs["metaflow.origin_run_id"] = mf.origin_run_id
+            attrs[Attr.MF_ORIGIN_RUN_ID] = mf.origin_run_id
     name = service_name or (mf.flow_name if mf else None)
     if name:
         attrs["service.name"] = name

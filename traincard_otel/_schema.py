@@ -53,6 +53,22 @@ class Attr:
     RESUME_SOURCE: Final = "traincard.resume.source"
     TORCH_MEMORY_KIND: Final = "traincard.torch.memory.kind"
     LOG_STREAM: Final = "log.iostream"
+    ROLE: Final = "traincard.role"  # rank, or launcher (a node's step process that starts ranks)
+    NODE_INDEX: Final = "node.index"
+    PARALLEL_NODE_INDEX: Final = "metaflow.parallel.node_index"
+    PARALLEL_NUM_NODES: Final = "metaflow.parallel.num_nodes"
+    PARALLEL_CONTROL_TASK_ID: Final = "metaflow.parallel.control_task_id"
+    MF_FLOW_NAME: Final = "metaflow.flow_name"
+    MF_RUN_ID: Final = "metaflow.run_id"
+    MF_STEP_NAME: Final = "metaflow.step_name"
+    MF_TASK_ID: Final = "metaflow.task_id"
+    MF_RETRY_COUNT: Final = "metaflow.retry_count"
+    MF_PATHSPEC: Final = "metaflow.pathspec"
+    MF_ORIGIN_RUN_ID: Final = "metaflow.origin_run_id"
+    GANG_NODE_INDEX: Final = "traincard.node_index"
+    GANG_HEARTBEAT_AT: Final = "traincard.heartbeat_at"
+    GANG_FAILURE_HOW: Final = "traincard.failure.how"
+    GANG_CONSEQUENCES: Final = "traincard.consequences"
     HOST_NAME: Final = "host.name"
     ERROR_TYPE: Final = "error.type"
     EXCEPTION_TYPE: Final = "exception.type"
@@ -80,6 +96,8 @@ class Event:
     STALL_CLEARED: Final = "traincard.stall.cleared"
     RANK_LOST: Final = "traincard.rank.lost"
     RANK_RECOVERED: Final = "traincard.rank.recovered"
+    GANG_FIRST_FAILURE: Final = "traincard.gang.first_failure"
+    GANG_RANK_HUNG: Final = "traincard.gang.rank_hung"
 
     @staticmethod
     def run_ended(status: str) -> str:
@@ -175,6 +193,8 @@ TRAINING_METRICS: Final[tuple[MetricSpec, ...]] = tuple(
     v for v in vars(Metric).values() if isinstance(v, MetricSpec)
 )
 
+GPU_TORCH_MEMORY: Final = "traincard.gpu.torch.memory"
+
 #: Host, process and GPU instruments (semantic conventions), created by ``telemetry.instruments``.
 SYSTEM_METRICS: Final[tuple[MetricSpec, ...]] = (
     MetricSpec("system.cpu.utilization", "gauge", "1", "", "host CPU utilization (0-1)"),
@@ -234,7 +254,7 @@ SYSTEM_METRICS: Final[tuple[MetricSpec, ...]] = (
     ),
     MetricSpec("hw.errors", "counter", "{error}", "`hw.id`, `hw.type`, `error.type`", "ECC / XID errors"),
     MetricSpec(
-        "traincard.gpu.torch.memory",
+        GPU_TORCH_MEMORY,
         "gauge",
         "By",
         "`hw.id`, `traincard.torch.memory.kind` (allocated, reserved, peak)",
@@ -501,12 +521,21 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
     (Event.STALL_CLEARED, f"watchdog: `{Attr.STALL_DURATION_S}`"),
     (Event.RANK_LOST, f"a rank whose heartbeat stopped: `{Attr.LOST_RANK}`, `{Attr.HEARTBEAT_AGE_S}`"),
     (Event.RANK_RECOVERED, f"a lost rank heard from again: `{Attr.LOST_RANK}`"),
+    (
+        Event.GANG_FIRST_FAILURE,
+        f"the first rank of a `@parallel` gang to fail (the control node says it once): `{Attr.RANK}`, "
+        f"`{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`, `{Attr.GANG_FAILURE_HOW}`, `{Attr.STEP}`, "
+        f"`{Attr.GANG_HEARTBEAT_AT}`, `{Attr.GANG_CONSEQUENCES}`",
+    ),
+    (Event.GANG_RANK_HUNG, "a rank whose heartbeat stopped while nothing says it ended; same attributes"),
 )
 
 _RESOURCE_DOC: Final = (
-    "`service.name` (flow name unless `OTEL_SERVICE_NAME`), `metaflow.flow_name`, `metaflow.run_id`, "
-    "`metaflow.step_name`, `metaflow.task_id`, `metaflow.retry_count`, `metaflow.origin_run_id`, "
-    f"`metaflow.pathspec`, `{Attr.RANK}`, `{Attr.LOCAL_RANK}`, `{Attr.WORLD_SIZE}`, `{Attr.NODE_RANK}`, "
+    f"`service.name` (flow name unless `OTEL_SERVICE_NAME`), `{Attr.MF_FLOW_NAME}`, `{Attr.MF_RUN_ID}`, "
+    f"`{Attr.MF_STEP_NAME}`, `{Attr.MF_TASK_ID}`, `{Attr.MF_RETRY_COUNT}`, `{Attr.MF_ORIGIN_RUN_ID}`, "
+    f"`{Attr.MF_PATHSPEC}`, `{Attr.RANK}`, `{Attr.LOCAL_RANK}`, `{Attr.WORLD_SIZE}`, `{Attr.NODE_RANK}`, "
+    f"`{Attr.ROLE}` (rank or launcher), `{Attr.NODE_INDEX}`, `{Attr.PARALLEL_NODE_INDEX}`, "
+    f"`{Attr.PARALLEL_NUM_NODES}`, `{Attr.PARALLEL_CONTROL_TASK_ID}` (in a `@parallel` gang), "
     "`host.name`, `process.pid`, plus everything in `OTEL_RESOURCE_ATTRIBUTES`."
 )
 

@@ -15,7 +15,7 @@ _CREATE = re.compile(
     r"create_(?:observable_)?(?:gauge|counter|up_down_counter|histogram)\(\s*\"([^\"]+)\"", re.S
 )
 # A quoted name with one of our prefixes, anywhere in the package but the schema module itself.
-_NAME = re.compile(r"\"((?:traincard|training)\.[a-z_]+(?:\.[a-z_]+)*)\"")
+_NAME = re.compile(r"\"((?:traincard|training|node|metaflow)\.[a-z_]+(?:\.[a-z_]+)*)\"")
 
 
 def test_the_schema_page_is_generated_from_the_schema_module() -> None:

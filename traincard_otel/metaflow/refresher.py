@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._safety import report_internal_error
-from .._schema import Attr
+from .._schema import Attr, Event
 from ..card.payload import build_payload
 from ..store.backends import Backend
 from ..store.reader import StoreReader
@@ -108,8 +108,8 @@ class Refresher:
         """One OTel event per first failure and per hung rank, for alert rules to fire on."""
         assert self._emit is not None
         first = gang.get("first_failure")
-        found = [("traincard.gang.first_failure", first)] if first else []
-        found += [("traincard.gang.rank_hung", h) for h in gang.get("hung") or []]
+        found = [(Event.GANG_FIRST_FAILURE, first)] if first else []
+        found += [(Event.GANG_RANK_HUNG, h) for h in gang.get("hung") or []]
         for name, facts in found:
             key = (name, int(facts["rank"]))
             if key in self._told:
@@ -117,19 +117,19 @@ class Refresher:
             self._told.add(key)
             attrs = {
                 Attr.RANK: int(facts["rank"]),
-                "traincard.node_index": int(facts.get("node") or 0),
+                Attr.GANG_NODE_INDEX: int(facts.get("node") or 0),
                 "host.name": str(facts.get("host") or ""),
                 "process.pid": int(facts.get("pid") or 0),
                 Attr.STEP: int(facts["step"]) if facts.get("step") is not None else -1,
-                "traincard.heartbeat_at": float(facts.get("heartbeat_at") or 0.0),
+                Attr.GANG_HEARTBEAT_AT: float(facts.get("heartbeat_at") or 0.0),
             }
             if name.endswith("first_failure"):
-                attrs["traincard.failure.how"] = str(facts.get("how") or "")
+                attrs[Attr.GANG_FAILURE_HOW] = str(facts.get("how") or "")
                 if facts.get("signal"):
                     attrs[Attr.SIGNAL] = int(facts["signal"])
                 if facts.get("exit_code") is not None:
                     attrs["process.exit.code"] = int(facts["exit_code"])
-                attrs["traincard.consequences"] = [int(c["rank"]) for c in facts.get("consequences") or []]
+                attrs[Attr.GANG_CONSEQUENCES] = [int(c["rank"]) for c in facts.get("consequences") or []]
             self._emit(name, attrs)
 
     def stop(self, timeout_s: float = 1.0) -> None:

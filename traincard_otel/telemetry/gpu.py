@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from .._schema import Attr
+from .._schema import GPU_TORCH_MEMORY, Attr
 from ._samples import Sample
 
 _NO_PYNVML = "No GPU figures: NVML is not available (pip install 'traincard-otel[gpu]')"
@@ -176,7 +176,7 @@ def torch_allocator() -> list[Sample]:
             ):
                 out.append(
                     Sample(
-                        "traincard.gpu.torch.memory",
+                        GPU_TORCH_MEMORY,
                         float(value),
                         "By",
                         "gauge",
