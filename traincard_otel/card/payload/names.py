@@ -1,0 +1,72 @@
+"""The names the page needs (``payload["names"]``): section keys, banner kinds, log levels, verdict
+kinds and metric names it treats specially. ``card.js`` keeps no copies of its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .logs import LEVELS
+from .system import RATIO_METRICS
+
+# Most severe first: (kind, title, icon, announced as an alert).
+BANNERS: list[tuple[str, str, str, bool]] = [
+    ("failed", "Failed", "\u2716", True),
+    ("terminated", "Terminated", "\u25a0", True),
+    ("stalled", "Stalled", "\u23f8", True),
+    ("degraded", "Degraded", "\u26a0", False),
+    ("store", "Store errors", "\u26a0", False),
+    ("dropped", "Data dropped", "\u26a0", False),
+    ("resumed", "Resumed", "\u21bb", False),
+    ("info", "Note", "i", False),
+]
+VERDICTS = {
+    "cuda_oom": "GPU out of memory",
+    "host_oom": "Host out of memory",
+    "nccl_timeout": "Collective (NCCL) timeout",
+}
+# Payload keys a live update replaces whole (charts and markers merge; see docs/card-payload.md).
+REPLACED_SECTIONS = [
+    "v",
+    "final",
+    "live",
+    "generated_at",
+    "run",
+    "banners",
+    "checkpoints",
+    "logs",
+    "log_info",
+    "failure",
+    "system",
+    "summary",
+    "health",
+    "empty",
+    "stats",
+]
+BYTE_METRICS = [
+    "system.memory.usage",
+    "system.memory.limit",
+    "process.memory.usage",
+    "hw.gpu.memory.usage",
+    "hw.gpu.memory.limit",
+    "traincard.gpu.torch.memory",
+    "system.disk.io",
+    "system.network.io",
+]
+
+
+def names() -> dict[str, Any]:
+    """The ``names`` object of every payload."""
+    return {
+        "sections": REPLACED_SECTIONS,
+        "banners": [{"kind": k, "title": t, "icon": i, "alert": a} for k, t, i, a in BANNERS],
+        "levels": dict(LEVELS),
+        "warning_level": LEVELS["WARNING"],
+        "error_level": LEVELS["ERROR"],
+        "verdicts": dict(VERDICTS),
+        "ratio_metrics": list(RATIO_METRICS),
+        "byte_metrics": list(BYTE_METRICS),
+        "series_colors": {"train": 0, "eval": 1},
+        "marker_kinds": ["restart", "rewind"],
+        "groups": {"training": "training", "system": "system"},
+        "axes": {"step": "step", "time": "time"},
+    }
