@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from ...store.reader import RunData
+from .._html import scrub
 from .banners import banners, lost_ranks
 from .checkpoints import checkpoints
 from .health import health
@@ -67,7 +68,9 @@ def build_payload(
         )
         if len(json.dumps(payload)) <= LIVE_MAX_BYTES:
             break
-    return payload
+    # Metaflow serializes live payloads itself: hand it text that any encoder accepts.
+    scrubbed: dict[str, Any] = scrub(payload)
+    return scrubbed
 
 
 def _empty_reasons(data: RunData, system: dict[str, Any]) -> dict[str, str]:
