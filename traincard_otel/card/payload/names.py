@@ -42,6 +42,14 @@ REPLACED_SECTIONS = [
     "empty",
     "stats",
 ]
+# Readings that are fractions of one (shown as percentages) besides the charted utilizations.
+FRACTION_METRICS = [
+    *RATIO_METRICS,
+    "system.memory.utilization",
+    "system.filesystem.utilization",
+    "process.memory.utilization",
+    "hw.gpu.memory.utilization",
+]
 BYTE_METRICS = [
     "system.memory.usage",
     "system.memory.limit",
@@ -63,7 +71,7 @@ def names() -> dict[str, Any]:
         "warning_level": LEVELS["WARNING"],
         "error_level": LEVELS["ERROR"],
         "verdicts": dict(VERDICTS),
-        "ratio_metrics": list(RATIO_METRICS),
+        "ratio_metrics": FRACTION_METRICS,
         "byte_metrics": list(BYTE_METRICS),
         "series_colors": {"train": 0, "eval": 1},
         "marker_kinds": ["restart", "rewind"],
