@@ -16,7 +16,7 @@
   /* Every wire name the page treats specially comes from the payload's "names" object
      (docs/card-payload.md); the page keeps no copies of its own. */
   var N = { sections: [], banners: [], levels: Object.create(null), verdicts: Object.create(null),
-    ratio: Object.create(null), bytes: Object.create(null), colors: Object.create(null), warn: 30, error: 40 };
+    ratio: Object.create(null), bytes: Object.create(null), colors: Object.create(null), filterLevels: [], warn: 30, error: 40 };
   function readNames(p) {
     var n = p && p.names && typeof p.names === "object" ? p.names : null;
     if (!n) return;
@@ -38,6 +38,7 @@
       ratio: set(n.ratio_metrics),
       bytes: set(n.byte_metrics),
       colors: dict(n.series_colors),
+      filterLevels: Array.isArray(n.filter_levels) ? n.filter_levels : [],
       warn: isNum(n.warning_level) ? n.warning_level : 30,
       error: isNum(n.error_level) ? n.error_level : 40
     };
@@ -276,8 +277,10 @@
       return a - b || p.i - q.i;
     });
     list.forEach(function (p) {
-      var kind = str(p.b.kind) || "info", info = p.info ? p.info.b : {};
-      var safe = p.info ? kind.replace(/[^a-z0-9_-]/gi, "") : "info";
+      // An unknown kind is shown like the least severe known one.
+      var fallback = N.banners.length ? N.banners[N.banners.length - 1] : {};
+      var info = p.info ? p.info.b : fallback, kind = str(p.b.kind) || str(fallback.kind);
+      var safe = str(info.kind).replace(/[^a-z0-9_-]/gi, "");
       var row = el("div", "tc-banner tc-banner--" + safe, null,
         { "data-kind": kind, role: info.alert ? "alert" : "status" });
       add(row, el("span", "tc-banner-icon", str(info.icon) || "i", { "aria-hidden": "true" }),
@@ -812,7 +815,7 @@
   function logKey(r) { return str(r.time) + "|" + str(r.rank) + "|" + str(r.message).slice(0, 80); }
 
   function renderLogLine(r) {
-    var lvl = levelNum(r.level), level = str(r.level).toUpperCase() || "INFO";
+    var lvl = levelNum(r.level), level = str(r.level).toUpperCase() || "\u2013";
     var cls = "tc-log" + (lvl >= N.error ? " tc-log--error" : lvl >= N.warn ? " tc-log--warning" : lvl < 20 ? " tc-log--debug" : "");
     var row = el("div", cls, null, { "data-level": level, "data-lvl": lvl, "data-rank": str(r.rank), "data-stream": str(r.stream) });
     add(row,
@@ -920,7 +923,7 @@
     parts.push(el("span", null, fmtInt(st.segments || 0) + " segments", { "data-stat": "segments" }));
     parts.push(el("span", total ? "tc-stat--warn" : null,
       fmtInt(total) + " dropped" + (reasons.length ? " (" + reasons.join(", ") + ")" : ""),
-      { "data-stat": "dropped", "data-value": total }));
+      { "data-stat": "dropped-total", "data-value": total }));
     healthParts().forEach(function (p) { parts.push(p); });
     var corrupt = Number(st.corrupt_segments) || 0;
     parts.push(el("span", corrupt ? "tc-stat--warn" : null, fmtInt(corrupt) + " corrupt segments",
@@ -934,7 +937,7 @@
     });
   }
 
-  /* Loss counters besides "dropped" (payload.health): rejected values with their top reasons, store
+  /* Loss counters besides the dropped ones (payload.health): rejected values with their top reasons, store
      write errors with the last error, rows waiting to be written. Absent fields are not shown. */
   function healthParts() {
     var h = S.payload.health && typeof S.payload.health === "object" ? S.payload.health : {};
@@ -1001,9 +1004,8 @@
       autocomplete: "off", spellcheck: "false"
     });
     var level = el("select", "tc-input", null, { id: "tc-log-level", "aria-label": "minimum log level" });
-    [["all", "All levels"], ["WARNING", "WARNING+"], ["ERROR", "ERROR+"]].forEach(function (o) {
-      level.appendChild(el("option", null, o[1], { value: o[0] }));
-    });
+    level.appendChild(el("option", null, "All levels", { value: "all" }));
+    N.filterLevels.forEach(function (name) { level.appendChild(el("option", null, str(name) + "+", { value: str(name) })); });
     d.logRank = el("select", "tc-input", null, { id: "tc-log-rank", "aria-label": "rank" });
     var followBox = el("input", null, null, { id: "tc-log-follow", type: "checkbox" });
     followBox.checked = S.log.follow;

@@ -68,6 +68,7 @@ def names() -> dict[str, Any]:
         "sections": REPLACED_SECTIONS,
         "banners": [{"kind": k, "title": t, "icon": i, "alert": a} for k, t, i, a in BANNERS],
         "levels": dict(LEVELS),
+        "filter_levels": ["WARNING", "ERROR"],  # the log panel's "at least" choices
         "warning_level": LEVELS["WARNING"],
         "error_level": LEVELS["ERROR"],
         "verdicts": dict(VERDICTS),
