@@ -148,7 +148,7 @@ def test_log_panel_keeps_the_tail_and_early_warnings_and_counts_the_rest() -> No
     assert {r["rank"] for r in lines} == {0, 1, 2, 3}  # from traincard.rank, not the writer's rank
     assert {r.get("stream") for r in lines} == {None, "stderr"}
     live = build_payload(data, live=True)
-    assert len(live["logs"]) <= 80 + 20 and live["log_info"]["total"] == 200_000
+    assert len(live["logs"]) <= 80 + 10 + 10 and live["log_info"]["total"] == 200_000
 
 
 def test_printed_tracebacks_collapse_like_logged_ones() -> None:

@@ -22,13 +22,8 @@ _JSON_ESCAPES = {
     "\u2029": "\\u2029",
 }
 _JSON_ESCAPE_TABLE = str.maketrans(_JSON_ESCAPES)
-# Surrogate code points (a lone "\ud800" from badly decoded bytes) cannot be encoded as UTF-8; in
-# JSON text they can only sit inside strings, where the "\uXXXX" escape says the same thing.
+# Surrogate code points (a lone "\ud800" from badly decoded bytes) cannot be encoded as UTF-8.
 _SURROGATES = re.compile("[\ud800-\udfff]")
-
-
-def _escape_surrogate(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
 
 
 def encodable(text: str) -> str:
@@ -91,17 +86,16 @@ def embed_json(payload: Any) -> str:
     """JSON text that is safe inside ``<script type="application/json">``.
 
     ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e`` and ``\\u0026`` (so no ``</script>`` or
-    ``<!--`` can end or change the element), and U+2028/U+2029 are escaped as well, as are surrogate
-    code points, so the text always encodes as UTF-8.
+    ``<!--`` can end or change the element), and U+2028/U+2029 are escaped as well. Lone surrogate
+    code points become U+FFFD (the page would show that glyph anyway), so the text always encodes
+    as UTF-8.
     """
     options: dict[str, Any] = {"separators": (",", ":"), "ensure_ascii": False, "default": _default}
     try:
         text = json.dumps(payload, allow_nan=False, **options)
     except ValueError:  # NaN or infinity somewhere
         text = json.dumps(_jsonable(payload), allow_nan=False, **options)
-    if _SURROGATES.search(text) is not None:
-        text = _SURROGATES.sub(_escape_surrogate, text)
-    return text.translate(_JSON_ESCAPE_TABLE)
+    return encodable(text).translate(_JSON_ESCAPE_TABLE)
 
 
 def assemble_html(payload: Mapping[str, Any], *, live: bool) -> str:

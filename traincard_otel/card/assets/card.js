@@ -904,6 +904,7 @@
     var trimmed = trimmedText();
     S.dom.logTrimmed.textContent = trimmed;
     S.dom.logTrimmed.hidden = !trimmed;
+    if (S.log.follow) S.dom.logList.scrollTop = S.dom.logList.scrollHeight;
   }
 
   /* ---------------------------------------------------------------- stats */

@@ -1,4 +1,4 @@
-"""The log panel: the tail of the log, plus the latest warning and error lines (bounded), so a
+"""The log panel: the tail of the log, plus the latest error and warning lines (bounded), so a
 store of a million lines still makes a small payload; what was left out is counted."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from ...store.reader import RunData
 from .series import Mode
 
 LOG_TAIL = 300  # lines of the tail in a full render
-IMPORTANT_MAX = 200  # warning and error lines kept besides the tail (newest), full render
-LIVE_IMPORTANT_MAX = 20
+IMPORTANT_MAX = 100  # error lines, and as many warning lines, kept besides the tail (newest)
+LIVE_IMPORTANT_MAX = 10
 WARNING = 30
+ERROR = 40
 LEVELS = {
     "TRACE": 5,
     "DEBUG": 10,
@@ -28,8 +29,8 @@ _TRACEBACK = "Traceback (most recent call last):"
 
 Record = dict[str, Any]
 
-# id(list) -> (the list, length scanned, indices of warning+ lines (newest IMPORTANT_MAX), ranks)
-_scan_cache: dict[int, tuple[list[Record], int, list[int], set[int]]] = {}
+# id(list) -> (the list, length scanned, indices of error / warning lines (newest), ranks)
+_scan_cache: dict[int, tuple[list[Record], int, list[int], list[int], set[int]]] = {}
 
 
 def level_number(level: Any) -> int:
@@ -43,24 +44,27 @@ def _rank(record: Record) -> int:
     return rank if isinstance(rank, int) and not isinstance(rank, bool) else int(record.get("rank") or 0)
 
 
-def _scan(logs: list[Record]) -> tuple[list[int], set[int]]:
-    """Indices of the newest warning/error lines and every rank seen, scanned incrementally."""
+def _scan(logs: list[Record]) -> tuple[list[int], list[int], set[int]]:
+    """Indices of the newest error and warning lines, and every rank seen, scanned incrementally
+    (the reader only appends, so each refresh reads only the new lines)."""
     cached = _scan_cache.get(id(logs))
     if cached and cached[0] is logs and cached[1] <= len(logs):
-        start, important, ranks = cached[1], cached[2], cached[3]
+        start, errors, warnings, ranks = cached[1], cached[2], cached[3], cached[4]
     else:
-        start, important, ranks = 0, [], set()
+        start, errors, warnings, ranks = 0, [], [], set()
     for i in range(start, len(logs)):
         rec = logs[i]
-        if level_number(rec.get("level")) >= WARNING:
-            important.append(i)
+        level = level_number(rec.get("level"))
+        if level >= WARNING:
+            (errors if level >= ERROR else warnings).append(i)
         ranks.add(_rank(rec))
-    if len(important) > 2 * IMPORTANT_MAX:
-        del important[:-IMPORTANT_MAX]
+    for found in (errors, warnings):
+        if len(found) > 2 * IMPORTANT_MAX:
+            del found[:-IMPORTANT_MAX]
     if len(_scan_cache) > 64:
         _scan_cache.clear()
-    _scan_cache[id(logs)] = (logs, len(logs), important, ranks)
-    return important[-IMPORTANT_MAX:], ranks
+    _scan_cache[id(logs)] = (logs, len(logs), errors, warnings, ranks)
+    return errors[-IMPORTANT_MAX:], warnings[-IMPORTANT_MAX:], ranks
 
 
 def _line(r: Record) -> Record:
@@ -87,8 +91,9 @@ def logs(data: RunData, mode: Mode) -> tuple[list[Record], dict[str, Any]]:
     """(lines, info): the tail and the latest warning/error lines by time; info counts the rest."""
     records = data.logs
     n = mode.log_tail if mode.live else LOG_TAIL
-    important, ranks = _scan(records)
-    important = important[-(LIVE_IMPORTANT_MAX if mode.live else IMPORTANT_MAX) :]
+    errors, warnings, ranks = _scan(records)
+    keep = LIVE_IMPORTANT_MAX if mode.live else IMPORTANT_MAX
+    important = errors[-keep:] + warnings[-keep:]
     first_tail = max(0, len(records) - 4 * n)
     tail_idx = sorted(range(first_tail, len(records)), key=lambda i: records[i]["time"])[-n:]
     chosen = set(tail_idx).union(important)
