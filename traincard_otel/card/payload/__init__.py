@@ -13,12 +13,12 @@ from typing import Any
 
 from ...store.reader import RunData
 from .._html import scrub
-from .banners import banners, lost_ranks
-from .checkpoints import checkpoints
-from .health import health
-from .logs import logs
-from .markers import markers
-from .names import names
+from .banners import all_banners, lost_ranks
+from .checkpoints import checkpoint_rows
+from .health import loss_counters
+from .logs import log_lines
+from .markers import discontinuities
+from .names import wire_names
 from .series import LIVE_LOG_TAIL, LIVE_TAIL, MAX_POINTS, Mode, downsample, downsample_py
 from .status import run_status
 from .system import system_charts, system_section
@@ -99,25 +99,25 @@ def _build(
     now = time.time() if now is None else now
     status = run_status(data, now, hourly_cost)
     system = system_section(data)
-    log_lines, log_info = logs(data, mode)
+    lines, log_info = log_lines(data, mode)
     return {
         "v": SCHEMA_VERSION,
         "final": final,
         "live": mode.live,
         "generated_at": now,
-        "names": names(),
+        "names": wire_names(),
         "run": status,
-        "banners": banners(data, status, now),
+        "banners": all_banners(data, status, now),
         "charts": training_charts(data, mode) + system_charts(data, mode),
         "summary": summary_table(data),
-        "markers": markers(data),
-        "checkpoints": checkpoints(data, 20 if mode.live else 500),
-        "logs": log_lines,
+        "markers": discontinuities(data),
+        "checkpoints": checkpoint_rows(data, 20 if mode.live else 500),
+        "logs": lines,
         "log_info": log_info,
         "failure": data.status.get("failure"),
         "system": system,
         "empty": _empty_reasons(data, system),
-        "health": health(data),
+        "health": loss_counters(data),
         "stats": {
             "dropped": data.stats.get("dropped", {}),
             "corrupt_segments": data.stats.get("corrupt_segments", 0),

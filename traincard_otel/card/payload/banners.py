@@ -122,7 +122,7 @@ def _data_banners(data: RunData, status: dict[str, Any], now: float) -> list[Ban
     return out
 
 
-def banners(data: RunData, status: dict[str, Any], now: float | None = None) -> list[Banner]:
+def all_banners(data: RunData, status: dict[str, Any], now: float | None = None) -> list[Banner]:
     """Every banner that applies, in the order the run's story reads (the page sorts by severity)."""
     now = time.time() if now is None else now
     return _run_banners(data, status, now) + _data_banners(data, status, now)

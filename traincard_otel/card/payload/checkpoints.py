@@ -7,7 +7,7 @@ from typing import Any
 from ...store.reader import RunData
 
 
-def checkpoints(data: RunData, limit: int) -> list[dict[str, Any]]:
+def checkpoint_rows(data: RunData, limit: int) -> list[dict[str, Any]]:
     """The latest ``limit`` saves. Each save says whether it was the best *so far*; the card marks
     only the latest such one."""
     out = [dict(c) for c in data.checkpoints]

@@ -72,7 +72,7 @@ def _store(data: RunData) -> dict[str, Any]:
     return out
 
 
-def health(data: RunData) -> dict[str, Any]:
+def loss_counters(data: RunData) -> dict[str, Any]:
     """The payload's ``health`` object (``docs/card-payload.md``); keys absent when not recorded."""
     dropped = {str(k): int(v) for k, v in (data.stats.get("dropped") or {}).items() if _int(v) is not None}
     rejected = _rejected(data)

@@ -25,6 +25,7 @@ LEVELS = {
     "CRITICAL": 50,
     "FATAL": 50,
 }
+_QUIET = frozenset(k for k, v in LEVELS.items() if v < WARNING)
 _TRACEBACK = "Traceback (most recent call last):"
 
 Record = dict[str, Any]
@@ -52,12 +53,18 @@ def _scan(logs: list[Record]) -> tuple[list[int], list[int], set[int]]:
         start, errors, warnings, ranks = cached[1], cached[2], cached[3], cached[4]
     else:
         start, errors, warnings, ranks = 0, [], [], set()
+    quiet = _QUIET  # the common levels, checked without a function call per line
+    rank_key = Attr.RANK
     for i in range(start, len(logs)):
         rec = logs[i]
-        level = level_number(rec.get("level"))
-        if level >= WARNING:
-            (errors if level >= ERROR else warnings).append(i)
-        ranks.add(_rank(rec))
+        name = rec.get("level")
+        if name not in quiet:
+            level = level_number(name)
+            if level >= WARNING:
+                (errors if level >= ERROR else warnings).append(i)
+        attrs = rec.get("attributes")
+        rank = attrs.get(rank_key) if attrs else None
+        ranks.add(rank if type(rank) is int else _rank(rec))
     for found in (errors, warnings):
         if len(found) > 2 * IMPORTANT_MAX:
             del found[:-IMPORTANT_MAX]
@@ -87,7 +94,7 @@ def _line(r: Record) -> Record:
     return out
 
 
-def logs(data: RunData, mode: Mode) -> tuple[list[Record], dict[str, Any]]:
+def log_lines(data: RunData, mode: Mode) -> tuple[list[Record], dict[str, Any]]:
     """(lines, info): the tail and the latest warning/error lines by time; info counts the rest."""
     records = data.logs
     n = mode.log_tail if mode.live else LOG_TAIL

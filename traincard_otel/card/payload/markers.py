@@ -18,7 +18,7 @@ def _first_step(data: RunData, attempt: int) -> int | None:
     return min(steps) if steps else None
 
 
-def markers(data: RunData) -> list[dict[str, Any]]:
+def discontinuities(data: RunData) -> list[dict[str, Any]]:
     """``restart`` markers at each retry's first step, ``rewind`` markers where a run resumed."""
     out = []
     for ev in data.events:

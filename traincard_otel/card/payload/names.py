@@ -62,7 +62,7 @@ BYTE_METRICS = [
 ]
 
 
-def names() -> dict[str, Any]:
+def wire_names() -> dict[str, Any]:
     """The ``names`` object of every payload."""
     return {
         "sections": REPLACED_SECTIONS,
