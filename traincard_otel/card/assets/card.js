@@ -16,7 +16,7 @@
   /* Every wire name the page treats specially comes from the payload's "names" object
      (docs/card-payload.md); the page keeps no copies of its own. */
   var N = { sections: [], banners: [], levels: Object.create(null), verdicts: Object.create(null),
-    ratio: Object.create(null), bytes: Object.create(null), colors: Object.create(null), filterLevels: [], warn: 30, error: 40 };
+    ratio: Object.create(null), bytes: Object.create(null), colors: Object.create(null), groups: Object.create(null), axes: Object.create(null), filterLevels: [], warn: 30, error: 40 };
   function readNames(p) {
     var n = p && p.names && typeof p.names === "object" ? p.names : null;
     if (!n) return;
@@ -38,6 +38,8 @@
       ratio: set(n.ratio_metrics),
       bytes: set(n.byte_metrics),
       colors: dict(n.series_colors),
+      groups: dict(n.groups),
+      axes: dict(n.axes),
       filterLevels: Array.isArray(n.filter_levels) ? n.filter_levels : [],
       warn: isNum(n.warning_level) ? n.warning_level : 30,
       error: isNum(n.error_level) ? n.error_level : 40
@@ -485,7 +487,7 @@
 
   function drawMarkers(u) {
     var ch = u.tcChart;
-    if (!ch || ch.spec.x === "time") return;
+    if (!ch || ch.spec.byTime) return;
     var markers = (S.payload && S.payload.markers) || [];
     var th = ch.theme, ctx = u.ctx, dpr = devicePixelRatio || 1, drawn = 0;
     var min = u.scales.x.min, max = u.scales.x.max, box = u.bbox;
@@ -526,7 +528,7 @@
   function buildPlot(ch) {
     if (ch.plot) { ch.plot.destroy(); ch.plot = null; }
     clear(ch.holder);
-    var spec = ch.spec, isTime = spec.x === "time", th = theme();
+    var spec = ch.spec, isTime = spec.byTime, th = theme();
     ch.theme = th;
     var styles = seriesStyles(spec, th);
     countPoints(ch);
@@ -594,15 +596,16 @@
   function createChart(c) {
     var spec = {
       id: str(c.id), title: str(c.title) || str(c.id), unit: str(c.unit),
-      group: c.group === "system" ? "system" : "training",
-      x: c.x === "time" ? "time" : "step",
+      group: str(c.group), x: str(c.x),
+      isSystem: has(N.groups.system) && c.group === N.groups.system,
+      byTime: has(N.axes.time) && c.x === N.axes.time,
       series: (Array.isArray(c.series) ? c.series : []).map(cleanSeries)
     };
     var box = el("figure", "tc-chart", null, { "data-chart-id": spec.id, "data-group": spec.group, "data-x": spec.x });
     var cap = el("figcaption", "tc-chart-head");
     add(cap, el("span", "tc-chart-title", spec.title),
       el("span", "tc-chart-unit", UNIT_WORDS[spec.unit] || spec.unit || "no unit", { title: "unit" }),
-      el("span", "tc-chart-x", spec.x === "time" ? "by time" : "by step"));
+      el("span", "tc-chart-x", "by " + (spec.x || "step")));
     var holder = el("div", "tc-chart-plot");
     add(box, cap, holder);
     var ch = { spec: spec, box: box, holder: holder, plot: null, counts: [], width: 0, theme: null };
@@ -612,7 +615,7 @@
 
   function renderChartSections() {
     var training = [], system = [];
-    S.charts.forEach(function (ch) { (ch.spec.group === "system" ? system : training).push(ch); });
+    S.charts.forEach(function (ch) { (ch.spec.isSystem ? system : training).push(ch); });
     var tg = S.dom.trainGrid, sg = S.dom.sysGrid;
     training.forEach(function (ch) { if (ch.box.parentNode !== tg) tg.appendChild(ch.box); });
     system.forEach(function (ch) { if (ch.box.parentNode !== sg) sg.appendChild(ch.box); });
@@ -1062,7 +1065,7 @@
       }
       S.updates++;
       mergeCharts(u.charts);
-      if (markersChanged) S.charts.forEach(function (ch) { if (ch.plot && ch.spec.x === "step") ch.plot.redraw(false, false); });
+      if (markersChanged) S.charts.forEach(function (ch) { if (ch.plot && !ch.spec.byTime) ch.plot.redraw(false, false); });
       renderHeader();
       renderBanners();
       renderFailure();

@@ -75,7 +75,6 @@ def wire_names() -> dict[str, Any]:
         "ratio_metrics": FRACTION_METRICS,
         "byte_metrics": list(BYTE_METRICS),
         "series_colors": {"train": 0, "eval": 1},
-        "marker_kinds": ["restart", "rewind"],
         "groups": {"training": "training", "system": "system"},
         "axes": {"step": "step", "time": "time"},
     }
