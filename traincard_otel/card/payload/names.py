@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .logs import LEVELS
-from .system import RATIO_METRICS
+from .system import RATIO_METRICS, TORCH_MEMORY
 
 # Most severe first: (kind, title, icon, announced as an alert).
 BANNERS: list[tuple[str, str, str, bool]] = [
@@ -56,7 +56,7 @@ BYTE_METRICS = [
     "process.memory.usage",
     "hw.gpu.memory.usage",
     "hw.gpu.memory.limit",
-    "traincard.gpu.torch.memory",
+    TORCH_MEMORY,
     "system.disk.io",
     "system.network.io",
 ]

@@ -6,11 +6,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..._schema import SYSTEM_METRICS, Attr
 from ...store.reader import RunData, Series
 from ...telemetry._samples import split_reading_key
 from .series import Mode, subset, xy
 
 Chart = dict[str, Any]
+
+# The torch allocator's gauge: the system metric whose attributes carry the memory kind.
+TORCH_MEMORY = next(m.name for m in SYSTEM_METRICS if Attr.TORCH_MEMORY_KIND in m.attributes)
 
 SYSTEM_CHARTS: list[tuple[str, str, str, tuple[str, ...]]] = [
     # (chart id, title, unit, metric names)
@@ -23,7 +27,7 @@ SYSTEM_CHARTS: list[tuple[str, str, str, tuple[str, ...]]] = [
         "gpu_mem",
         "GPU memory used",
         "GB",
-        ("hw.gpu.memory.usage", "hw.gpu.memory.limit", "traincard.gpu.torch.memory"),
+        ("hw.gpu.memory.usage", "hw.gpu.memory.limit", TORCH_MEMORY),
     ),
     ("gpu_temp", "GPU temperature", "°C", ("hw.temperature",)),
     ("gpu_power", "GPU power", "W", ("hw.power",)),
@@ -44,7 +48,7 @@ _TILES: list[tuple[str, dict[str, str], str]] = [
     ("hw.gpu.utilization", {}, "utilization"),
     ("hw.gpu.memory.usage", {}, "memory used"),
     ("hw.gpu.memory.limit", {}, "memory total"),
-    ("traincard.gpu.torch.memory", {"traincard.torch.memory.kind": "peak"}, "torch peak"),
+    (TORCH_MEMORY, {Attr.TORCH_MEMORY_KIND: "peak"}, "torch peak"),
     ("hw.temperature", {}, "temperature"),
     ("hw.power", {}, "power"),
     ("hw.errors", {"error.type": "uncorrected"}, "uncorrected ECC errors"),
@@ -90,7 +94,7 @@ def _label(series: Series, node: str | None) -> str:
     tags = {k: v for k, v in series.tags.items() if k not in _LABEL_SKIP}
     parts = [series.name.split(".")[0] if series.name.startswith(("process.", "system.")) else ""]
     parts += [v for _k, v in sorted(tags.items())]
-    if series.name == "traincard.gpu.torch.memory":  # the allocator's view beside the driver's
+    if series.name == TORCH_MEMORY:  # the allocator's view beside the driver's
         parts.insert(-1, "torch")  # "gpu0 torch peak"
     if series.name.endswith(".limit"):
         parts.append("limit")
