@@ -8,6 +8,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from otlp_receiver import free_port
 
@@ -19,33 +20,78 @@ CREDENTIALS = {
 }
 
 
-@contextmanager
-def s3_server() -> Iterator[str]:
-    """Start moto's S3 server in a child process (so a test can stop it) and yield its endpoint URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
+class S3Server:
+    """moto's S3 server in a child process, which a test can stop and start again on the same port.
+
+    moto keeps objects in memory, so :meth:`stop` copies the bucket out first and :meth:`start`
+    puts it back: to the process under test, the store was unreachable and then came back with
+    its data, as a real S3 endpoint would after an outage.
+    """
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._saved: dict[str, bytes] = {}
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 30
         while True:
             try:
-                urllib.request.urlopen(url, timeout=1).close()
+                urllib.request.urlopen(self.url, timeout=1).close()
                 break
             except OSError:
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
                     raise
                 time.sleep(0.2)
+        client = self.client()
+        client.create_bucket(Bucket=BUCKET)
+        for key, body in self._saved.items():
+            client.put_object(Bucket=BUCKET, Key=key, Body=body)
+        self._saved = {}
+
+    def stop(self) -> None:
+        """Keep the bucket's objects, then end the server: connections are refused until :meth:`start`."""
+        client = self.client()
+        self._saved = {key: client.get_object(Bucket=BUCKET, Key=key)["Body"].read() for key in self.keys()}
+        self.kill()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def client(self) -> Any:
         import boto3
 
-        boto3.client("s3", endpoint_url=url, **_boto_kwargs()).create_bucket(Bucket=BUCKET)
-        yield url
+        return boto3.client("s3", endpoint_url=self.url, **_boto_kwargs())
+
+    def keys(self, prefix: str = "") -> list[str]:
+        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+@contextmanager
+def s3_server() -> Iterator[str]:
+    """Start moto's S3 server in a child process (so a test can stop it) and yield its endpoint URL."""
+    with s3_server_process() as server:
+        yield server.url
+
+
+@contextmanager
+def s3_server_process() -> Iterator[S3Server]:
+    """Like :func:`s3_server`, yielding the server itself (to stop and restart it)."""
+    server = S3Server()
+    try:
+        server.start()
+        yield server
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.kill()
 
 
 def _boto_kwargs() -> dict[str, str]:

@@ -32,11 +32,25 @@ class MetaflowIdentity:
 
 
 @dataclasses.dataclass(frozen=True)
+class GangIdentity:
+    """This node's place in a Metaflow ``@parallel`` gang (``current.parallel``)."""
+
+    node_index: int
+    num_nodes: int
+    control_task_id: str
+
+
+@dataclasses.dataclass(frozen=True)
 class RankIdentity:
+    """``launcher`` marks the Metaflow step process of a gang node: it starts the training ranks
+    (torchrun) and samples the node, but is a training rank only when no rank reports beside it."""
+
     rank: int = 0
     local_rank: int = 0
     world_size: int = 1
     node_rank: int = 0
+    gang: GangIdentity | None = None
+    launcher: bool = False
 
 
 def _env_int(env: Mapping[str, str], *names: str) -> int | None:
@@ -47,23 +61,64 @@ def _env_int(env: Mapping[str, str], *names: str) -> int | None:
     return None
 
 
-def detect_rank(env: Mapping[str, str] | None = None) -> RankIdentity:
-    """Rank from torchrun/accelerate env vars, else from an initialised ``torch.distributed``."""
+# Set by ``@traincard`` on each node of a gang before the step runs, for its children too: in a
+# local run the control task's ``MF_PARALLEL_*`` variables appear only once its step starts.
+ENV_NODE_INDEX = "TRAINCARD_NODE_INDEX"
+ENV_NUM_NODES = "TRAINCARD_NUM_NODES"
+ENV_CONTROL_TASK = "TRAINCARD_GANG_CONTROL"
+ENV_LAUNCHER_PID = "TRAINCARD_LAUNCHER_PID"
+
+
+def detect_gang(env: Mapping[str, str] | None = None) -> GangIdentity | None:
+    """The ``@parallel`` gang this process belongs to, from ``@traincard``'s or Metaflow's variables."""
+    env = os.environ if env is None else env
+    for index_var, count_var, control_var in (
+        (ENV_NODE_INDEX, ENV_NUM_NODES, ENV_CONTROL_TASK),
+        ("MF_PARALLEL_NODE_INDEX", "MF_PARALLEL_NUM_NODES", "MF_PARALLEL_CONTROL_TASK_ID"),
+    ):
+        index, count = _env_int(env, index_var), _env_int(env, count_var)
+        control = env.get(control_var, "").strip()
+        if index is not None and count is not None and control:
+            return GangIdentity(node_index=index, num_nodes=count, control_task_id=control)
+    return None
+
+
+def detect_rank(env: Mapping[str, str] | None = None, pid: int | None = None) -> RankIdentity:
+    """Rank from torchrun/accelerate env vars, else from an initialised ``torch.distributed``.
+
+    The Metaflow step process of a gang node (``TRAINCARD_LAUNCHER_PID`` is its pid) is rank
+    ``node_index`` of ``num_nodes`` (one process per node) and marked as the node's launcher:
+    where torchrun ranks report beside it, the reader counts them, not it.
+    """
     env = os.environ if env is None else env
     rank = _env_int(env, "RANK", "SLURM_PROCID")
     world = _env_int(env, "WORLD_SIZE", "SLURM_NTASKS")
     local = _env_int(env, "LOCAL_RANK", "SLURM_LOCALID")
     node = _env_int(env, "GROUP_RANK", "NODE_RANK", "SLURM_NODEID")
+    gang = detect_gang(env)
+    launcher = gang is not None and _env_int(env, ENV_LAUNCHER_PID) == (os.getpid() if pid is None else pid)
+    if launcher and gang is not None:
+        return RankIdentity(
+            rank=gang.node_index,
+            local_rank=0,
+            world_size=gang.num_nodes,
+            node_rank=gang.node_index,
+            gang=gang,
+            launcher=True,
+        )
     if rank is None and "torch" in sys.modules:
         dist = getattr(sys.modules["torch"], "distributed", None)
         if dist is not None and dist.is_available() and dist.is_initialized():
             rank, world = dist.get_rank(), dist.get_world_size()
     rank = rank or 0
+    if node is None and gang is not None:
+        node = gang.node_index
     return RankIdentity(
         rank=rank,
         local_rank=local if local is not None else rank,
         world_size=max(world or 1, 1),
         node_rank=node or 0,
+        gang=gang,
     )
 
 
@@ -100,9 +155,15 @@ def resource_attributes(
         "traincard.local_rank": rank.local_rank,
         "traincard.world_size": rank.world_size,
         "traincard.node_rank": rank.node_rank,
+        "traincard.role": "launcher" if rank.launcher else "rank",
         "host.name": socket.gethostname(),
         "process.pid": os.getpid(),
     }
+    if rank.gang is not None:  # a Grafana panel splits by node and rank with these
+        attrs["node.index"] = rank.gang.node_index
+        attrs["metaflow.parallel.node_index"] = rank.gang.node_index
+        attrs["metaflow.parallel.num_nodes"] = rank.gang.num_nodes
+        attrs["metaflow.parallel.control_task_id"] = rank.gang.control_task_id
     if mf is not None:
         attrs.update(
             {

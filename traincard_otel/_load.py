@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from .exceptions import ConfigError
-from .store.backends import Backend, LocalBackend, MetaflowBackend
+from .store.backends import Backend, LocalBackend, MetaflowBackend, backend_from_spec
 from .store.reader import RunData, read_store
 
 _PATHSPEC = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*/[^/]+/[^/]+/[^/]+$")
@@ -33,6 +33,8 @@ def backend_for(target: Any) -> tuple[Backend, str]:
     """Resolve ``target`` (directory, pathspec string, ``metaflow.Task``) to a backend and a title."""
     if isinstance(target, (str, os.PathLike)):
         path = os.fspath(target)
+        if re.match(r"^(s3|gs|az|file|metaflow)://", path):  # a store spec, as TRAINCARD_DIR takes
+            return backend_from_spec(path), path.rstrip("/").rsplit("/", 1)[-1]
         if os.path.isdir(path):
             inner = os.path.join(path, "traincard")
             root = inner if os.path.isdir(inner) else path
@@ -52,8 +54,10 @@ def load(target: Any) -> RunData:
     """Read everything a training task recorded: metric series, phases, checkpoints, logs, status.
 
     Args:
-        target: a store directory (``TRAINCARD_DIR/...``), a Metaflow pathspec
-            ``"Flow/run/step/task"`` or a ``metaflow.Task``. Attempts and ranks are merged.
+        target: a store directory (``TRAINCARD_DIR/...``), a store URL (``s3://bucket/prefix/run``,
+            ``gs://...``, ``az://container/...``, read with Metaflow's clients), a Metaflow pathspec
+            ``"Flow/run/step/task"`` or a ``metaflow.Task``. Attempts and ranks are merged; for any
+            task of a ``@parallel`` gang, so are all the gang's nodes (``run.gang`` lists them).
 
     Example::
 
@@ -62,4 +66,7 @@ def load(target: Any) -> RunData:
         print(loss.steps[-1], loss.values[-1], run.status["status"])
     """
     backend, title = backend_for(target)
-    return read_store(backend, source=title)
+    from .store.gang import GangReader
+
+    gang = GangReader.for_task(backend, title)  # any task of a @parallel gang reads all its nodes
+    return gang.read() if gang is not None else read_store(backend, source=title)

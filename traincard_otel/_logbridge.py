@@ -35,8 +35,26 @@ class QueueHandler(logging.Handler):
                 tb = "".join(traceback.format_exception(*record.exc_info))
             level = record.levelname if record.levelname in _LEVELS else "INFO"
             self.queue.put(LogLine(record.created, level, f"{record.name}: {record.getMessage()}", tb, None))
+            # Our handler on the root logger stops Python's last-resort stderr handler from
+            # running: warnings (ours included) would then reach the card but not the terminal.
+            last_resort = logging.lastResort
+            if (
+                last_resort is not None
+                and record.levelno >= last_resort.level
+                and not self._others_handle(record)
+            ):
+                last_resort.handle(record)
         except Exception:  # a logging handler must never raise into the caller
             self.handleError(record)
+
+    def _others_handle(self, record: logging.LogRecord) -> bool:
+        """Whether a handler other than this one sees ``record`` (as Python's lookup would)."""
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        while logger is not None:
+            if any(h is not self for h in logger.handlers):
+                return True
+            logger = logger.parent if logger.propagate else None
+        return False
 
 
 def attach(queue: ReportQueue, level: str = "INFO") -> QueueHandler:

@@ -10,11 +10,14 @@ from the OpenTelemetry specification (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATT
 from __future__ import annotations
 
 TRAINCARD_DIR = "TRAINCARD_DIR"
-"""Directory of the telemetry store outside Metaflow. Default: ``./traincard-data/<run name>``."""
+"""Where the telemetry store lives outside Metaflow: a directory, or ``s3://bucket/prefix``,
+``gs://bucket/prefix``, ``az://container/prefix`` (through Metaflow's storage clients and
+credentials). Default: ``./traincard-data/<run name>``."""
 
 TRAINCARD_STORE = "TRAINCARD_STORE"
 """Where this process writes, set by the step process for its children (torchrun, accelerate
-launch): ``file://<dir>`` or ``metaflow://<ds-type>|<ds-root>|<prefix>``. ``off`` disables the
+launch), or by hand: a directory, ``file://<dir>``, ``s3://``, ``gs://``, ``az://<bucket>/<prefix>``
+or ``metaflow://<ds-type>|<ds-root>|<prefix>``. ``off`` disables the
 store exporter. Default: the Metaflow task's datastore inside a step, else ``TRAINCARD_DIR``."""
 
 TRAINCARD_ATTEMPT = "TRAINCARD_ATTEMPT"

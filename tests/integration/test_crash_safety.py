@@ -146,7 +146,6 @@ def test_exit_is_bounded_when_the_s3_store_dies_mid_run(tmp_path: Path) -> None:
         env = subprocess_env(
             **metaflow_s3_env(endpoint), TRAINCARD_SYSTEM="false", TRAINCARD_FLUSH_INTERVAL="0.5"
         )
-        env["METAFLOW_S3_RETRY_COUNT"] = "0"
         proc = subprocess.Popen(
             [sys.executable, str(script), "s3://traincard-test/metaflow"],
             env=env,

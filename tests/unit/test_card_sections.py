@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -220,7 +221,9 @@ def test_card_js_keeps_no_copies_of_wire_names() -> None:
     wire += names["ratio_metrics"] + names["byte_metrics"] + list(names["series_colors"])
     for name in wire:
         assert not re.search(r"[\"'/]" + re.escape(name) + r"[\"'\\\\/ ]", js), name
-    assert "traincard." not in js and "utilization" not in js
+    assert "traincard." not in js
+    code = re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", "", js, flags=re.S))  # comments may cite names
+    assert not re.search(r"[\"'](?:system|process|hw)\.[a-z_.]+", code)  # no metric names either
     assert set(names["sections"]) >= {"run", "banners", "logs", "log_info", "summary", "health", "empty"}
 
 
@@ -229,3 +232,38 @@ def test_every_payload_key_is_documented(live: bool) -> None:
     doc = (REPO / "docs" / "card-payload.md").read_text(encoding="utf-8")
     for key in build_payload(_hf_run(), live=live):
         assert f'"{key}"' in doc, key
+
+
+def test_a_full_disk_shows_in_the_footer_counters_and_a_banner(tmp_path: Path) -> None:
+    """The real store writer on a disk that fills up, then has room again: the card counts it."""
+    import errno
+    import os
+
+    from traincard_otel import load
+    from traincard_otel.store import segment
+    from traincard_otel.store.backends import LocalBackend
+    from traincard_otel.store.writer import StoreWriter
+
+    class FullDisk(LocalBackend):
+        space = False
+
+        def write(self, name: str, data: bytes) -> None:
+            if not self.space:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), name)
+            super().write(name, data)
+
+    backend = FullDisk(tmp_path)
+    writer = StoreWriter(backend, attempt=0, rank=0, flush_interval_s=60)
+    writer.set_state({"status": "running", "started_at": time.time()})
+    for step in range(1, 31):
+        writer.add(segment.metric_run("train", ["loss"], [step], [time.time()], [1.0 / step]))
+        if step % 10 == 0:
+            assert writer.flush_now() is False
+    backend.space = True
+    assert writer.flush_now() is True
+    payload = build_payload(load(tmp_path))
+    health = payload["health"]
+    assert health["write_errors"] == 3 and health["pending_rows"] == 0 and health["retrying"] is False
+    assert health["last_error"].startswith("OSError: [Errno 28] No space left on device")
+    (banner,) = [b for b in payload["banners"] if b["kind"] == "store"]
+    assert banner["text"].startswith("3 store write error(s); last: OSError: [Errno 28]")

@@ -23,7 +23,19 @@ HOSTILE = "bad \ud800 \x00\x07\x1b[31m <script>document.body.dataset.pwned='1'</
 def write_hostile_store(root: Path) -> None:
     """A store whose every text field holds a lone surrogate and control characters, written
     straight through the store writer (as an older writer or another tool could leave it)."""
-    writer = StoreWriter(LocalBackend(root), attempt=0, rank=0)
+
+    class FailsOnce(LocalBackend):
+        """A store whose first write fails with hostile text in the error message."""
+
+        failed = False
+
+        def write(self, name: str, data: bytes) -> None:
+            if not self.failed:
+                self.failed = True
+                raise OSError(f"err {HOSTILE}")
+            super().write(name, data)
+
+    writer = StoreWriter(FailsOnce(root), attempt=0, rank=0)
     writer.set_state(
         {
             "status": "failed",
@@ -33,7 +45,6 @@ def write_hostile_store(root: Path) -> None:
             "notes": [f"note {HOSTILE}"],
             "failure": {"type": "Error\ud800", "message": f"exc {HOSTILE}", "traceback": f"tb {HOSTILE}"},
             "rejected": {"reason\udfff": 2},
-            "store_health": {"write_errors": 1, "last_error": f"err {HOSTILE}", "last_error_at": 2.5},
         }
     )
     for step in (1, 2):
@@ -48,7 +59,8 @@ def write_hostile_store(root: Path) -> None:
             "a": {"traincard.checkpoint.path": f"/ckpt/{HOSTILE}", "traincard.step": 2},
         }
     )
-    writer.flush_now()
+    assert writer.flush_now() is False  # the hostile error is counted; the next write succeeds
+    assert writer.flush_now() is True
 
 
 def test_traincard_render_writes_a_whole_card_from_unencodable_text(tmp_path: Path) -> None:

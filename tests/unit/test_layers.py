@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pipeline", ("_pipeline",)),
     ("card", ("card",)),
     ("api", ("_reporter", "metaflow.refresher")),
-    ("front", ("_instrument", "adapters", "metaflow", "cli", "testing", "__init__")),
+    ("front", ("_instrument", "adapters", "metaflow", "cli", "testing", "torchrun", "__init__")),
 )
 
 

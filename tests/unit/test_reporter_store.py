@@ -443,3 +443,26 @@ def test_raw_loop_cuda_oom_shaped_error_gets_the_verdict_and_last_system_state(t
         "process.memory.usage" in failure["last_system"]
         and "system.cpu.utilization" in failure["last_system"]
     )
+
+
+def test_warnings_still_reach_stderr_when_nobody_configured_logging(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import logging, traincard_otel
+        traincard_otel.configure()
+        logging.getLogger("user.code").warning("careful")
+        logging.getLogger("user.code").info("quiet")  # below the last-resort level, as without us
+        traincard_otel.shutdown()
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=subprocess_env(TRAINCARD_DIR=str(tmp_path / "store"), TRAINCARD_SYSTEM="false"),
+    )
+    assert out.returncode == 0, out.stderr
+    assert "careful" in out.stderr and "quiet" not in out.stderr
+    messages = [line["message"] for line in traincard_otel.load(tmp_path / "store").logs]
+    assert "user.code: careful" in messages and "user.code: quiet" in messages

@@ -74,7 +74,11 @@ def install(active: Callable[[], Any]) -> None:
         return
     _installed = True
     # Imported first so that its own exit hook is registered before ours: threading runs these
-    # hooks in reverse order, so ours runs while executors still take work.
+    # hooks in reverse order, so ours runs while executors still take work. The process pool module
+    # too: it registers such a hook when first imported, which raises ("can't register atexit after
+    # shutdown") if that import happens inside our hook, as a first write through Metaflow's
+    # datastore code (which imports it) does when a run returns before its first flush.
+    import concurrent.futures.process
     import concurrent.futures.thread  # noqa: F401
 
     register = getattr(threading, "_register_atexit", None)

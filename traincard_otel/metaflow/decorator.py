@@ -20,12 +20,22 @@ from typing import Any
 
 from metaflow.decorators import StepDecorator
 
-from .._identity import MetaflowIdentity
+from .._identity import (
+    ENV_CONTROL_TASK,
+    ENV_LAUNCHER_PID,
+    ENV_NODE_INDEX,
+    ENV_NUM_NODES,
+    GangIdentity,
+    MetaflowIdentity,
+)
 from .._pipeline import add_terminate_hook, shutdown
 from .._reporter import active_reporter, configure
 from .._safety import report_internal_error
 from ..store.backends import MetaflowBackend
+from ..store.gang import GangReader, sibling_backend, write_markers
 from .refresher import Refresher, traincard_cards
+
+_ENV_SYSTEM_BEFORE = "TRAINCARD_LAUNCHER_SYSTEM_BEFORE"
 
 
 class TraincardDecorator(StepDecorator):
@@ -93,6 +103,26 @@ class TraincardDecorator(StepDecorator):
             ds_root=fds.datastore_root,
         )
         backend = MetaflowBackend(fds.TYPE, fds.datastore_root, mf.store_prefix)
+        gang = _gang_identity(flow, str(task_id), ubf_context)
+        inherited = os.environ.get(ENV_LAUNCHER_PID)
+        if inherited and inherited != str(os.getpid()):
+            # A local run starts the worker nodes from the control task's process: undo what it
+            # set up for its own torchrun children, so this node samples itself.
+            saved = os.environ.pop(_ENV_SYSTEM_BEFORE, None)
+            if saved is None:
+                os.environ.pop("TRAINCARD_SYSTEM", None)
+            else:
+                os.environ["TRAINCARD_SYSTEM"] = saved
+        if gang is not None:
+            # Before configure(): this process is the node's launcher, not (yet) a training rank.
+            os.environ.update(
+                {
+                    ENV_NODE_INDEX: str(gang.node_index),
+                    ENV_NUM_NODES: str(gang.num_nodes),
+                    ENV_CONTROL_TASK: gang.control_task_id,
+                    ENV_LAUNCHER_PID: str(os.getpid()),
+                }
+            )
         attrs = self.attributes
         settings: dict[str, Any] = {}
         if attrs["flush_interval"] is not None:
@@ -104,6 +134,14 @@ class TraincardDecorator(StepDecorator):
         if attrs["hourly_cost"] is not None:
             settings["hourly_cost"] = float(attrs["hourly_cost"])
         reporter = configure(backend=backend, metaflow_identity=mf, **settings)
+        reader = None
+        if gang is not None:
+            reader = _join_gang(backend, gang, mf, str(task_id))
+            # The step process samples its node for the whole task, even after the ranks it
+            # started have died; the ranks (torchrun children) must not sample it again.
+            if "TRAINCARD_SYSTEM" in os.environ:
+                os.environ[_ENV_SYSTEM_BEFORE] = os.environ["TRAINCARD_SYSTEM"]
+            os.environ["TRAINCARD_SYSTEM"] = "false"
         # Child processes (torchrun, accelerate launch) inherit where to write and which attempt.
         os.environ["TRAINCARD_STORE"] = backend.spec
         os.environ["TRAINCARD_ATTEMPT"] = str(retry_count)
@@ -117,6 +155,10 @@ class TraincardDecorator(StepDecorator):
                 mf.pathspec,
                 pipeline_settings.refresh_interval_s,
                 hourly_cost=pipeline_settings.hourly_cost,
+                reader=reader,
+                emit=reporter.event
+                if reader is not None and gang is not None and gang.node_index == 0
+                else None,
             ).start()
 
     def task_exception(
@@ -153,6 +195,53 @@ class TraincardDecorator(StepDecorator):
         shutdown()
         if not is_task_ok:
             _render_final_cards()
+
+
+def _gang_identity(flow: Any, task_id: str, ubf_context: Any) -> GangIdentity | None:
+    """This task's place in a ``@parallel`` gang (``current.parallel`` is only complete once the
+    control task's step function runs, in a local run: after ``task_pre_step``)."""
+    from metaflow.unbounded_foreach import UBF_CONTROL, UBF_TASK
+
+    if ubf_context not in (UBF_CONTROL, UBF_TASK):
+        return None
+    ubf_iter = getattr(flow, "_parallel_ubf_iter", None)
+    num_nodes = getattr(ubf_iter, "num_parallel", None)
+    if num_nodes is None:
+        return None  # an unbounded foreach that is not @parallel
+    if ubf_context == UBF_CONTROL:
+        return GangIdentity(node_index=0, num_nodes=int(num_nodes), control_task_id=task_id)
+    index = os.environ.get("MF_PARALLEL_NODE_INDEX", "")
+    control = os.environ.get("MF_PARALLEL_CONTROL_TASK_ID", "")
+    if "_node_" in task_id:  # local runs name worker tasks <control>_node_<i>
+        control, index = control or task_id.rsplit("_node_", 1)[0], index or task_id.rsplit("_node_", 1)[1]
+    if not index.isdigit() or not control:
+        return None
+    return GangIdentity(node_index=int(index), num_nodes=int(num_nodes), control_task_id=control)
+
+
+def _join_gang(backend: MetaflowBackend, gang: GangIdentity, mf: MetaflowIdentity, task_id: str) -> Any:
+    """Write this node's gang markers and return a reader for the whole gang (or None)."""
+    try:
+        control = (
+            backend if task_id == gang.control_task_id else sibling_backend(backend, gang.control_task_id)
+        )
+        write_markers(
+            backend,
+            control,
+            {
+                "node_index": gang.node_index,
+                "num_nodes": gang.num_nodes,
+                "control_task_id": gang.control_task_id,
+                "task_id": task_id,
+                "pathspec": mf.pathspec,
+                "host": os.uname().nodename,
+                "launcher_pid": os.getpid(),
+            },
+        )
+        return GangReader(control, mf.pathspec)
+    except Exception as exc:
+        report_internal_error("joining the gang", exc)
+        return None
 
 
 def _as_bool(value: Any) -> bool:

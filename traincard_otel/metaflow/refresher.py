@@ -61,12 +61,17 @@ class Refresher:
         cards: Callable[[], list[Any]] = traincard_cards,
         busy: Callable[[Any], bool] = card_busy,
         retry_s: float = 0.25,
+        reader: Any = None,
+        emit: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self._cards, self._busy = cards, busy
         self.retry_s = min(retry_s, interval_s)
         self.pushed = 0
-        self._reader = StoreReader(backend, source=title)
+        # A gang's task reads every node's store (a GangReader); any other task, its own.
+        self._reader = reader if reader is not None else StoreReader(backend, source=title)
+        self._emit = emit  # gang events, from the control node only (one event per gang)
+        self._told: set[tuple[str, int]] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-refresher", daemon=True)
 
@@ -91,10 +96,40 @@ class Refresher:
             payload = build_payload(data, live=True, hourly_cost=self.hourly_cost)
             for card in cards:
                 card.refresh(payload)
+            if self._emit is not None and payload.get("gang"):
+                self._gang_events(payload["gang"])
             self.pushed += 1
         except Exception as exc:
             report_internal_error("card refresher", exc)
         return True
+
+    def _gang_events(self, gang: dict[str, Any]) -> None:
+        """One OTel event per first failure and per hung rank, for alert rules to fire on."""
+        assert self._emit is not None
+        first = gang.get("first_failure")
+        found = [("traincard.gang.first_failure", first)] if first else []
+        found += [("traincard.gang.rank_hung", h) for h in gang.get("hung") or []]
+        for name, facts in found:
+            key = (name, int(facts["rank"]))
+            if key in self._told:
+                continue
+            self._told.add(key)
+            attrs = {
+                "traincard.rank": int(facts["rank"]),
+                "traincard.node_index": int(facts.get("node") or 0),
+                "host.name": str(facts.get("host") or ""),
+                "process.pid": int(facts.get("pid") or 0),
+                "traincard.step": int(facts["step"]) if facts.get("step") is not None else -1,
+                "traincard.heartbeat_at": float(facts.get("heartbeat_at") or 0.0),
+            }
+            if name.endswith("first_failure"):
+                attrs["traincard.failure.how"] = str(facts.get("how") or "")
+                if facts.get("signal"):
+                    attrs["traincard.signal"] = int(facts["signal"])
+                if facts.get("exit_code") is not None:
+                    attrs["process.exit.code"] = int(facts["exit_code"])
+                attrs["traincard.consequences"] = [int(c["rank"]) for c in facts.get("consequences") or []]
+            self._emit(name, attrs)
 
     def stop(self, timeout_s: float = 1.0) -> None:
         self._stop.set()

@@ -96,16 +96,38 @@ class LocalBackend:
             (self.root / name).unlink(missing_ok=True)
 
 
+# One attempt of a datastore write, bounded: the writer's backoff (:mod:`.retry`) is the retry loop.
+# Metaflow's own write paths retry far longer (S3: up to 20 tries with backoff to 6 minutes; GCS:
+# google's DEFAULT_RETRY for up to 120 s; Azure: the SDK's 10 retries), which would stall the
+# writer for minutes while counting nothing, so writes use Metaflow's clients directly.
+CONNECT_TIMEOUT_S = 3.0
+READ_TIMEOUT_S = 10.0
+
+_SCHEMES = {"s3": "s3", "gs": "gs", "az": "azure"}
+
+
 class MetaflowBackend:
-    """The task's folder in the Metaflow datastore, through Metaflow's own storage classes."""
+    """A folder in a Metaflow datastore (S3, GCS, Azure Blob, local), through Metaflow's clients.
+
+    ``ds_root`` is the datastore root as Metaflow spells it (``s3://bucket/metaflow``,
+    ``gs://bucket/metaflow``, ``container/metaflow`` for Azure) and ``prefix`` the folder under it.
+    Credentials and endpoints are Metaflow's own configuration (``METAFLOW_S3_ENDPOINT_URL``,
+    ``METAFLOW_DATATOOLS_CLIENT_PARAMS``, ``METAFLOW_AZURE_STORAGE_BLOB_SERVICE_ENDPOINT``, the
+    Google and AWS default credential chains...). Reads and listings go through Metaflow's datastore
+    storage classes; a write is one attempt bounded by ``CONNECT_TIMEOUT_S`` and ``READ_TIMEOUT_S``.
+    """
 
     def __init__(self, ds_type: str, ds_root: str, prefix: str) -> None:
-        self.ds_type, self.ds_root, self.prefix = ds_type, ds_root, prefix.strip("/")
+        self.ds_type, self.ds_root, self.prefix = ds_type, ds_root.rstrip("/"), prefix.strip("/")
         self._storage: Any = None
+        self._put: Any = None
 
     @property
     def spec(self) -> str:
         return f"metaflow://{self.ds_type}|{self.ds_root}|{self.prefix}"
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
 
     @property
     def storage(self) -> Any:
@@ -121,19 +143,21 @@ class MetaflowBackend:
         return self._storage
 
     def write(self, name: str, data: bytes) -> None:
-        path = f"{self.prefix}/{name}"
-        self.storage.save_bytes([(path, io.BytesIO(data))], overwrite=True)
+        if self._put is None:
+            self._put = _bounded_put(self.ds_type, self.ds_root, self.storage)
+        self._put(self._key(name), data)
 
     def list(self) -> list[str]:
         out: list[str] = []
         pending = [self.prefix]
+        cut = len(self.prefix) + 1 if self.prefix else 0
         while pending:
             entries = self.storage.list_content(pending)
             pending = []
             for entry in entries:
                 path = entry.path.rstrip("/")
                 if entry.is_file:
-                    rel = path[len(self.prefix) + 1 :]
+                    rel = path[cut:]
                     if not rel.rsplit("/", 1)[-1].startswith(".tmp-"):
                         out.append(rel)
                 else:
@@ -141,7 +165,8 @@ class MetaflowBackend:
         return out
 
     def read_many(self, names: Iterable[str]) -> dict[str, bytes]:
-        keys = [f"{self.prefix}/{n}" for n in names]
+        keys = [self._key(n) for n in names]
+        cut = len(self.prefix) + 1 if self.prefix else 0
         out: dict[str, bytes] = {}
         if not keys:
             return out
@@ -150,15 +175,68 @@ class MetaflowBackend:
             for key, local_path, _meta in loaded:
                 if local_path is not None:
                     with open(local_path, "rb") as fh:
-                        out[key[len(self.prefix) + 1 :]] = fh.read()
+                        out[key[cut:]] = fh.read()
         return out
 
 
+def _bounded_put(ds_type: str, ds_root: str, storage: Any) -> Any:
+    """A ``put(key, data)`` for ``key`` under ``ds_root`` that tries once, with short timeouts."""
+    if ds_type == "s3":
+        from urllib.parse import urlparse
+
+        url = urlparse(ds_root)
+        bucket, base = url.netloc, url.path.strip("/")
+        client = storage.s3_client  # Metaflow's S3Client: its credentials, role and endpoint
+        from metaflow.metaflow_config import S3_SERVER_SIDE_ENCRYPTION
+
+        extra = {"ServerSideEncryption": S3_SERVER_SIDE_ENCRYPTION} if S3_SERVER_SIDE_ENCRYPTION else {}
+
+        def put_s3(key: str, data: bytes) -> None:
+            client.client.put_object(Bucket=bucket, Key=f"{base}/{key}" if base else key, Body=data, **extra)
+
+        return put_s3
+    if ds_type == "gs":
+        from metaflow.plugins.gcp.gs_storage_client_factory import get_gs_storage_client
+        from metaflow.plugins.gcp.gs_utils import parse_gs_full_path
+
+        gs_bucket, gs_base = parse_gs_full_path(ds_root)
+
+        def put_gs(key: str, data: bytes) -> None:
+            # Metaflow's client is cached per thread: the writer's thread and close()'s final flush
+            # each get their own, as Metaflow's datastore does.
+            blob = get_gs_storage_client().bucket(gs_bucket).blob(f"{gs_base}/{key}" if gs_base else key)
+            blob.upload_from_string(data, retry=None, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
+
+        return put_gs
+    if ds_type == "azure":
+        from metaflow.plugins.azure.azure_utils import parse_azure_full_path
+        from metaflow.plugins.azure.blob_service_client_factory import get_azure_blob_service_client
+
+        container, az_base = parse_azure_full_path(ds_root)
+
+        def put_azure(key: str, data: bytes) -> None:
+            service = get_azure_blob_service_client()
+            blob = service.get_blob_client(container, f"{az_base}/{key}" if az_base else key)
+            blob.upload_blob(
+                data,
+                overwrite=True,
+                retry_total=0,
+                connection_timeout=CONNECT_TIMEOUT_S,
+                read_timeout=READ_TIMEOUT_S,
+            )
+
+        return put_azure
+
+    def put_other(key: str, data: bytes) -> None:  # Metaflow's local datastore: plain files
+        storage.save_bytes([(key, io.BytesIO(data))], overwrite=True)
+
+    return put_other
+
+
 def _quick_s3_client() -> Any:
-    """An S3 client that gives up fast: the writer keeps a failed segment and retries it at the next
-    flush anyway, while botocore's own retries (10 adaptive attempts by Metaflow's default) run in
-    transfer threads that the interpreter joins at exit, so a dead endpoint would hold exit for
-    minutes."""
+    """Metaflow's S3 client with a bounded botocore policy: one attempt, connect within
+    ``CONNECT_TIMEOUT_S``, each read within ``READ_TIMEOUT_S``. A ``config`` the user set in
+    ``METAFLOW_DATATOOLS_CLIENT_PARAMS`` wins key by key."""
     from metaflow.metaflow_config import DATATOOLS_CLIENT_PARAMS
     from metaflow.plugins.datatools.s3.s3 import S3Client
 
@@ -167,16 +245,32 @@ def _quick_s3_client() -> Any:
     if not isinstance(config, dict):
         return S3Client()  # the user configured a botocore Config object: keep theirs
     params["config"] = {
-        "connect_timeout": 5,
-        "read_timeout": 30,
-        "retries": {"max_attempts": 2, "mode": "standard"},
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        "read_timeout": READ_TIMEOUT_S,
+        "retries": {
+            "total_max_attempts": 1,
+            "mode": "standard",
+        },  # botocore's max_attempts excludes the first
         **config,
     }
     return S3Client(s3_client_params=params)
 
 
 def backend_from_spec(spec: str) -> Backend:
-    """Build a backend from ``file://<dir>`` / ``metaflow://<type>|<root>|<prefix>`` / a plain path."""
+    """Build a backend from a store spec.
+
+    Accepted forms (``TRAINCARD_STORE``, ``TRAINCARD_DIR``, :func:`traincard_otel.load`):
+
+    - ``/a/dir``, ``file:///a/dir``: a local directory;
+    - ``s3://bucket/prefix``: Amazon S3 (or any S3-compatible server named by
+      ``METAFLOW_S3_ENDPOINT_URL``), with Metaflow's AWS credentials and client settings;
+    - ``gs://bucket/prefix``: Google Cloud Storage, with Google's default credentials as Metaflow
+      uses them (``STORAGE_EMULATOR_HOST`` points google-cloud-storage at an emulator);
+    - ``az://container/prefix``: Azure Blob Storage in the account of
+      ``METAFLOW_AZURE_STORAGE_BLOB_SERVICE_ENDPOINT``, with Metaflow's Azure credentials;
+    - ``metaflow://<ds-type>|<ds-root>|<prefix>``: any Metaflow datastore, spelled as Metaflow does
+      (what a Metaflow task hands its child processes).
+    """
     if spec.startswith("metaflow://"):
         parts = spec[len("metaflow://") :].split("|")
         if len(parts) != 3:
@@ -184,6 +278,16 @@ def backend_from_spec(spec: str) -> Backend:
         return MetaflowBackend(*parts)
     if spec.startswith("file://"):
         return LocalBackend(spec[len("file://") :])
-    if "://" in spec:
-        raise ConfigError(f"bad store spec {spec!r}; use a directory, file://<dir> or metaflow://...")
+    scheme, sep, rest = spec.partition("://")
+    if sep and scheme in _SCHEMES:
+        bucket, _, prefix = rest.strip("/").partition("/")
+        if not bucket:
+            raise ConfigError(f"bad store spec {spec!r}; expected {scheme}://<bucket>/<prefix>")
+        root = bucket if scheme == "az" else f"{scheme}://{bucket}"
+        return MetaflowBackend(_SCHEMES[scheme], root, prefix)
+    if sep:
+        raise ConfigError(
+            f"bad store spec {spec!r}; use a directory, file://<dir>, s3://, gs://, az://<bucket>/<prefix>"
+            " or metaflow://<ds-type>|<ds-root>|<prefix>"
+        )
     return LocalBackend(spec)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from .._config import Settings
 from .._identity import MetaflowIdentity
-from .backends import Backend, LocalBackend, MetaflowBackend, backend_from_spec
+from .backends import Backend, MetaflowBackend, backend_from_spec
 
 
 def default_local_dir(env: Mapping[str, str] | None = None) -> str:
@@ -28,4 +28,4 @@ def resolve_backend(settings: Settings, mf: MetaflowIdentity | None) -> Backend 
         return backend_from_spec(settings.store)
     if mf is not None and mf.ds_type and mf.ds_root:
         return MetaflowBackend(mf.ds_type, mf.ds_root, mf.store_prefix)
-    return LocalBackend(default_local_dir())
+    return backend_from_spec(default_local_dir())  # TRAINCARD_DIR may be s3://, gs://, az://

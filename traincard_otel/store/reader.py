@@ -16,6 +16,7 @@ from . import layout, segment
 from .backends import Backend
 
 Record = dict[str, Any]
+DATA_WAIT_TAIL = 1000
 
 
 @dataclasses.dataclass
@@ -44,12 +45,16 @@ class RunData:
     step_times: dict[int, Series] = dataclasses.field(default_factory=dict)
     throughput: dict[str, Series] = dataclasses.field(default_factory=dict)
     system: dict[str, Series] = dataclasses.field(default_factory=dict)
+    # per rank, the data-wait time of its last DATA_WAIT_TAIL timed steps (not the whole run: a
+    # second full series per rank would grow a 64-rank gang's memory by half for one figure)
+    data_wait: dict[int, Series] = dataclasses.field(default_factory=dict)
     phases: list[Record] = dataclasses.field(default_factory=list)
     checkpoints: list[Record] = dataclasses.field(default_factory=list)
     logs: list[Record] = dataclasses.field(default_factory=list)
     events: list[Record] = dataclasses.field(default_factory=list)
     states: list[Record] = dataclasses.field(default_factory=list)
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
+    gang: dict[str, Any] = dataclasses.field(default_factory=dict)  # see :mod:`.gang`
 
     @property
     def attempts(self) -> list[int]:
@@ -70,6 +75,8 @@ class RunData:
         for s in states:
             if s.get("failure") and not merged.get("failure"):
                 merged["failure"] = s["failure"]
+        if self.gang.get("failure"):  # a gang's first failure, not what a surviving rank raised
+            merged["failure"] = self.gang["failure"]
         return merged
 
     @property
@@ -145,11 +152,14 @@ class StoreReader:
             if p.kind == "part":
                 self._add_part(p, name, fetched[name])
                 continue
-            records, corrupt = segment.decode(fetched[name])
+            records, corrupt = segment.decode_columns(fetched[name])
             if corrupt:
                 self._corrupt.add(name)
             for rec in records:
-                _add(data, rec, p.attempt, p.rank)
+                if rec.get("k") == segment.PACKED_STEPS:  # a run of step ends: whole columns at once
+                    self._records += _add_step_columns(data, rec, p.attempt, p.rank) - 1
+                else:
+                    _add(data, rec, p.attempt, p.rank)
             self._records += len(records)
             self._done.add(name)
             self._seqs.setdefault((p.attempt, p.rank, p.writer), set()).add(p.seq)
@@ -213,6 +223,14 @@ def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: in
             series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
         s, d, t = steps["s"].to_pylist(), steps["value"].to_pylist(), steps["t"].to_pylist()
         _extend(series, s, d, t, attempt, rank)
+        waited = steps.filter(pc.is_valid(steps["w"])) if "w" in steps.column_names else None
+        if waited is not None and waited.num_rows:
+            waits = data.data_wait.get(rank)
+            if waits is None:
+                waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
+            tail = waited.slice(max(0, waited.num_rows - DATA_WAIT_TAIL))
+            _extend(waits, tail["s"].to_pylist(), tail["w"].to_pylist(), tail["t"].to_pylist(), attempt, rank)
+            _trim(waits)
         for column, tname in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
             count = steps[column].to_pylist()
             idx = [i for i, c in enumerate(count) if c and d[i]]
@@ -234,12 +252,62 @@ def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: in
     return table.num_rows
 
 
+def _add_step_columns(data: RunData, rec: Record, attempt: int, rank: int) -> int:
+    """A packed run of step ends, as :func:`_add` adds each of its rows; returns its row count."""
+    s, t, d, w, n, tok = rec["s"], rec["t"], rec["d"], rec["w"], rec["n"], rec["tok"]
+    keep = [i for i, x in enumerate(d) if x == x and x]  # a step end without a duration adds no point
+    if keep:
+        whole = len(keep) == len(s)
+        ss = s if whole else [s[i] for i in keep]
+        tt = t.tolist() if whole else [t[i] for i in keep]
+        dd = d.tolist() if whole else [d[i] for i in keep]
+        series = data.step_times.get(rank)
+        if series is None:
+            series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
+        _extend(series, ss, dd, tt, attempt, rank)
+        waited = [j for j, i in enumerate(keep) if w[i] == w[i]][-DATA_WAIT_TAIL:]
+        if waited:
+            waits = data.data_wait.get(rank)
+            if waits is None:
+                waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
+            _extend(
+                waits,
+                [ss[j] for j in waited],
+                [w[keep[j]] for j in waited],
+                [tt[j] for j in waited],
+                attempt,
+                rank,
+            )
+            _trim(waits)
+        for column, tname in ((n, "samples_per_second"), (tok, "tokens_per_second")):
+            counted = [j for j, i in enumerate(keep) if column[i]]
+            if counted:
+                key = f"{tname}{{rank={rank}}}"
+                tput = data.throughput.get(key)
+                if tput is None:
+                    tput = data.throughput[key] = Series(name=tname, tags={"rank": str(rank)})
+                rates = [column[keep[j]] / dd[j] for j in counted]
+                _extend(tput, [ss[j] for j in counted], rates, [tt[j] for j in counted], attempt, rank)
+    return len(s)
+
+
+def _trim(series: Series, keep: int = DATA_WAIT_TAIL) -> None:
+    """Keep only the last ``keep`` points of ``series``."""
+    cut = len(series.values) - keep
+    if cut > 0:
+        for column in (series.steps, series.values, series.times, series.attempts, series.ranks):
+            del column[:cut]
+
+
 def _extend(
     series: Series, steps: list[Any], values: list[Any], times: list[Any], attempt: int, rank: int
 ) -> None:
     n = len(values)
     series.steps.extend(steps)
-    series.values.extend(float("nan") if v is None else v for v in values)
+    if None in values:  # a C-speed scan; the per-value rewrite only where a value is missing
+        series.values.extend(float("nan") if v is None else v for v in values)
+    else:
+        series.values.extend(values)
     series.times.extend(times)
     series.attempts.extend([attempt] * n)
     series.ranks.extend([rank] * n)
@@ -286,6 +354,14 @@ def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
             if series is None:
                 series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
             _append(series, rec.get("s"), duration, t, attempt, rank)
+            wait = rec.get("w")
+            if wait is not None:
+                waits = data.data_wait.get(rank)
+                if waits is None:
+                    waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
+                _append(waits, rec.get("s"), wait, t, attempt, rank)
+                if len(waits.values) > 2 * DATA_WAIT_TAIL:
+                    _trim(waits)
             for field, name in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
                 if rec.get(field):
                     key = f"{name}{{rank={rank}}}"

@@ -134,6 +134,41 @@ def decode(data: bytes) -> tuple[list[Record], bool]:
     return out, corrupt
 
 
+def step_columns(rec: Record) -> Record:
+    """A packed run of step ends with its float columns decoded (raises on ragged columns):
+    for readers that add whole columns rather than one row at a time."""
+    cols = {**rec, "t": _unf64(rec["t"]), "d": _unf64(rec["d"]), "w": _unf64(rec["w"])}
+    n = len(rec["s"])
+    if not len(cols["t"]) == len(cols["d"]) == len(cols["w"]) == len(rec["n"]) == len(rec["tok"]) == n:
+        raise ValueError("packed step ends: column lengths differ")
+    return cols
+
+
+def decode_columns(data: bytes) -> tuple[list[Record], bool]:
+    """Like :func:`decode`, but packed step ends stay one record of columns (:func:`step_columns`)."""
+    lines = [line for line in data.splitlines() if line.strip()]
+    try:
+        parsed = json.loads(b"[" + b",".join(lines) + b"]")
+    except ValueError:
+        parsed = None
+    corrupt = False
+    if not isinstance(parsed, list) or not all(isinstance(r, dict) for r in parsed):
+        parsed, corrupt = _parse_lines(lines)
+    out: list[Record] = []
+    for rec in parsed:
+        kind = rec.get("k")
+        try:
+            if kind == PACKED_STEPS:
+                out.append(step_columns(rec))
+            elif kind == PACKED_METRICS:
+                out.extend(_unpack_metrics(rec))
+            else:
+                out.append(rec)
+        except (ValueError, TypeError, KeyError):
+            corrupt = True
+    return out, corrupt
+
+
 def _parse_lines(lines: list[bytes]) -> tuple[list[Record], bool]:
     out, corrupt = [], False
     for line in lines:

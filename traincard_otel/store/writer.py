@@ -1,10 +1,12 @@
 """One process's store writer: buffers records, writes an immutable segment per flush.
 
 Exporters call :meth:`StoreWriter.add` from SDK or pump threads; only the writer's own thread
-touches storage. A failed write keeps its segment for the next flush (same name, so a retry can
-never duplicate data); beyond ``max_pending`` records, new records are dropped and counted, and
-the counts are written to ``state.json`` for the card and :func:`traincard_otel.load`. Limits and
-counts are in rows: a packed run of per-step rows (:mod:`.segment`) counts as its length.
+touches storage. A failed write keeps its segment for the next attempt (same name, so a retry can
+never duplicate data), and the writer backs off on the schedule of :mod:`.retry` until the store
+answers again; beyond ``max_pending`` records, new records are dropped and counted, and the counts
+and :attr:`StoreWriter.store_health` are written to ``state.json`` for the card and
+:func:`traincard_otel.load`. Limits and counts are in rows: a packed run of per-step rows
+(:mod:`.segment`) counts as its length.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from .._safety import internal_error
 from . import layout, segment
 from .backends import Backend
+from .retry import Backoff
 
 logger = logging.getLogger("traincard_otel")
 
@@ -50,8 +53,10 @@ class StoreWriter:
         self.dropped: dict[str, int] = {}
         self.segments_written = 0
         self.records_written = 0
-        self.write_errors = 0
-        self.last_error: str | None = None
+        self.write_errors = 0  # failed writes (segments, parts, state), for the card and an OTel counter
+        self.last_error: str | None = None  # the latest failure, one line
+        self.last_error_at: float | None = None  # its wall-clock time
+        self.backoff = Backoff()
         self._buffer: list[Record] = []
         self._buffered = 0  # rows in _buffer
         self._unwritten: list[tuple[int, bytes, list[Record], int]] = []  # (seq, payload, records, rows)
@@ -110,13 +115,30 @@ class StoreWriter:
         while not self._stop.is_set():
             self._wake.wait(self.flush_interval_s)
             self._wake.clear()
-            self.flush_now()
+            if not self._stop.is_set():
+                self._flush(retry_now=False)
 
     def request_flush(self) -> None:
         self._wake.set()
 
+    @property
+    def store_health(self) -> dict[str, Any]:
+        """How writing to the store goes: failures so far, the last one, and what waits to be written."""
+        with self._lock:
+            pending = self._buffered + self._pending_unwritten()
+        return {
+            "write_errors": self.write_errors,
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at,
+            "pending_rows": pending,
+            "retrying": self.backoff.retrying,
+        }
+
     def flush_now(self) -> bool:
-        """Write buffered records and state; returns False if storage failed (data kept)."""
+        """Write buffered records and state now, whatever the backoff; False if storage failed (data kept)."""
+        return self._flush(retry_now=True)
+
+    def _flush(self, *, retry_now: bool) -> bool:
         with self._io_lock:
             with self._lock:
                 batch, rows, self._buffer, self._buffered = self._buffer, self._buffered, [], 0
@@ -126,10 +148,19 @@ class StoreWriter:
                 with self._lock:
                     self._unwritten.append((self._next_seq, payload, batch, rows))
                     self._next_seq += 1
+            if not retry_now and not self.backoff.due():
+                return False  # the store failed lately: the batch waits, encoded, for the next try
+            errors = self.write_errors
+            # After a failed segment the store is most likely down: the state waits too (one bounded
+            # attempt per flush, not two).
             ok = self._write_segments()
             if ok:
+                if self.write_errors == errors:
+                    self.backoff.succeeded()  # the store answers again: the state written next says so
                 self._maybe_compact()
-            ok = self._write_state() and ok
+                ok = self._write_state()
+            if self.write_errors > errors:
+                self.backoff.failed()
             return ok
 
     def _maybe_compact(self) -> None:
@@ -211,6 +242,7 @@ class StoreWriter:
                 compaction_note=self.compaction_note,
                 last_write_error=self.last_error,
             )
+        state["store_health"] = self.store_health
         try:
             data = json.dumps(state, default=str, allow_nan=True).encode()
             self.backend.write(layout.state_name(self.attempt, self.rank, self.writer_id), data)
@@ -220,9 +252,12 @@ class StoreWriter:
         return True
 
     def _note_error(self, exc: Exception) -> None:
-        self.write_errors += 1
         first = self.last_error is None
-        self.last_error = f"{type(exc).__name__}: {exc}"
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line: datastore errors span many
+        with self._lock:
+            self.write_errors += 1
+            self.last_error = text[:300]
+            self.last_error_at = time.time()
         if first:
             logger.warning(
                 "traincard: writing telemetry to the store failed (will retry): %s", self.last_error

@@ -1,5 +1,8 @@
 """Health watchdog: stalls, lost ranks, and how the previous attempt ended.
 
+``host_oom_evidence`` and the gang-wide analysis live in :mod:`traincard_otel.store.attribution`
+(the reader applies them to every gang it reads).
+
 Runs on its own daemon thread, so it keeps working while the training thread is blocked in native
 code that releases the GIL (a hung collective, a CUDA sync, a stuck data loader). Everything it
 finds becomes an OTel event (so alert rules can fire) and a field of the state (so the card shows
@@ -17,6 +20,7 @@ from typing import Any
 
 from .._safety import internal_error
 from ..store import layout
+from ..store.attribution import host_oom_evidence
 from ..store.backends import Backend
 
 Emit = Callable[[str, Mapping[str, Any]], None]
@@ -24,7 +28,6 @@ Emit = Callable[[str, Mapping[str, Any]], None]
 STALL_FACTOR = 20.0  # a step 20x slower than the recent median is not a slow step any more
 GPU_IDLE = 0.1
 INPUT_BOUND_SHARE = 0.5
-NEAR_LIMIT = 0.9
 
 
 def read_states(backend: Backend) -> list[dict[str, Any]]:
@@ -66,25 +69,6 @@ def previous_attempt_end(states: list[dict[str, Any]], attempt: int) -> dict[str
         if verdict:
             info.update(verdict="host_oom", evidence=verdict)
     return info
-
-
-def host_oom_evidence(last_system: Mapping[str, Any]) -> str | None:
-    """A process that vanished (SIGKILL / exit 137) with memory near its limit: likely the OOM killer."""
-    util = last_system.get(
-        "system.memory.utilization{system.memory.state=used}", last_system.get("system.memory.utilization")
-    )
-    rss = last_system.get("process.memory.usage")
-    limit = last_system.get("system.memory.limit")
-    if (
-        isinstance(rss, (int, float))
-        and isinstance(limit, (int, float))
-        and limit
-        and rss / limit >= NEAR_LIMIT
-    ):
-        return f"process RSS {rss / 2**30:.1f} GiB of a {limit / 2**30:.1f} GiB limit in the last sample"
-    if isinstance(util, (int, float)) and util >= NEAR_LIMIT:
-        return f"host memory {util:.0%} used in the last sample"
-    return None
 
 
 class Watchdog:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ...store.reader import RunData
 from .._html import scrub
+from ..gang import gang_section
 from .banners import all_banners, lost_ranks
 from .checkpoints import checkpoint_rows
 from .health import loss_counters
@@ -118,6 +119,7 @@ def _build(
         "system": system,
         "empty": _empty_reasons(data, system),
         "health": loss_counters(data),
+        "gang": gang_section(data, now),
         "stats": {
             "dropped": data.stats.get("dropped", {}),
             "corrupt_segments": data.stats.get("corrupt_segments", 0),

@@ -40,6 +40,7 @@ REPLACED_SECTIONS = [
     "summary",
     "health",
     "empty",
+    "gang",
     "stats",
 ]
 # Readings that are fractions of one (shown as percentages) besides the charted utilizations.

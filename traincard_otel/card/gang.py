@@ -1,0 +1,65 @@
+"""The card's gang section: nodes, ranks, stragglers, the first failure and hung ranks.
+
+Pure (no Metaflow, no I/O): the analysis is :func:`traincard_otel.store.attribution.analyze` (the
+same that ``load()`` applies to a gang); this adds the headline lines the panel starts with.
+``card.js`` draws the section in the gang panel.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..store.attribution import analyze
+from ..store.reader import RunData
+
+
+def gang_section(data: RunData, now: float | None = None) -> dict[str, Any] | None:
+    """The gang panel's data; ``None`` for a run with one rank and no gang."""
+    section = analyze(data, now)
+    if section is None:
+        return None
+    section["headline"] = headline(section)
+    return section
+
+
+def _clock(t: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t)) if t else "never"
+
+
+def headline(section: dict[str, Any]) -> list[dict[str, str]]:
+    """Banner lines for the gang: the first failure, hung ranks, the slowest rank, barrier waits."""
+    out = []
+    first = section.get("first_failure")
+    if first is not None:
+        text = (
+            f"First failure: rank {first['rank']} on node {first['node']} ({first.get('host') or '?'}, "
+            f"pid {first.get('pid')}) {first.get('how')} at step {first.get('step')}, "
+            f"last heartbeat {_clock(first.get('heartbeat_at'))}"
+        )
+        later = first.get("consequences") or []
+        if later:
+            text += "; then " + "; ".join(f"rank {c['rank']} {c['how']}" for c in later[:8])
+        out.append({"kind": "failed", "text": text})
+    told = {first["rank"], *(c["rank"] for c in first.get("consequences") or [])} if first else set()
+    for h in section.get("hung") or []:
+        if h["rank"] in told:
+            continue
+        out.append(
+            {
+                "kind": "degraded",
+                "text": f"Rank {h['rank']} on node {h['node']} is hung: no heartbeat for {h['age_s']:.0f} s "
+                f"(last step {h['step']})",
+            }
+        )
+    slow = (section.get("stragglers") or {}).get("slowest")
+    if slow is not None:
+        out.append(
+            {
+                "kind": "info",
+                "text": f"Straggler: rank {slow['rank']} on node {slow['node']} takes {slow['ratio']:.1f}x "
+                f"the other ranks' step time ({slow['recent_s']:.3g} s vs {slow['others_s']:.3g} s)",
+            }
+        )
+    out.extend({"kind": "info", "text": w} for w in section.get("waits") or [])
+    return out
