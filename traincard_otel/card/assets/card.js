@@ -982,6 +982,11 @@
   function renderRankOptions() {
     var info = S.payload.log_info && typeof S.payload.log_info === "object" ? S.payload.log_info : {};
     var ranks = (Array.isArray(info.ranks) ? info.ranks : []).filter(isNum);
+    if (!Array.isArray(info.ranks)) {  // a payload without log_info: the ranks of the lines it holds
+      var seen = {};
+      (Array.isArray(S.payload.logs) ? S.payload.logs : []).forEach(function (r) { if (r && isNum(r.rank)) seen[r.rank] = true; });
+      ranks = Object.keys(seen).map(Number).sort(function (a, b) { return a - b; });
+    }
     var sel = S.dom.logRank, want = ["all"].concat(ranks.map(String));
     var have = Array.prototype.map.call(sel.options, function (o) { return o.value; });
     if (have.join(",") !== want.join(",")) {
