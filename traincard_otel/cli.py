@@ -19,11 +19,10 @@ from ._load import load
 
 
 def _render(args: argparse.Namespace) -> int:
-    from .card.render import render_data
+    from .card.render import render_data, write_card
 
     html = render_data(load(args.target), live=False, final=True, hourly_cost=args.hourly_cost)
-    with open(args.output, "w", encoding="utf-8") as fh:
-        fh.write(html)
+    write_card(args.output, html)
     print(f"wrote {args.output} ({len(html) / 1024:.0f} KiB)")
     return 0
 

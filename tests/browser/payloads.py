@@ -6,6 +6,8 @@ import math
 import random
 from typing import Any
 
+from traincard_otel.card.payload.names import wire_names as names
+
 T0 = 1763800000.0
 XSS_SCRIPT = "<script>window.__xss=1</script>"
 XSS_IMG = '"><img src=x onerror=window.__xss=2>'
@@ -309,6 +311,7 @@ def running_payload(step: int = 600, *, max_steps: int = 2000) -> dict[str, Any]
         "final": False,
         "live": False,
         "generated_at": T0 + step,
+        "names": names(),
         "run": run(step, max_steps=max_steps),
         "banners": [
             {"kind": "dropped", "text": "12 telemetry records were dropped: {'buffer_full': 12}"},
@@ -439,6 +442,7 @@ def empty_payload() -> dict[str, Any]:
         "final": False,
         "live": False,
         "generated_at": T0,
+        "names": names(),
         "run": run(0, max_steps=None, restarts=0, attempt=0, cost=None, eta_s=None, epoch=None),
         "banners": [],
         "charts": [],

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import html
+import os
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from ..store.reader import RunData
@@ -24,6 +27,24 @@ def render_target(
     from .._load import load
 
     return render_data(load(target), live=live, final=final, hourly_cost=hourly_cost)
+
+
+def write_card(path: str | os.PathLike[str], page: str) -> int:
+    """Write ``page`` to ``path`` whole or not at all (a temp file beside it, then a rename).
+
+    Returns the bytes written. A failure leaves any earlier file at ``path`` as it was.
+    """
+    target = Path(path)
+    data = page.encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(data)
 
 
 def error_html(title: str, message: str) -> str:

@@ -389,6 +389,7 @@ def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
                 "level": rec.get("lvl", "INFO"),
                 "message": rec.get("msg", ""),
                 "traceback": (rec.get("a") or {}).get("exception.stacktrace"),
+                "attributes": rec.get("a") or {},
                 "attempt": attempt,
                 "rank": rank,
             }

@@ -11,24 +11,51 @@
   var TIME_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
     172800, 604800, 2592000, 31536000];
   var STACK_LINES = 18;
-  var SEVERITY = { failed: 0, terminated: 1, stalled: 2, degraded: 3, dropped: 4, resumed: 5, info: 6 };
-  var BANNER_TITLE = {
-    failed: "Failed", terminated: "Terminated", stalled: "Stalled", degraded: "Degraded",
-    dropped: "Data dropped", resumed: "Resumed", info: "Note"
-  };
-  var BANNER_ICON = { failed: "\u2716", terminated: "\u25A0", stalled: "\u23F8", degraded: "\u26A0",
-    dropped: "\u26A0", resumed: "\u21BB", info: "i" };
-  var LEVELS = { TRACE: 5, DEBUG: 10, INFO: 20, NOTICE: 25, WARN: 30, WARNING: 30, ERROR: 40, CRITICAL: 50,
-    FATAL: 50 };
-  var VERDICT_TITLE = { cuda_oom: "GPU out of memory", host_oom: "Host out of memory",
-    nccl_timeout: "Collective (NCCL) timeout" };
+  var UNIT_WORDS = { "1": "no unit", By: "bytes", s: "seconds" };
+
+  /* Every wire name the page treats specially comes from the payload's "names" object
+     (docs/card-payload.md); the page keeps no copies of its own. */
+  var N = { sections: [], banners: [], levels: Object.create(null), verdicts: Object.create(null),
+    ratio: Object.create(null), bytes: Object.create(null), colors: Object.create(null), groups: Object.create(null), axes: Object.create(null), filterLevels: [], warn: 30, error: 40 };
+  function readNames(p) {
+    var n = p && p.names && typeof p.names === "object" ? p.names : null;
+    if (!n) return;
+    var set = function (list) {
+      var o = Object.create(null);
+      (Array.isArray(list) ? list : []).forEach(function (k) { o[k] = true; });
+      return o;
+    };
+    var dict = function (obj) {
+      var o = Object.create(null);
+      if (obj && typeof obj === "object") Object.keys(obj).forEach(function (k) { o[k] = obj[k]; });
+      return o;
+    };
+    N = {
+      sections: Array.isArray(n.sections) ? n.sections : [],
+      banners: Array.isArray(n.banners) ? n.banners.filter(function (b) { return b && typeof b === "object"; }) : [],
+      levels: dict(n.levels),
+      verdicts: dict(n.verdicts),
+      ratio: set(n.ratio_metrics),
+      bytes: set(n.byte_metrics),
+      colors: dict(n.series_colors),
+      groups: dict(n.groups),
+      axes: dict(n.axes),
+      filterLevels: Array.isArray(n.filter_levels) ? n.filter_levels : [],
+      warn: isNum(n.warning_level) ? n.warning_level : 30,
+      error: isNum(n.error_level) ? n.error_level : 40
+    };
+  }
+  function bannerInfo(kind) {
+    for (var i = 0; i < N.banners.length; i++) if (N.banners[i].kind === kind) return { rank: i, b: N.banners[i] };
+    return null;
+  }
 
   var S = {
     payload: null,
     receivedAt: now(),
     charts: new Map(),          // chart id -> chart state (see createChart)
     updates: 0,
-    log: { query: "", level: "all", open: new Set(), stick: true },
+    log: { query: "", level: "all", rank: "all", open: new Set(), stick: true, follow: true },
     dom: {},
     resizeQueued: false
   };
@@ -119,10 +146,8 @@
     if (/^\{.*\}$/.test(unit)) unit = "";  // an annotation such as {error}: a plain count
     if (!isNum(value)) return fmtNum(value);
     if (unit === "%") return fmtNum(value, 3) + " %";
-    if (unit === "By" || (unit === "" && /(memory|disk|network|bytes).*(usage|limit|size|io)$|\.bytes$/.test(name))) {
-      return fmtBytes(value);
-    }
-    if ((unit === "1" || unit === "") && /utilization$/.test(name) && Math.abs(value) <= 1.5) {
+    if (unit === "By" || (unit === "" && N.bytes[name])) return fmtBytes(value);
+    if ((unit === "1" || unit === "") && N.ratio[name] && Math.abs(value) <= 1.5) {
       return (value * 100).toFixed(value * 100 >= 10 ? 0 : 1) + " %";
     }
     if (unit === "Cel") return fmtNum(value, 3) + " \u00B0C";
@@ -130,8 +155,8 @@
   }
 
   function levelNum(level) {
-    var n = LEVELS[str(level).toUpperCase()];
-    return n === undefined ? 20 : n;
+    var n = N.levels[str(level).toUpperCase()];
+    return isNum(n) ? n : 20;
   }
 
   function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
@@ -143,8 +168,7 @@
       axis: cssVar("--tc-muted") || "#666",
       grid: cssVar("--tc-grid") || "#eee",
       panel: cssVar("--tc-panel") || "#fff",
-      restart: cssVar("--tc-marker-restart") || "#d33",
-      rewind: cssVar("--tc-marker-rewind") || "#93c",
+      marker: function (kind) { return cssVar("--tc-marker-" + str(kind).replace(/[^a-z0-9_-]/gi, "")) || cssVar("--tc-err") || "#d33"; },
       font: cssVar("--tc-font") || "sans-serif"
     };
   }
@@ -250,18 +274,19 @@
   function renderBanners() {
     var box = clear(S.dom.banners);
     var list = (S.payload.banners || []).filter(function (b) { return b && typeof b === "object"; });
-    list = list.map(function (b, i) { return { b: b, i: i }; }).sort(function (p, q) {
-      var a = SEVERITY[p.b.kind], b = SEVERITY[q.b.kind];
-      a = a === undefined ? 9 : a; b = b === undefined ? 9 : b;
+    list = list.map(function (b, i) { return { b: b, i: i, info: bannerInfo(str(b.kind)) }; }).sort(function (p, q) {
+      var a = p.info ? p.info.rank : 99, b = q.info ? q.info.rank : 99;
       return a - b || p.i - q.i;
     });
     list.forEach(function (p) {
-      var kind = str(p.b.kind) || "info";
-      var safe = SEVERITY[kind] === undefined ? "info" : kind;
+      // An unknown kind is shown like the least severe known one.
+      var fallback = N.banners.length ? N.banners[N.banners.length - 1] : {};
+      var info = p.info ? p.info.b : fallback, kind = str(p.b.kind) || str(fallback.kind);
+      var safe = str(info.kind).replace(/[^a-z0-9_-]/gi, "");
       var row = el("div", "tc-banner tc-banner--" + safe, null,
-        { "data-kind": kind, role: SEVERITY[kind] <= 2 ? "alert" : "status" });
-      add(row, el("span", "tc-banner-icon", BANNER_ICON[safe], { "aria-hidden": "true" }),
-        el("span", "tc-banner-kind", BANNER_TITLE[safe] || kind),
+        { "data-kind": kind, role: info.alert ? "alert" : "status" });
+      add(row, el("span", "tc-banner-icon", str(info.icon) || "i", { "aria-hidden": "true" }),
+        el("span", "tc-banner-kind", str(info.title) || kind),
         el("span", "tc-banner-text", p.b.text));
       box.appendChild(row);
     });
@@ -309,7 +334,7 @@
         { id: "tc-verdict", "data-kind": has(v.kind) ? v.kind : "none", "data-verdict": has(v.kind) ? v.kind : "none" });
       var title = el("div", "tc-verdict-title");
       add(title, el("span", "tc-verdict-label", has(v.kind) ? "Likely cause" : "Verdict"),
-        el("strong", null, has(v.kind) ? (VERDICT_TITLE[v.kind] || v.kind) : "no specific cause identified"));
+        el("strong", null, has(v.kind) ? (str(N.verdicts[v.kind]) || v.kind) : "no specific cause identified"));
       vb.appendChild(title);
       if (has(v.text)) vb.appendChild(el("p", "tc-verdict-text", v.text));
       var ev = Array.isArray(v.evidence) ? v.evidence : [];
@@ -543,12 +568,18 @@
   function seriesStyles(spec, th) {
     var n = th.palette.length, used = {}, styles = [];
     var bases = spec.series.map(function (s) { return s.label.toLowerCase().replace(/ \(resumed \d+\)$/, ""); });
-    var next = bases.some(function (b) { return /^(train|eval)\b/.test(b); }) ? 2 : 0;
+    var roles = Object.keys(N.colors);
+    var role = function (b) {
+      for (var r = 0; r < roles.length; r++) if (b === roles[r] || b.indexOf(roles[r] + " ") === 0 || b.indexOf(roles[r] + ",") === 0) return roles[r];
+      return null;
+    };
+    var reserved = 0;
+    roles.forEach(function (r) { if (isNum(N.colors[r])) reserved = Math.max(reserved, N.colors[r] + 1); });
+    var next = bases.some(function (b) { return role(b) !== null; }) ? reserved : 0;
     spec.series.forEach(function (s, i) {
-      var base = bases[i], idx = used[base], m;
+      var base = bases[i], idx = used[base], m, r = role(base);
       if (idx === undefined) {
-        if (/^train\b/.test(base)) idx = 0;
-        else if (/^eval\b/.test(base)) idx = 1;
+        if (r !== null && isNum(N.colors[r])) idx = N.colors[r] % n;
         else if ((m = /^rank (\d+)$/.exec(base))) idx = Number(m[1]) % n;
         else idx = next++ % n;
         used[base] = idx;
@@ -569,7 +600,7 @@
 
   function drawMarkers(u) {
     var ch = u.tcChart;
-    if (!ch || ch.spec.x === "time") return;
+    if (!ch || ch.spec.byTime) return;
     var markers = (S.payload && S.payload.markers) || [];
     var th = ch.theme, ctx = u.ctx, dpr = devicePixelRatio || 1, drawn = 0;
     var min = u.scales.x.min, max = u.scales.x.max, box = u.bbox;
@@ -582,7 +613,7 @@
     var rows = [];  // right edge of the last label in each text row, to avoid overlaps
     markers.filter(function (m) { return m && isNum(m.x) && m.x >= min && m.x <= max; })
       .sort(function (a, b) { return a.x - b.x; }).forEach(function (m) {
-      var colour = m.kind === "rewind" ? th.rewind : th.restart;
+      var colour = th.marker(m.kind);
       var x = Math.round(u.valToPos(m.x, "x", true)) + 0.5;
       ctx.strokeStyle = colour; ctx.lineWidth = Math.max(1, dpr); ctx.setLineDash([5 * dpr, 4 * dpr]);
       ctx.beginPath(); ctx.moveTo(x, box.top); ctx.lineTo(x, box.top + box.height); ctx.stroke();
@@ -610,7 +641,7 @@
   function buildPlot(ch) {
     if (ch.plot) { ch.plot.destroy(); ch.plot = null; }
     clear(ch.holder);
-    var spec = ch.spec, isTime = spec.x === "time", th = theme();
+    var spec = ch.spec, isTime = spec.byTime, th = theme();
     ch.theme = th;
     var styles = seriesStyles(spec, th);
     countPoints(ch);
@@ -678,15 +709,16 @@
   function createChart(c) {
     var spec = {
       id: str(c.id), title: str(c.title) || str(c.id), unit: str(c.unit),
-      group: c.group === "system" ? "system" : "training",
-      x: c.x === "time" ? "time" : "step",
+      group: str(c.group), x: str(c.x),
+      isSystem: has(N.groups.system) && c.group === N.groups.system,
+      byTime: has(N.axes.time) && c.x === N.axes.time,
       series: (Array.isArray(c.series) ? c.series : []).map(cleanSeries)
     };
     var box = el("figure", "tc-chart", null, { "data-chart-id": spec.id, "data-group": spec.group, "data-x": spec.x });
     var cap = el("figcaption", "tc-chart-head");
     add(cap, el("span", "tc-chart-title", spec.title),
-      spec.unit ? el("span", "tc-chart-unit", spec.unit) : null,
-      el("span", "tc-chart-x", spec.x === "time" ? "by time" : "by step"));
+      el("span", "tc-chart-unit", UNIT_WORDS[spec.unit] || spec.unit || "no unit", { title: "unit" }),
+      el("span", "tc-chart-x", "by " + (spec.x || "step")));
     var holder = el("div", "tc-chart-plot");
     add(box, cap, holder);
     var ch = { spec: spec, box: box, holder: holder, plot: null, counts: [], width: 0, theme: null };
@@ -696,12 +728,13 @@
 
   function renderChartSections() {
     var training = [], system = [];
-    S.charts.forEach(function (ch) { (ch.spec.group === "system" ? system : training).push(ch); });
+    S.charts.forEach(function (ch) { (ch.spec.isSystem ? system : training).push(ch); });
     var tg = S.dom.trainGrid, sg = S.dom.sysGrid;
     training.forEach(function (ch) { if (ch.box.parentNode !== tg) tg.appendChild(ch.box); });
     system.forEach(function (ch) { if (ch.box.parentNode !== sg) sg.appendChild(ch.box); });
     S.dom.charts.classList.toggle("tc-section--empty", !training.length);
-    S.dom.trainEmpty.hidden = !!training.length;
+    S.dom.trainEmpty.hidden = !!training.length || summaryRows().length > 0;
+    S.dom.trainEmpty.textContent = emptyText("training", "No training metrics reported yet.");
     tg.hidden = !training.length;
     sg.hidden = !system.length;
     var count = S.dom.charts.querySelector(".tc-count");
@@ -773,6 +806,42 @@
     });
   }
 
+  /* ---------------------------------------------------------------- run summary */
+
+  function summaryRows() {
+    return (Array.isArray(S.payload.summary) ? S.payload.summary : []).filter(function (r) { return r && typeof r === "object"; });
+  }
+
+  /* Figures reported once or a few times (runtimes, rates, FLOPs, the run's average loss): one
+     compact table instead of a chart each (docs/card-payload.md, "summary"). */
+  function renderSummary() {
+    var rows = summaryRows(), box = clear(S.dom.summary);
+    box.hidden = !rows.length;
+    if (!rows.length) return;
+    box.appendChild(el("h3", "tc-h3", "Run summary"));
+    var wrap = el("div", "tc-table-wrap");
+    var table = el("table", "tc-table tc-summary-table", null, { id: "tc-summary-table" });
+    var thead = el("thead"), hr = el("tr");
+    ["figure", "value", "unit", "reported", "range", "at step"].forEach(function (h) { hr.appendChild(el("th", null, h, { scope: "col" })); });
+    thead.appendChild(hr);
+    var tbody = el("tbody");
+    rows.forEach(function (r) {
+      var tr = el("tr", null, null, { "data-name": str(r.name) });
+      var unit = str(r.unit);
+      add(tr, el("th", "tc-summary-name", str(r.name), { scope: "row" }),
+        el("td", "tc-num", fmtNum(r.value, 5)),
+        el("td", "tc-summary-unit", UNIT_WORDS[unit] || unit || "no unit"),
+        el("td", "tc-num", isNum(r.count) ? (r.count === 1 ? "once" : fmtInt(r.count) + " times") : "\u2013"),
+        el("td", "tc-num", isNum(r.min) && isNum(r.max) ? fmtNum(r.min, 4) + " \u2013 " + fmtNum(r.max, 4) : "\u2013"),
+        el("td", "tc-num", has(r.step) ? fmtInt(r.step) : "\u2013"));
+      tbody.appendChild(tr);
+    });
+    add(table, thead, tbody);
+    wrap.appendChild(table);
+    box.appendChild(wrap);
+    S.dom.trainEmpty.hidden = true;
+  }
+
   /* ---------------------------------------------------------------- system */
 
   function renderSystemInfo() {
@@ -796,9 +865,15 @@
     renderSystemEmpty();
   }
 
+  function emptyText(section, fallback) {
+    var e = S.payload.empty && typeof S.payload.empty === "object" ? S.payload.empty : {};
+    return has(e[section]) ? str(e[section]) : fallback;
+  }
+
   function renderSystemEmpty() {
-    var any = !S.dom.sysNotes.hidden || !S.dom.sysTiles.hidden || !S.dom.sysGrid.hidden;
-    S.dom.sysEmpty.hidden = any;
+    var any = !S.dom.sysTiles.hidden || !S.dom.sysGrid.hidden;
+    S.dom.sysEmpty.hidden = any || !S.dom.sysNotes.hidden;
+    S.dom.sysEmpty.textContent = emptyText("system", "No system metrics recorded.");
     S.dom.system.classList.toggle("tc-section--empty", !any);
   }
 
@@ -811,7 +886,7 @@
     var body = clear(S.dom.ckptBody);
     S.dom.checkpoints.classList.toggle("tc-section--empty", !list.length);
     S.dom.checkpoints.querySelector(".tc-count").textContent = list.length ? String(list.length) : "";
-    if (!list.length) { body.appendChild(el("p", "tc-note", "No checkpoints saved yet.")); return; }
+    if (!list.length) { body.appendChild(el("p", "tc-note", emptyText("checkpoints", "No checkpoints saved yet."))); return; }
 
     var best = null;
     list.forEach(function (c) { if (c.best) best = c; });
@@ -856,14 +931,15 @@
   function logKey(r) { return str(r.time) + "|" + str(r.rank) + "|" + str(r.message).slice(0, 80); }
 
   function renderLogLine(r) {
-    var lvl = levelNum(r.level), level = str(r.level).toUpperCase() || "INFO";
-    var cls = "tc-log" + (lvl >= 40 ? " tc-log--error" : lvl >= 30 ? " tc-log--warning" : lvl < 20 ? " tc-log--debug" : "");
-    var row = el("div", cls, null, { "data-level": level, "data-lvl": lvl });
+    var lvl = levelNum(r.level), level = str(r.level).toUpperCase() || "\u2013";
+    var cls = "tc-log" + (lvl >= N.error ? " tc-log--error" : lvl >= N.warn ? " tc-log--warning" : lvl < 20 ? " tc-log--debug" : "");
+    var row = el("div", cls, null, { "data-level": level, "data-lvl": lvl, "data-rank": str(r.rank), "data-stream": str(r.stream) });
     add(row,
       el("span", "tc-log-time", fmtClock(r.time), { title: fmtDateTime(r.time) }),
       el("span", "tc-log-level", level),
       el("span", "tc-log-rank", has(r.rank) ? "r" + r.rank : "", { title: has(r.rank) ? "rank " + r.rank : "" }));
     var msg = el("div", "tc-log-body");
+    if (has(r.stream)) msg.appendChild(el("span", "tc-log-stream", str(r.stream)));
     msg.appendChild(el("span", "tc-log-msg", str(r.message)));
     if (has(r.traceback)) {
       var tb = str(r.traceback).replace(/\s+$/, ""), lines = tb.split("\n");
@@ -892,22 +968,53 @@
     list.appendChild(frag);
     S.dom.logs.classList.toggle("tc-section--empty", !logs.length);
     S.dom.logEmpty.hidden = !!logs.length;
+    S.dom.logEmpty.textContent = emptyText("logs", "No log lines yet.");
     S.dom.logTools.hidden = !logs.length;
     list.hidden = !logs.length;
+    renderRankOptions();
     applyLogFilter();
-    if (atBottom || S.log.stick) list.scrollTop = list.scrollHeight; else list.scrollTop = keepTop;
+    if (S.log.follow || S.log.stick || (atBottom && S.log.follow)) list.scrollTop = list.scrollHeight;
+    else list.scrollTop = keepTop;
     S.log.stick = false;
+  }
+
+  /* The rank filter lists every rank that wrote a log line (log_info.ranks), shown with two or more. */
+  function renderRankOptions() {
+    var info = S.payload.log_info && typeof S.payload.log_info === "object" ? S.payload.log_info : {};
+    var ranks = (Array.isArray(info.ranks) ? info.ranks : []).filter(isNum);
+    if (!Array.isArray(info.ranks)) {  // a payload without log_info: the ranks of the lines it holds
+      var seen = {};
+      (Array.isArray(S.payload.logs) ? S.payload.logs : []).forEach(function (r) { if (r && isNum(r.rank)) seen[r.rank] = true; });
+      ranks = Object.keys(seen).map(Number).sort(function (a, b) { return a - b; });
+    }
+    var sel = S.dom.logRank, want = ["all"].concat(ranks.map(String));
+    var have = Array.prototype.map.call(sel.options, function (o) { return o.value; });
+    if (have.join(",") !== want.join(",")) {
+      clear(sel);
+      want.forEach(function (v) { sel.appendChild(el("option", null, v === "all" ? "All ranks" : "rank " + v, { value: v })); });
+      if (want.indexOf(S.log.rank) < 0) S.log.rank = "all";
+      sel.value = S.log.rank;
+    }
+    sel.hidden = ranks.length < 2;
+  }
+
+  function trimmedText() {
+    var info = S.payload.log_info && typeof S.payload.log_info === "object" ? S.payload.log_info : {};
+    if (!isNum(info.trimmed) || info.trimmed <= 0) return "";
+    return fmtInt(info.trimmed) + " of " + fmtInt(info.total) + " lines in the store not shown (the card keeps the last " +
+      fmtInt(info.tail) + " and the latest warnings and errors; traincard tail or export reads them all)";
   }
 
   function applyLogFilter() {
     var q = S.log.query.trim().toLowerCase();
-    var min = S.log.level === "all" ? 0 : levelNum(S.log.level);
+    var min = S.log.level === "all" ? 0 : levelNum(S.log.level), rank = S.log.rank;
     var rows = S.dom.logList.children, shown = 0, total = 0;
     for (var i = 0; i < rows.length; i++) {
       var row = rows[i];
       if (!row.classList.contains("tc-log")) continue;
       total++;
-      var ok = Number(row.getAttribute("data-lvl")) >= min && (!q || row.tcSearch.indexOf(q) >= 0);
+      var ok = Number(row.getAttribute("data-lvl")) >= min && (!q || row.tcSearch.indexOf(q) >= 0) &&
+        (rank === "all" || row.getAttribute("data-rank") === rank);
       row.hidden = !ok;
       if (ok) shown++;
     }
@@ -915,6 +1022,10 @@
     S.dom.logCount.textContent = shown === total ? total + " lines" : shown + " of " + total + " lines";
     S.dom.logs.querySelector(".tc-count").textContent = total ? String(total) : "";
     S.dom.logNone.hidden = !(total && !shown);
+    var trimmed = trimmedText();
+    S.dom.logTrimmed.textContent = trimmed;
+    S.dom.logTrimmed.hidden = !trimmed;
+    if (S.log.follow) S.dom.logList.scrollTop = S.dom.logList.scrollHeight;
   }
 
   /* ---------------------------------------------------------------- stats */
@@ -934,7 +1045,8 @@
     parts.push(el("span", null, fmtInt(st.segments || 0) + " segments", { "data-stat": "segments" }));
     parts.push(el("span", total ? "tc-stat--warn" : null,
       fmtInt(total) + " dropped" + (reasons.length ? " (" + reasons.join(", ") + ")" : ""),
-      { "data-stat": "dropped", "data-value": total }));
+      { "data-stat": "dropped-total", "data-value": total }));
+    healthParts().forEach(function (p) { parts.push(p); });
     var corrupt = Number(st.corrupt_segments) || 0;
     parts.push(el("span", corrupt ? "tc-stat--warn" : null, fmtInt(corrupt) + " corrupt segments",
       { "data-stat": "corrupt", "data-value": corrupt }));
@@ -945,6 +1057,33 @@
       if (i && p.className !== "tc-stat-gen") box.appendChild(el("span", "tc-sep", "\u00B7", { "aria-hidden": "true" }));
       box.appendChild(p);
     });
+  }
+
+  /* Loss counters besides the dropped ones (payload.health): rejected values with their top reasons, store
+     write errors with the last error, rows waiting to be written. Absent fields are not shown. */
+  function healthParts() {
+    var h = S.payload.health && typeof S.payload.health === "object" ? S.payload.health : {};
+    var out = [];
+    if (isNum(h.rejected_total)) {
+      var top = (Array.isArray(h.rejected_top) ? h.rejected_top : []).filter(Array.isArray).map(function (r) {
+        return str(r[0]) + " " + fmtInt(r[1]);
+      });
+      out.push(el("span", h.rejected_total ? "tc-stat--warn" : null,
+        fmtInt(h.rejected_total) + " rejected" + (top.length ? " (" + top.join(", ") + ")" : ""),
+        { "data-stat": "rejected", "data-value": h.rejected_total }));
+    }
+    if (isNum(h.write_errors)) {
+      var text = fmtInt(h.write_errors) + " write errors";
+      if (has(h.last_error)) text += " (last" + (isNum(h.last_error_at) ? " at " + fmtClock(h.last_error_at) : "") + ": " + str(h.last_error).slice(0, 200) + ")";
+      out.push(el("span", h.write_errors ? "tc-stat--warn" : null, text,
+        { "data-stat": "write-errors", "data-value": h.write_errors, title: str(h.last_error) }));
+    }
+    if (isNum(h.pending_rows)) {
+      out.push(el("span", h.pending_rows ? "tc-stat--warn" : null,
+        fmtInt(h.pending_rows) + " rows waiting to be written" + (h.retrying ? " (retrying)" : ""),
+        { "data-stat": "pending", "data-value": h.pending_rows }));
+    }
+    return out;
   }
 
   /* ---------------------------------------------------------------- page */
@@ -966,14 +1105,15 @@
 
     d.charts = section("tc-charts", "Training metrics");
     d.trainGrid = el("div", "tc-grid");
-    d.trainEmpty = el("p", "tc-note", "No training metrics reported yet.");
-    add(d.charts, d.trainGrid, d.trainEmpty);
+    d.trainEmpty = el("p", "tc-note tc-empty", "No training metrics reported yet.");
+    d.summary = el("div", "tc-summary", null, { id: "tc-summary" });
+    add(d.charts, d.trainGrid, d.summary, d.trainEmpty);
 
     d.system = section("tc-system", "System");
     d.sysNotes = el("div", "tc-sys-notes");
     d.sysTiles = el("div", "tc-tiles");
     d.sysGrid = el("div", "tc-grid");
-    d.sysEmpty = el("p", "tc-note", "No system metrics recorded.");
+    d.sysEmpty = el("p", "tc-note tc-empty", "No system metrics recorded.");
     add(d.system, d.sysNotes, d.sysTiles, d.sysGrid, d.sysEmpty);
 
     d.checkpoints = section("tc-checkpoints", "Checkpoints");
@@ -987,18 +1127,32 @@
       autocomplete: "off", spellcheck: "false"
     });
     var level = el("select", "tc-input", null, { id: "tc-log-level", "aria-label": "minimum log level" });
-    [["all", "All levels"], ["WARNING", "WARNING+"], ["ERROR", "ERROR+"]].forEach(function (o) {
-      level.appendChild(el("option", null, o[1], { value: o[0] }));
-    });
+    level.appendChild(el("option", null, "All levels", { value: "all" }));
+    N.filterLevels.forEach(function (name) { level.appendChild(el("option", null, str(name) + "+", { value: str(name) })); });
+    d.logRank = el("select", "tc-input", null, { id: "tc-log-rank", "aria-label": "rank" });
+    var followBox = el("input", null, null, { id: "tc-log-follow", type: "checkbox" });
+    followBox.checked = S.log.follow;
+    var follow = el("label", "tc-log-follow", null, { title: "keep the newest line in view as lines arrive" });
+    add(follow, followBox, " follow");
     d.logCount = el("span", "tc-log-count", null, { id: "tc-log-count" });
     search.addEventListener("input", function () { S.log.query = search.value; applyLogFilter(); });
     level.addEventListener("change", function () { S.log.level = level.value; applyLogFilter(); });
-    add(d.logTools, search, level, d.logCount);
+    d.logRank.addEventListener("change", function () { S.log.rank = d.logRank.value; applyLogFilter(); });
+    followBox.addEventListener("change", function () {
+      S.log.follow = followBox.checked;
+      if (S.log.follow) d.logList.scrollTop = d.logList.scrollHeight;
+    });
+    add(d.logTools, search, level, d.logRank, follow, d.logCount);
     d.logList = el("div", "tc-log-list", null, { role: "log", "aria-live": "off" });
+    d.logList.addEventListener("scroll", function () {  // scrolling up to read stops following
+      var bottom = d.logList.scrollHeight - d.logList.scrollTop - d.logList.clientHeight < 24;
+      if (bottom !== S.log.follow) { S.log.follow = bottom; followBox.checked = bottom; }
+    });
+    d.logTrimmed = el("p", "tc-note tc-log-trimmed", null, { id: "tc-log-trimmed" });
     d.logEmpty = el("p", "tc-note", "No log lines yet.");
     d.logNone = el("p", "tc-note", "No log lines match the filter.");
     d.logNone.hidden = true;
-    add(d.logs, d.logTools, d.logList, d.logNone, d.logEmpty);
+    add(d.logs, d.logTools, d.logTrimmed, d.logList, d.logNone, d.logEmpty);
 
     d.stats = el("footer", "tc-stats", null, { id: "tc-stats" });
     add(root, d.header, d.banners, d.failure, d.gang, d.charts, d.system, d.checkpoints, d.logs, d.stats);
@@ -1011,6 +1165,7 @@
     renderGang();
     renderSystemInfo();
     renderChartSections();
+    renderSummary();
     renderCheckpoints();
     renderLogs();
     renderStats();
@@ -1022,22 +1177,22 @@
     try {
       var p = S.payload;
       S.receivedAt = now();
-      ["v", "final", "live", "generated_at", "run", "banners", "checkpoints", "logs", "failure", "stats", "gang"]
-        .forEach(function (k) { if (k in u) p[k] = u[k]; });
-      if ("system" in u) p.system = u.system;
+      if ("names" in u) { p.names = u.names; readNames(p); }
+      N.sections.forEach(function (k) { if (k in u) p[k] = u[k]; });
       var markersChanged = false;
       if (Array.isArray(u.markers) && JSON.stringify(u.markers) !== JSON.stringify(p.markers || [])) {
         p.markers = u.markers; markersChanged = true;
       }
       S.updates++;
       mergeCharts(u.charts);
-      if (markersChanged) S.charts.forEach(function (ch) { if (ch.plot && ch.spec.x === "step") ch.plot.redraw(false, false); });
+      if (markersChanged) S.charts.forEach(function (ch) { if (ch.plot && !ch.spec.byTime) ch.plot.redraw(false, false); });
       renderHeader();
       renderBanners();
       renderFailure();
       renderGang();
       if ("system" in u) renderSystemInfo();
       if ("checkpoints" in u) renderCheckpoints();
+      if ("summary" in u) renderSummary();
       if ("logs" in u) renderLogs();
       renderStats();
       document.body.removeAttribute("data-error");
@@ -1066,6 +1221,7 @@
       payload = JSON.parse(node ? node.textContent : "{}") || {};
     } catch (err) { payload = {}; showError(root, err); }
     S.payload = payload;
+    readNames(payload);
     S.log.stick = true;
     try {
       buildSkeleton(root);

@@ -1,0 +1,105 @@
+"""Unencodable text (lone surrogates, control characters) in a store: `traincard render` and the
+live payload still work, and nothing half-written is ever left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from traincard_otel import load
+from traincard_otel.card.payload import build_payload
+from traincard_otel.card.render import render_data, write_card
+from traincard_otel.store.backends import LocalBackend
+from traincard_otel.store.writer import StoreWriter
+
+HOSTILE = "bad \ud800 \x00\x07\x1b[31m <script>document.body.dataset.pwned='1'</script>"
+
+
+def write_hostile_store(root: Path) -> None:
+    """A store whose every text field holds a lone surrogate and control characters, written
+    straight through the store writer (as an older writer or another tool could leave it)."""
+
+    class FailsOnce(LocalBackend):
+        """A store whose first write fails with hostile text in the error message."""
+
+        failed = False
+
+        def write(self, name: str, data: bytes) -> None:
+            if not self.failed:
+                self.failed = True
+                raise OSError(f"err {HOSTILE}")
+            super().write(name, data)
+
+    writer = StoreWriter(FailsOnce(root), attempt=0, rank=0)
+    writer.set_state(
+        {
+            "status": "failed",
+            "step": 2,
+            "started_at": 1.0,
+            "updated_at": 3.0,
+            "notes": [f"note {HOSTILE}"],
+            "failure": {"type": "Error\ud800", "message": f"exc {HOSTILE}", "traceback": f"tb {HOSTILE}"},
+            "rejected": {"reason\udfff": 2},
+        }
+    )
+    for step in (1, 2):
+        writer.add({"k": "m", "t": float(step), "s": step, "v": {f"loss\ud800\x07{step}": 1.0, "ok": 0.5}})
+    writer.add({"k": "m", "t": 2.0, "s": 2, "v": {"tagged": 1.0}, "g": {"tag\udfff": "v\ud800"}})
+    writer.add({"k": "l", "t": 2.0, "lvl": "ERROR", "msg": f"log {HOSTILE}", "a": {}})
+    writer.add(
+        {
+            "k": "e",
+            "t": 2.0,
+            "n": "traincard.checkpoint.saved",
+            "a": {"traincard.checkpoint.path": f"/ckpt/{HOSTILE}", "traincard.step": 2},
+        }
+    )
+    assert writer.flush_now() is False  # the hostile error is counted; the next write succeeds
+    assert writer.flush_now() is True
+
+
+def test_traincard_render_writes_a_whole_card_from_unencodable_text(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    write_hostile_store(store)
+    out = tmp_path / "card.html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "traincard_otel.cli", "render", str(store), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_bytes().decode("utf-8")  # strict: every byte is valid UTF-8
+    assert "<script>document.body" not in page  # only as escaped JSON text
+    assert "log bad \ufffd" in page
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_live_payload_from_unencodable_text_encodes_anywhere(tmp_path: Path) -> None:
+    write_hostile_store(tmp_path)
+    payload = build_payload(load(tmp_path), live=True)
+    text = json.dumps(payload, ensure_ascii=False)
+    text.encode("utf-8")
+    assert "\ufffd" in text and "\ud800" not in text
+    assert any(line["message"].startswith("log bad \ufffd") for line in payload["logs"])
+
+
+def test_a_failed_write_leaves_the_earlier_card_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "card.html"
+    write_card(out, "<p>earlier card</p>")
+
+    def broken_replace(src: str, dst: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk full"):
+        write_card(out, render_data(load(tmp_path), live=False, final=True))
+    assert out.read_text(encoding="utf-8") == "<p>earlier card</p>"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["card.html"]

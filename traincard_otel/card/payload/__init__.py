@@ -1,0 +1,129 @@
+"""RunData -> the card payload (``docs/card-payload.md``). Pure: no Metaflow, no I/O.
+
+One builder per card section (:mod:`.status`, :mod:`.training`, :mod:`.system`, :mod:`.banners`,
+:mod:`.markers`, :mod:`.checkpoints`, :mod:`.logs`, :mod:`.health`), assembled here; display
+downsampling is in :mod:`.series`. Live payloads carry only each section's tail and stay small.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ...store.reader import RunData
+from .._html import scrub
+from ..gang import gang_section
+from .banners import all_banners, lost_ranks
+from .checkpoints import checkpoint_rows
+from .health import loss_counters
+from .logs import log_lines
+from .markers import discontinuities
+from .names import wire_names
+from .series import LIVE_LOG_TAIL, LIVE_TAIL, MAX_POINTS, Mode, downsample, downsample_py
+from .status import run_status
+from .system import system_charts, system_section
+from .training import summary_table, training_charts
+
+SCHEMA_VERSION = 1
+LIVE_MAX_BYTES = 60_000  # live payloads must stay small: Metaflow stores and serves each one whole
+
+# Kept under their former names for callers of the single-module version.
+_Mode = Mode
+_downsample_py = downsample_py
+
+__all__ = [
+    "LIVE_MAX_BYTES",
+    "MAX_POINTS",
+    "SCHEMA_VERSION",
+    "Mode",
+    "build_payload",
+    "downsample",
+    "lost_ranks",
+    "run_status",
+    "system_charts",
+    "training_charts",
+]
+
+
+def build_payload(
+    data: RunData,
+    *,
+    live: bool = False,
+    final: bool = False,
+    now: float | None = None,
+    hourly_cost: float | None = None,
+) -> dict[str, Any]:
+    """The card payload for ``data``; ``live`` makes a small tail-only update (< ``LIVE_MAX_BYTES``)."""
+    if not live:
+        return _build(data, Mode(live=False), final=final, now=now, hourly_cost=hourly_cost)
+    for tail, log_tail, heads in (
+        (LIVE_TAIL, LIVE_LOG_TAIL, True),
+        (20, 40, True),
+        (20, 40, False),
+        (6, 20, False),
+        (2, 10, False),
+    ):
+        payload = _build(
+            data, Mode(True, tail, log_tail, heads), final=final, now=now, hourly_cost=hourly_cost
+        )
+        if len(json.dumps(payload)) <= LIVE_MAX_BYTES:
+            break
+    # Metaflow serializes live payloads itself: hand it text that any encoder accepts.
+    scrubbed: dict[str, Any] = scrub(payload)
+    return scrubbed
+
+
+def _empty_reasons(data: RunData, system: dict[str, Any]) -> dict[str, str]:
+    """Why a section has nothing to show (the page shows it only when the section is empty)."""
+    if not data.states:
+        why_training = "No training metrics yet: nothing has been recorded for this run so far."
+    else:
+        why_training = "No training metrics reported yet: the run has not reported a scalar."
+    if system["notes"]:
+        why_system = "No system figures: " + "; ".join(system["notes"])
+    elif not data.states:
+        why_system = "No system figures yet: nothing has been recorded for this run so far."
+    else:
+        why_system = "No system figures: system sampling was off or had not taken a sample yet."
+    return {
+        "training": why_training,
+        "system": why_system,
+        "checkpoints": "No checkpoints saved yet.",
+        "logs": "No log lines yet.",
+    }
+
+
+def _build(
+    data: RunData, mode: Mode, *, final: bool, now: float | None, hourly_cost: float | None
+) -> dict[str, Any]:
+    now = time.time() if now is None else now
+    status = run_status(data, now, hourly_cost)
+    system = system_section(data)
+    lines, log_info = log_lines(data, mode)
+    return {
+        "v": SCHEMA_VERSION,
+        "final": final,
+        "live": mode.live,
+        "generated_at": now,
+        "names": wire_names(),
+        "run": status,
+        "banners": all_banners(data, status, now),
+        "charts": training_charts(data, mode) + system_charts(data, mode),
+        "summary": summary_table(data),
+        "markers": discontinuities(data),
+        "checkpoints": checkpoint_rows(data, 20 if mode.live else 500),
+        "logs": lines,
+        "log_info": log_info,
+        "failure": data.status.get("failure"),
+        "system": system,
+        "empty": _empty_reasons(data, system),
+        "health": loss_counters(data),
+        "gang": gang_section(data, now),
+        "stats": {
+            "dropped": data.stats.get("dropped", {}),
+            "corrupt_segments": data.stats.get("corrupt_segments", 0),
+            "segments": data.stats.get("segments", 0),
+            "points": data.stats.get("records", 0),
+        },
+    }

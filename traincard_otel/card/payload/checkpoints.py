@@ -1,0 +1,17 @@
+"""The checkpoints table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...store.reader import RunData
+
+
+def checkpoint_rows(data: RunData, limit: int) -> list[dict[str, Any]]:
+    """The latest ``limit`` saves. Each save says whether it was the best *so far*; the card marks
+    only the latest such one."""
+    out = [dict(c) for c in data.checkpoints]
+    best = [i for i, c in enumerate(out) if c.get("best")]
+    for i, c in enumerate(out):
+        c["best"] = bool(best) and i == best[-1]
+    return out[-limit:]

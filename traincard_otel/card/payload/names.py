@@ -1,0 +1,81 @@
+"""The names the page needs (``payload["names"]``): section keys, banner kinds, log levels, verdict
+kinds and metric names it treats specially. ``card.js`` keeps no copies of its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .logs import LEVELS
+from .system import RATIO_METRICS, TORCH_MEMORY
+
+# Most severe first: (kind, title, icon, announced as an alert).
+BANNERS: list[tuple[str, str, str, bool]] = [
+    ("failed", "Failed", "\u2716", True),
+    ("terminated", "Terminated", "\u25a0", True),
+    ("stalled", "Stalled", "\u23f8", True),
+    ("degraded", "Degraded", "\u26a0", False),
+    ("store", "Store errors", "\u26a0", False),
+    ("dropped", "Data dropped", "\u26a0", False),
+    ("resumed", "Resumed", "\u21bb", False),
+    ("info", "Note", "i", False),
+]
+VERDICTS = {
+    "cuda_oom": "GPU out of memory",
+    "host_oom": "Host out of memory",
+    "nccl_timeout": "Collective (NCCL) timeout",
+}
+# Payload keys a live update replaces whole (charts and markers merge; see docs/card-payload.md).
+REPLACED_SECTIONS = [
+    "v",
+    "final",
+    "live",
+    "generated_at",
+    "run",
+    "banners",
+    "checkpoints",
+    "logs",
+    "log_info",
+    "failure",
+    "system",
+    "summary",
+    "health",
+    "empty",
+    "gang",
+    "stats",
+]
+# Readings that are fractions of one (shown as percentages) besides the charted utilizations.
+FRACTION_METRICS = [
+    *RATIO_METRICS,
+    "system.memory.utilization",
+    "system.filesystem.utilization",
+    "process.memory.utilization",
+    "hw.gpu.memory.utilization",
+]
+BYTE_METRICS = [
+    "system.memory.usage",
+    "system.memory.limit",
+    "process.memory.usage",
+    "hw.gpu.memory.usage",
+    "hw.gpu.memory.limit",
+    TORCH_MEMORY,
+    "system.disk.io",
+    "system.network.io",
+]
+
+
+def wire_names() -> dict[str, Any]:
+    """The ``names`` object of every payload."""
+    return {
+        "sections": REPLACED_SECTIONS,
+        "banners": [{"kind": k, "title": t, "icon": i, "alert": a} for k, t, i, a in BANNERS],
+        "levels": dict(LEVELS),
+        "filter_levels": ["WARNING", "ERROR"],  # the log panel's "at least" choices
+        "warning_level": LEVELS["WARNING"],
+        "error_level": LEVELS["ERROR"],
+        "verdicts": dict(VERDICTS),
+        "ratio_metrics": FRACTION_METRICS,
+        "byte_metrics": list(BYTE_METRICS),
+        "series_colors": {"train": 0, "eval": 1},
+        "groups": {"training": "training", "system": "system"},
+        "axes": {"step": "step", "time": "time"},
+    }
