@@ -145,7 +145,7 @@ class TraincardCallback:
         self.reporter.progress(
             step=state.global_step,
             max_steps=state.max_steps,
-            num_epochs=args.num_train_epochs,
+            num_epochs=None if args.max_steps > 0 else args.num_train_epochs,
             batch_size=batch,
             world_size=world,
             epoch=state.epoch or 0.0,
