@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export USER ?= traincard
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test venv system-packages lint bench
+.PHONY: demo test venv system-packages lint bench screenshots
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -44,3 +44,7 @@ lint: venv
 
 bench: venv
 	$(BIN)/python -m benchmarks
+
+# The README's pictures, from real runs of the demo (a healthy one and a failing one).
+screenshots: venv system-packages
+	$(BIN)/python docs/img/screenshots.py

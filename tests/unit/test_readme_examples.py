@@ -1,8 +1,9 @@
 """The README's Python examples run as written and type-check.
 
-Every fenced block whose info string is exactly ``python`` is run in a fresh process (with a
-local store in a temporary folder) and checked with ``mypy --strict``. A fragment that cannot run
-on its own (it uses a Trainer built elsewhere, or needs a GPU) is fenced as ``python skip``.
+Every fenced block whose info string is exactly ``python`` is run in a fresh process (in a
+temporary folder, so the default local store lands there) and checked with ``mypy --strict``. A
+fragment that cannot run on its own (it uses a Trainer built elsewhere, or needs a GPU) is fenced
+as ``python skip``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def test_a_readme_example_runs(tmp_path: Path, line: int, code: str) -> None:
         capture_output=True,
         text=True,
         timeout=300,
-        env=subprocess_env(TRAINCARD_DIR=str(tmp_path / "store"), TRAINCARD_SYSTEM="false"),
+        env=subprocess_env(TRAINCARD_SYSTEM="false"),  # the default store: ./traincard-data
     )
     assert out.returncode == 0, f"README.md line {line}:\n{out.stderr[-3000:]}"
 

@@ -250,7 +250,7 @@ def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: in
                 )
     for rest in table.filter(whole)["rest"].to_pylist():
         _add(data, json.loads(rest), attempt, rank)
-    return table.num_rows
+    return int(table.num_rows)  # pyarrow is untyped
 
 
 def _add_step_columns(data: RunData, rec: Record, attempt: int, rank: int) -> int:
