@@ -13,7 +13,17 @@ from ._pipeline import shutdown
 from ._reporter import Phase, Reporter, active_reporter, configure
 from ._version import __version__
 from .exceptions import ConfigError, MissingDependencyError, TraincardError
+from .store import reader as _reader
 from .store.reader import RunData, Series
+
+
+def _card_html(data: RunData) -> str:
+    from .card.render import render_data
+
+    return render_data(data, live=False, final=True)
+
+
+_reader.html_renderer = _card_html
 
 __all__ = [
     "ConfigError",

@@ -1,9 +1,8 @@
-"""``traincard`` command line: render, ls, tail and export a task's telemetry store.
+"""``traincard``: render, list, tail and export the telemetry of training runs.
 
-traincard render <dir|Flow/run/step/task> -o card.html
-traincard ls <target>
-traincard tail <target> [-n 20]
-traincard export <target> [--format csv|jsonl] [-o file]
+A target is a run's folder, a folder holding several runs (the newest is used, and named), a
+store URL (s3://bucket/prefix/run, gs://..., az://...), or a Metaflow pathspec: Flow, Flow/run,
+Flow/run/step or Flow/run/step/task, with ``latest`` for the run.
 """
 
 from __future__ import annotations
@@ -12,38 +11,85 @@ import argparse
 import csv
 import json
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
+from . import _targets
 from ._load import load
+from .exceptions import TraincardError
+
+EXAMPLES = """examples:
+  traincard ls traincard-data                      runs, steps, tasks, attempts and ranks in a folder
+  traincard ls FinetuneFlow/latest                 the same for a Metaflow run
+  traincard render FinetuneFlow/latest/train -o card.html
+  traincard render s3://bucket/runs/exp-7 --watch  rewrite card.html every few seconds while it runs
+  traincard tail FinetuneFlow/1763/train/2 -n 50   status, last metrics and the log tail
+  traincard export traincard-data --format parquet -o metrics.parquet
+"""
+
+
+def _note(message: str) -> None:
+    print(f"traincard: {message}", file=sys.stderr)
+
+
+def _pick(target: str) -> Any:
+    """What to read for ``target``; says on stderr which run it took when there were several."""
+    found, others = _targets.resolve_one(target)
+    if others:
+        _note(
+            f"{len(others) + 1} runs under {target}; using the newest, {found.label} (traincard ls {target})"
+        )
+    return found.target
 
 
 def _render(args: argparse.Namespace) -> int:
     from .card.render import render_data, write_card
 
-    html = render_data(load(args.target), live=False, final=True, hourly_cost=args.hourly_cost)
-    write_card(args.output, html)
-    print(f"wrote {args.output} ({len(html) / 1024:.0f} KiB)")
-    return 0
+    target = _pick(args.target)
+    while True:
+        data = load(target)
+        html = render_data(data, live=False, final=not args.watch, hourly_cost=args.hourly_cost)
+        write_card(args.output, html)
+        status = data.status.get("status")
+        print(f"wrote {args.output} ({len(html) / 1024:.0f} KiB, {status or 'no status'})", flush=True)
+        if not args.watch or status not in (None, "running"):
+            return 0
+        time.sleep(args.interval)
+
+
+def _describe(data: Any) -> list[str]:
+    lines = []
+    for st in sorted(data.states, key=lambda s: (s.get("attempt", 0), s.get("rank", 0))):
+        lines.append(
+            f"    attempt {st.get('attempt')} rank {st.get('rank')}: {st.get('status')} "
+            f"step {st.get('step')} on {st.get('host')}"
+        )
+    for name, series in sorted(data.metrics.items()):
+        if len(series):
+            lines.append(
+                f"    {name}: {len(series)} points, last {series.values[-1]:.6g} at step {series.steps[-1]}"
+            )
+    return lines
 
 
 def _ls(args: argparse.Namespace) -> int:
-    data = load(args.target)
-    print(f"{data.source}: {data.stats.get('segments', 0)} segments, {data.stats.get('records', 0)} records")
-    for st in sorted(data.states, key=lambda s: (s.get("attempt", 0), s.get("rank", 0))):
-        print(
-            f"  attempt {st.get('attempt')} rank {st.get('rank')} writer {st.get('writer')}: "
-            f"{st.get('status')} step {st.get('step')} host {st.get('host')}"
-        )
-    for name, series in sorted(data.metrics.items()):
-        print(
-            f"  metric {name}: {len(series)} points, last {series.values[-1]:.6g} at step {series.steps[-1]}"
-        )
+    found = _targets.resolve(args.target)
+    if not found:
+        raise _targets.TargetError(f"no traincard telemetry under {args.target!r}")
+    for item in found:
+        data = load(item.target)
+        ranks = sorted({int(s.get("rank", 0)) for s in data.states})
+        status = data.status.get("status", "no status")
+        print(f"{item.label}  {status}, attempts {data.attempts or [0]}, ranks {ranks or [0]}")
+        if args.verbose or len(found) == 1:
+            print("\n".join(_describe(data)))
     return 0
 
 
 def _tail(args: argparse.Namespace) -> int:
-    data = load(args.target)
+    data = load(_pick(args.target))
     st = data.status
     print(f"{data.source}: {st.get('status')} phase={st.get('phase')} step={st.get('step')}")
     for name, value in sorted((st.get("last_metrics") or {}).items()):
@@ -53,25 +99,19 @@ def _tail(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rows(data: Any) -> list[dict[str, Any]]:
-    rows = []
-    for name, s in sorted(data.metrics.items()):
-        for i in range(len(s)):
-            rows.append(
-                {
-                    "metric": name,
-                    "step": s.steps[i],
-                    "value": s.values[i],
-                    "time": s.times[i],
-                    "attempt": s.attempts[i],
-                    "rank": s.ranks[i],
-                }
-            )
-    return rows
+_COLUMNS = ["metric", "step", "value", "time", "attempt", "rank"]
 
 
 def _export(args: argparse.Namespace) -> int:
-    rows = _rows(load(args.target))
+    data = load(_pick(args.target))
+    if args.format == "parquet":
+        if not args.output:
+            raise _targets.TargetError("--format parquet writes a file: add -o metrics.parquet")
+        import pyarrow.parquet as pq
+
+        pq.write_table(data.to_arrow("metrics"), args.output)
+        return 0
+    rows = data.to_rows("metrics")
     if args.output:
         with open(args.output, "w", encoding="utf-8", newline="") as fh:
             _write_rows(rows, args.format, fh)
@@ -82,7 +122,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _write_rows(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
     if fmt == "csv":
-        writer = csv.DictWriter(out, fieldnames=["metric", "step", "value", "time", "attempt", "rank"])
+        writer = csv.DictWriter(out, fieldnames=_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     else:
@@ -90,29 +130,59 @@ def _write_rows(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
             out.write(json.dumps(row) + "\n")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``traincard`` command."""
-    parser = argparse.ArgumentParser(prog="traincard", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("render", help="write the card of a store directory or a Metaflow task")
-    p.add_argument("target")
-    p.add_argument("-o", "--output", default="traincard.html")
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="traincard",
+        description=(__doc__ or "").split("\n\n")[0],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+    def command(
+        name: str, help_text: str, fn: Callable[[argparse.Namespace], int]
+    ) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name, help=help_text, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
+        p.add_argument(
+            "target", help="a run's folder, a folder of runs, s3://..., or Flow[/run[/step[/task]]]"
+        )
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        p.set_defaults(fn=fn)
+        return p
+
+    p = command("render", "write the card of a run as one HTML file", _render)
+    p.add_argument("-o", "--output", default="traincard.html", type=Path)
+    p.add_argument("--watch", action="store_true", help="rewrite the file while the run is live")
+    p.add_argument("--interval", type=float, default=5.0, help="seconds between rewrites (--watch)")
     p.add_argument("--hourly-cost", type=float, default=None)
-    p.set_defaults(fn=_render)
-    p = sub.add_parser("ls", help="list attempts, ranks and metric series")
-    p.add_argument("target")
-    p.set_defaults(fn=_ls)
-    p = sub.add_parser("tail", help="status, last metrics and the log tail")
-    p.add_argument("target")
+    p = command("ls", "list runs, steps, tasks, attempts and ranks", _ls)
+    p.add_argument("-v", "--verbose", action="store_true", help="also each run's ranks and metrics")
+    p = command("tail", "status, last metrics and the log tail", _tail)
     p.add_argument("-n", type=int, default=20)
-    p.set_defaults(fn=_tail)
-    p = sub.add_parser("export", help="every metric point as CSV or JSON lines")
-    p.add_argument("target")
-    p.add_argument("--format", choices=["csv", "jsonl"], default="csv")
+    p = command("export", "every metric point as CSV, JSON lines or Parquet", _export)
+    p.add_argument("--format", choices=["csv", "jsonl", "parquet"], default="csv")
     p.add_argument("-o", "--output", default=None)
-    p.set_defaults(fn=_export)
-    args = parser.parse_args(argv)
-    return int(args.fn(args))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``traincard`` command: errors are one line on stderr, exit code 2."""
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if not isinstance(exc, TraincardError):
+            message = f"{type(exc).__name__}: {message}"
+        _note(f"error: {message} (--debug shows the traceback)")
+        return 2
 
 
 if __name__ == "__main__":

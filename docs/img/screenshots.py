@@ -78,6 +78,8 @@ def main() -> None:
         pathspec = _run_flow(work, env, *args)
         html = work / f"{name}.html"
         subprocess.run([*traincard, "render", pathspec, "-o", str(html)], cwd=work, env=env, check=True)
+        # The pictures are published: paths of the machine that made them read as the project's.
+        html.write_text(html.read_text().replace(str(REPO), "."))
         _photograph(html, OUT / f"{name}.png", height)
         print(f"{name}.png from {pathspec}")
     shutil.rmtree(work, ignore_errors=True)

@@ -31,7 +31,7 @@ def test_render_ls_tail_export(store_dir: Path, tmp_path: Path, capsys) -> None:
     html = out.read_text()
     assert 'id="tc-payload"' in html and not re.search(r"window\.metaflow_card_update\s*=", html)
     assert main(["ls", str(store_dir)]) == 0
-    assert "metric loss: 5 points" in capsys.readouterr().out
+    assert "loss: 5 points" in capsys.readouterr().out
     assert main(["tail", str(store_dir)]) == 0
     tail = capsys.readouterr().out
     assert "finished" in tail and "hello from the loop" in tail

@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("store", ("store",)),
-    ("load", ("_load",)),
+    ("load", ("_targets", "_load")),
     ("telemetry", ("telemetry",)),
     ("exporters", ("exporters",)),
     ("converter", ("_convert", "_logbridge")),

@@ -10,13 +10,20 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .._schema import Attr, Event
 from . import layout, segment
 from .backends import Backend
 
+if TYPE_CHECKING:
+    from .frames import Kind
+
 Record = dict[str, Any]
+
+#: Draws a RunData as the card's HTML; set by the package facade (the card sits above the store).
+html_renderer: Callable[[RunData], str] | None = None
 DATA_WAIT_TAIL = 1000
 
 
@@ -56,6 +63,36 @@ class RunData:
     states: list[Record] = dataclasses.field(default_factory=list)
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
     gang: dict[str, Any] = dataclasses.field(default_factory=dict)  # see :mod:`.gang`
+
+    def to_rows(self, kind: Kind = "metrics") -> list[dict[str, Any]]:
+        """One dict per metric point, step time, log line, checkpoint or event (``kind``)."""
+        from .frames import rows
+
+        return rows(self, kind)
+
+    def to_arrow(self, kind: Kind = "metrics") -> Any:
+        """The same as a ``pyarrow.Table`` (for Parquet, DuckDB, Polars)."""
+        from .frames import to_arrow
+
+        return to_arrow(self, kind)
+
+    def to_pandas(self, kind: Kind = "metrics", *, wide: bool = False) -> Any:
+        """The same as a ``pandas.DataFrame``; ``wide=True`` pivots metrics to a column each."""
+        from .frames import to_pandas
+
+        return to_pandas(self, kind, wide=wide)
+
+    def _repr_html_(self) -> str:
+        """The card, inline in Jupyter (sandboxed in an iframe, so its scripts run on their own)."""
+        if html_renderer is None:
+            return f"<pre>RunData({self.source!r})</pre>"
+        import html
+
+        page = html_renderer(self)
+        return (
+            f'<iframe srcdoc="{html.escape(page, quote=True)}" style="width:100%;height:900px;border:0" '
+            'sandbox="allow-scripts"></iframe>'
+        )
 
     @property
     def attempts(self) -> list[int]:

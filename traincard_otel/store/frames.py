@@ -1,0 +1,73 @@
+"""A run's data as rows, an Arrow table or a pandas DataFrame (one call each, for notebooks)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from .._optional import require
+
+if TYPE_CHECKING:
+    from .reader import RunData
+
+Kind = Literal["metrics", "logs", "checkpoints", "step_times", "events"]
+KINDS: tuple[Kind, ...] = ("metrics", "logs", "checkpoints", "step_times", "events")
+
+
+def rows(data: RunData, kind: Kind = "metrics") -> list[dict[str, Any]]:
+    """One dict per point (metrics, step_times), log line, checkpoint or event."""
+    if kind == "metrics":
+        return [
+            {
+                "metric": name,
+                "step": s.steps[i],
+                "value": s.values[i],
+                "time": s.times[i],
+                "attempt": s.attempts[i],
+                "rank": s.ranks[i],
+            }
+            for name, s in sorted(data.metrics.items())
+            for i in range(len(s))
+        ]
+    if kind == "step_times":
+        return [
+            {
+                "rank": rank,
+                "step": s.steps[i],
+                "duration_s": s.values[i],
+                "time": s.times[i],
+                "attempt": s.attempts[i],
+            }
+            for rank, s in sorted(data.step_times.items())
+            for i in range(len(s))
+        ]
+    if kind == "logs":
+        return [{k: v for k, v in line.items() if k != "attributes"} for line in data.logs]
+    if kind == "checkpoints":
+        return [dict(c) for c in data.checkpoints]
+    if kind == "events":
+        return [
+            {k: (v if not isinstance(v, (dict, list)) else repr(v)) for k, v in e.items()}
+            for e in data.events
+        ]
+    raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+
+
+def to_arrow(data: RunData, kind: Kind = "metrics") -> Any:
+    """A ``pyarrow.Table`` of :func:`rows` (``pip install 'traincard-otel[store]'``)."""
+    pa = require("pyarrow", "store")
+    return pa.Table.from_pylist(rows(data, kind))
+
+
+def to_pandas(data: RunData, kind: Kind = "metrics", *, wide: bool = False) -> Any:
+    """A ``pandas.DataFrame`` of :func:`rows`; ``wide=True`` (metrics): one row per step, one
+    column per metric (the last value reported at a step wins)."""
+    pd = require("pandas", "notebook")
+    frame = pd.DataFrame(rows(data, kind))
+    if wide:
+        if kind != "metrics":
+            raise ValueError("wide=True pivots metrics by step; use kind='metrics'")
+        if frame.empty:
+            return frame
+        frame = frame.pivot_table(index="step", columns="metric", values="value", aggfunc="last")
+        frame.columns.name = None
+    return frame
