@@ -17,6 +17,7 @@ from typing import Any
 
 from .._reporter import Phase, Reporter
 from .._safety import guarded, internal_error
+from .._schema import Attr, Event
 from ..exceptions import MissingDependencyError, TraincardError
 
 MIN_VERSION = (2, 0)
@@ -106,8 +107,8 @@ def _classes(pl: ModuleType) -> tuple[type, type]:
             )
             if trainer.global_step > 0:
                 self.reporter.event(
-                    "traincard.run.resumed",
-                    {"traincard.step": trainer.global_step, "traincard.resume.source": "ckpt_path"},
+                    Event.RUN_RESUMED,
+                    {Attr.STEP: trainer.global_step, Attr.RESUME_SOURCE: "ckpt_path"},
                 )
             self._train = self.reporter.phase("train")
             self._last_end = time.perf_counter()
@@ -235,7 +236,7 @@ def _classes(pl: ModuleType) -> tuple[type, type]:
                 if hasattr(params, "__dict__") and not isinstance(params, dict)
                 else dict(params or {})
             )
-            self.reporter.event("traincard.hyperparams", body={str(k): str(v) for k, v in items.items()})
+            self.reporter.event(Event.HYPERPARAMS, body={str(k): str(v) for k, v in items.items()})
 
     return TraincardCallback, TraincardLogger
 

@@ -2,12 +2,40 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 from .._optional import require
 
-if TYPE_CHECKING:
-    from .reader import RunData
+
+class _Series(Protocol):
+    @property
+    def steps(self) -> Sequence[int | None]: ...
+    @property
+    def values(self) -> Sequence[float]: ...
+    @property
+    def times(self) -> Sequence[float]: ...
+    @property
+    def attempts(self) -> Sequence[int]: ...
+    @property
+    def ranks(self) -> Sequence[int]: ...
+    def __len__(self) -> int: ...
+
+
+class RunData(Protocol):
+    """What these conversions read of :class:`~traincard_otel.store.reader.RunData`."""
+
+    @property
+    def metrics(self) -> Mapping[str, _Series]: ...
+    @property
+    def step_times(self) -> Mapping[int, _Series]: ...
+    @property
+    def logs(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def checkpoints(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def events(self) -> Sequence[Mapping[str, Any]]: ...
+
 
 Kind = Literal["metrics", "logs", "checkpoints", "step_times", "events"]
 KINDS: tuple[Kind, ...] = ("metrics", "logs", "checkpoints", "step_times", "events")
