@@ -39,6 +39,7 @@ class Settings:
     metrics_exporters: tuple[str, ...] = ()
     logs_exporters: tuple[str, ...] = ()
     metric_export_interval_ms: float = 60_000.0
+    capture_console: bool = True
 
 
 def _parse_bool(name: str, raw: str) -> bool:
@@ -106,6 +107,7 @@ _ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "metrics_exporters": ("OTEL_METRICS_EXPORTER", _parse_exporters),
     "logs_exporters": ("OTEL_LOGS_EXPORTER", _parse_exporters),
     "metric_export_interval_ms": ("OTEL_METRIC_EXPORT_INTERVAL", _parse_positive(float)),
+    "capture_console": (ev.TRAINCARD_CAPTURE_CONSOLE, _parse_bool),
 }
 
 

@@ -34,7 +34,9 @@ class QueueHandler(logging.Handler):
             if record.exc_info and record.exc_info[0] is not None:
                 tb = "".join(traceback.format_exception(*record.exc_info))
             level = record.levelname if record.levelname in _LEVELS else "INFO"
-            self.queue.put(LogLine(record.created, level, f"{record.name}: {record.getMessage()}", tb, None))
+            message = record.getMessage()
+            self.queue.put(LogLine(record.created, level, f"{record.name}: {message}", tb, None))
+            self.queue.recent_messages.append(message)
             # Our handler on the root logger stops Python's last-resort stderr handler from
             # running: warnings (ours included) would then reach the card but not the terminal.
             last_resort = logging.lastResort

@@ -35,6 +35,8 @@ class ReportQueue:
         self.open_phases: list[tuple[int, str]] = []  # (token, name), innermost last
         self.phase_tokens = itertools.count(1)
         self.perf_to_wall = 0.0
+        # texts that logging records brought lately: console capture skips their printed copies
+        self.recent_messages: collections.deque[str] = collections.deque(maxlen=64)
         self.sync_clocks()
 
     def put(self, item: Report) -> None:

@@ -62,3 +62,9 @@ TRAINCARD_RANK_TIMEOUT = "TRAINCARD_RANK_TIMEOUT"
 TRAINCARD_LOG_LEVEL = "TRAINCARD_LOG_LEVEL"
 """Python ``logging`` records at or above this level go to the card's log tail and the OTel log
 stream (``OFF`` disables the bridge). Default: INFO."""
+
+TRAINCARD_CAPTURE_CONSOLE = "TRAINCARD_CAPTURE_CONSOLE"
+"""Record what the process writes to stdout and stderr (``print``, progress bars, C extensions,
+child processes) as log lines in the card and the OTel log stream, while it still reaches the
+terminal and Metaflow's task logs unchanged. Default: true (``traincard_otel.testing.capture``
+turns it off)."""

@@ -33,6 +33,7 @@ FLOW = textwrap.dedent(
             reporter = traincard_otel.Reporter()
             for s in range(1, 11):
                 reporter.metric("loss", 1.0 / s, s)
+            print("printed inside the step")  # console capture, inside Metaflow
             self.next(self.end)
 
         @step
@@ -102,7 +103,7 @@ def test_every_depth_of_pathspec_resolves(flow_dir: tuple[Path, str]) -> None:
         and "finished" in listing.stdout
     )
     tail = _cli(cwd, "tail", f"CliFlow/{run_id}/train")
-    assert "loss = 0.1" in tail.stdout
+    assert "loss = 0.1" in tail.stdout and "printed inside the step" in tail.stdout
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ from .._convert import Converter
 from .._identity import MetaflowIdentity, RankIdentity, resource_attributes
 from .._queue import ReportQueue
 from .._safety import internal_error, report_internal_error
-from .._schema import RUN_SPAN, Attr, Event, Failure, LifecycleEvent, Metric, StatusSnapshot
+from .._schema import RUN_SPAN, Attr, Event, Failure, LifecycleEvent, LogLine, Metric, StatusSnapshot
 from .._version import __version__
 from ..store.backends import Backend
 from ..store.writer import StoreWriter
@@ -125,6 +125,8 @@ class Pipeline:
         if settings.log_level != "OFF":
             handler = logbridge.attach(self.queue, settings.log_level)
             self.on_shutdown.append(lambda: logbridge.detach(handler))
+        if settings.capture_console:
+            self._capture_console()
         self.event(
             Event.RUN_STARTED,
             {Attr.ATTEMPT: self.attempt, Attr.RANK: rank.rank, Attr.HOST_NAME: str(os.uname().nodename)},
@@ -150,6 +152,24 @@ class Pipeline:
         ):
             create = meter.create_observable_gauge if kind == "gauge" else meter.create_observable_counter
             create(spec.name, callbacks=[cb], unit=spec.unit, description=spec.meaning)
+
+    def _capture_console(self) -> None:
+        from ..telemetry.console import ConsoleCapture
+
+        queue, stream_attrs = self.queue, {Attr.RANK: str(self.rank.rank)}
+
+        def sink(level: str, line: str, traceback: str | None, stream: str) -> None:
+            queue.put(LogLine(time.time(), level, line, traceback, {**stream_attrs, Attr.LOG_STREAM: stream}))
+
+        def seen(line: str) -> bool:
+            return any(m in line for m in list(queue.recent_messages) if len(m) >= 8)
+
+        try:
+            console = ConsoleCapture(sink, seen).start()
+        except Exception as exc:
+            internal_error("console capture", exc)
+            return
+        self.on_shutdown.insert(0, console.stop)  # first: what was printed last still gets in
 
     def _start_sampler(self, meter: Meter) -> None:
         # One sampler per node: N ranks on a node must not report the node N times.

@@ -1,0 +1,226 @@
+"""Console capture: what the process writes to stdout and stderr, as log records.
+
+File descriptors 1 and 2 are replaced by pipes whose reader thread writes every byte through to
+the original descriptors (the terminal and Metaflow's task logs see exactly what they saw before)
+and turns the text into log lines: output of ``print``, of C extensions writing to the descriptors
+directly, of child processes that inherited them. Where a descriptor cannot be replaced (no real
+file descriptor, as under some notebooks), ``sys.stdout``/``sys.stderr`` are wrapped instead.
+
+Lines become records with ``log.iostream`` (stdout, stderr) and this process's rank. Severity:
+a Python traceback is one ERROR record carrying the whole block; a line that says it is a warning
+is WARNING; any other stderr line is ERROR, except a progress bar; stdout is INFO. Carriage-return
+progress bars (tqdm) keep only their latest state: one record when the bar's line ends, and at
+most one every ``PROGRESS_EVERY_S`` while it runs. Lines longer than ``MAX_LINE_CHARS`` are cut
+with a mark; bytes that are not UTF-8 are escaped. Text that a ``logging`` record already brought
+to the card (a StreamHandler printing it) is not recorded twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from .._safety import internal_error
+
+MAX_LINE_CHARS = 4096
+PROGRESS_EVERY_S = 30.0
+PARSE_EVERY_S = 0.2
+_WARNING = re.compile(r"\b(warn(ing)?s?|[A-Za-z]*Warning)\b[:\]]?", re.I)
+_TRACEBACK = "Traceback (most recent call last):"
+
+#: (level, line, traceback or None, stream) -> None
+Sink = Callable[[str, str, str | None, str], None]
+
+
+class LineSplitter:
+    """Bytes of one stream in, log lines out (progress bars collapsed, tracebacks grouped)."""
+
+    def __init__(self, stream: str, sink: Sink, seen: Callable[[str], bool]) -> None:
+        self.stream, self._sink, self._seen = stream, sink, seen
+        self._pending = b""
+        self._traceback: list[str] | None = None
+        self._progress_at = time.monotonic()
+        self._dropped = 0  # bytes of an over-long line not held (counted in its truncation mark)
+
+    def feed(self, data: bytes) -> None:
+        self._pending += data
+        *lines, self._pending = self._pending.split(b"\n")
+        for raw in lines:
+            self._line(raw)
+        if b"\r" in self._pending and time.monotonic() - self._progress_at >= PROGRESS_EVERY_S:
+            self._progress_at = time.monotonic()
+            states = [s for s in self._pending.split(b"\r") if s.strip()]
+            if states:
+                self._emit(_text(states[-1]), True)
+        if len(self._pending) > 2 * MAX_LINE_CHARS and b"\r" not in self._pending:
+            self._dropped += len(self._pending) - 2 * MAX_LINE_CHARS  # hold no more than is shown
+            self._pending = self._pending[: 2 * MAX_LINE_CHARS]
+
+    def flush(self) -> None:
+        if self._pending:
+            self._line(self._pending)
+            self._pending = b""
+        self._end_traceback()
+
+    def _line(self, raw: bytes) -> None:
+        progress = b"\r" in raw.rstrip(b"\r")
+        raw = raw.rstrip(b"\r")
+        if progress:
+            raw = raw.rsplit(b"\r", 1)[-1]
+        line, dropped = _text(raw), self._dropped
+        self._dropped = 0
+        if self._traceback is not None:
+            self._traceback.append(line)
+            if line and not line[0].isspace():  # the exception line ends the block
+                self._end_traceback()
+            return
+        if line.startswith(_TRACEBACK):
+            self._traceback = [line]
+            return
+        if line.strip():
+            self._emit(line, progress, dropped)
+
+    def _end_traceback(self) -> None:
+        block, self._traceback = self._traceback, None
+        if block:
+            text = "\n".join(block)
+            if not self._seen(block[-1]):
+                self._sink("ERROR", _cut(block[-1]), text, self.stream)
+
+    def _emit(self, line: str, progress: bool, dropped: int = 0) -> None:
+        if not line.strip() or self._seen(line):
+            return
+        if progress:
+            level = "INFO"
+        elif _WARNING.search(line):
+            level = "WARNING"
+        else:
+            level = "ERROR" if self.stream == "stderr" else "INFO"
+        self._sink(level, _cut(line, dropped), None, self.stream)
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="backslashreplace")
+
+
+def _cut(line: str, dropped: int = 0) -> str:
+    if len(line) <= MAX_LINE_CHARS and not dropped:
+        return line
+    return f"{line[:MAX_LINE_CHARS]} … [truncated {len(line) - MAX_LINE_CHARS + dropped} chars]"
+
+
+class _FdTee:
+    """One file descriptor replaced by a pipe; a thread copies through and splits lines."""
+
+    def __init__(self, fd: int, splitter: LineSplitter) -> None:
+        self.fd, self.splitter = fd, splitter
+        self.original = os.dup(fd)
+        read, write = os.pipe()
+        self._read = read
+        os.dup2(write, fd)
+        os.close(write)
+        self._thread = threading.Thread(target=self._run, name=f"traincard-console-{fd}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        # Lines are parsed a batch at a time (every PARSE_EVERY_S), not per write: each wake-up
+        # of this thread takes the GIL from the training thread, and most of the cost is per batch.
+        self._broken, held, parsed_at = False, [], time.monotonic()
+        while True:
+            try:
+                data = os.read(self._read, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            with contextlib.suppress(OSError):  # the terminal / task log first, always
+                os.write(self.original, data)
+            held.append(data)
+            if time.monotonic() - parsed_at >= PARSE_EVERY_S:
+                self._parse(b"".join(held))
+                held, parsed_at = [], time.monotonic()
+        self._parse(b"".join(held))
+
+    def _parse(self, data: bytes) -> None:
+        if data and not self._broken:
+            try:
+                self.splitter.feed(data)
+            except Exception as exc:  # the output itself must go on flowing
+                self._broken = True
+                internal_error("console capture", exc)
+
+    def stop(self, timeout_s: float) -> None:
+        os.dup2(self.original, self.fd)  # our pipe's write end closes: the reader sees the end
+        self._thread.join(timeout_s)  # (later than that if a child process still holds it)
+        os.close(self.original)
+        if not self._thread.is_alive():
+            os.close(self._read)
+            self.splitter.flush()
+
+
+class _StreamTee:
+    """Where there is no file descriptor to replace: ``sys.stdout``/``sys.stderr`` wrapped."""
+
+    def __init__(self, name: str, splitter: LineSplitter) -> None:
+        self.name, self.splitter = name, splitter
+        self.original: TextIO = getattr(sys, name)
+        setattr(sys, name, self)
+
+    def write(self, text: str) -> int:
+        n = self.original.write(text)
+        try:
+            self.splitter.feed(text.encode("utf-8", errors="backslashreplace"))
+        except Exception as exc:
+            internal_error("console capture", exc)
+        return n
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.original, name)
+
+    def stop(self, timeout_s: float) -> None:
+        if getattr(sys, self.name) is self:
+            setattr(sys, self.name, self.original)
+        self.splitter.flush()
+
+
+class ConsoleCapture:
+    """stdout and stderr of this process as log records (see the module docstring)."""
+
+    def __init__(self, sink: Sink, seen: Callable[[str], bool] = lambda _line: False) -> None:
+        self._sink, self._seen = sink, seen
+        self._tees: list[_FdTee | _StreamTee] = []
+        self.mode = "off"
+
+    def start(self) -> ConsoleCapture:
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            splitter = LineSplitter(name, self._sink, self._seen)
+            stream = getattr(sys, name, None)
+            try:
+                if stream is not None:
+                    stream.flush()  # what was written before goes out unrecorded, in order
+                if stream is None or stream.fileno() != fd:
+                    raise OSError("no file descriptor")
+                self._tees.append(_FdTee(fd, splitter))
+                self.mode = "fd"
+            except (OSError, ValueError, AttributeError):
+                if stream is not None:
+                    self._tees.append(_StreamTee(name, splitter))
+                    self.mode = "stream" if self.mode == "off" else self.mode
+        return self
+
+    def stop(self, timeout_s: float = 0.5) -> None:
+        for name in ("stdout", "stderr"):
+            with contextlib.suppress(Exception):  # a closed or replaced stream: nothing to write
+                getattr(sys, name).flush()
+        for tee in reversed(self._tees):
+            try:
+                tee.stop(timeout_s)
+            except Exception as exc:
+                internal_error("console capture", exc)
+        self._tees = []
