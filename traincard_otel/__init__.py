@@ -11,14 +11,14 @@ from ._instrument import instrument
 from ._load import load
 from ._pipeline import shutdown
 from ._reporter import Phase, Reporter, active_reporter, configure
+from ._store import reader as _reader
+from ._store.reader import RunData, Series
 from ._version import __version__
 from .exceptions import ConfigError, MissingDependencyError, TraincardError
-from .store import reader as _reader
-from .store.reader import RunData, Series
 
 
 def _card_html(data: RunData) -> str:
-    from .card.render import render_data
+    from ._card.render import render_data
 
     return render_data(data, live=False, final=True)
 

@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ._store.reader import RunData, read_store
 from ._targets import PATHSPEC, backend_for, is_store, resolve_one, stores_under
-from .store.reader import RunData, read_store
 
 
 def _is_task_dir_or_url(target: str | os.PathLike[str]) -> bool:
@@ -39,7 +39,7 @@ def load(target: Any) -> RunData:
     if isinstance(target, (str, os.PathLike)) and not _is_task_dir_or_url(target):
         target = resolve_one(target)[0].target  # the newest run of a folder; Flow[/run[/step]]
     backend, title = backend_for(target)
-    from .store.gang import GangReader
+    from ._store.gang import GangReader
 
     gang = GangReader.for_task(backend, title)  # any task of a @parallel gang reads all its nodes
     return gang.read() if gang is not None else read_store(backend, source=title)

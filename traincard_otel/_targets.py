@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ._store.backends import Backend, LocalBackend, MetaflowBackend, backend_from_spec
 from .exceptions import ConfigError, TraincardError
-from .store.backends import Backend, LocalBackend, MetaflowBackend, backend_from_spec
 
 _ATTEMPT_DIR = re.compile(r"^a\d+$")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

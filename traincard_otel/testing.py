@@ -37,8 +37,8 @@ from . import _pipeline
 from ._identity import MetaflowIdentity
 from ._reporter import Reporter
 from ._schema import StatusSnapshot
+from ._store.reader import RunData, read_store
 from .exceptions import ConfigError
-from .store.reader import RunData, read_store
 
 __all__ = ["Capture", "MemoryBackend", "capture"]
 

@@ -52,7 +52,7 @@ class _Record:
         self.backend: Any = None
         spec = os.environ.get("TRAINCARD_STORE", "").strip()
         if spec:
-            from .store.backends import backend_from_spec
+            from ._store.backends import backend_from_spec
 
             self.backend = backend_from_spec(spec)
         self.name = f"{ELASTIC_PREFIX}node-{node_rank}-{os.getpid()}.json"

@@ -70,7 +70,7 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINCARD_", "OTEL_"))}
     env.setdefault("USER", "traincard")
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    traincard = [sys.executable, "-m", "traincard_otel.cli"]
+    traincard = [sys.executable, "-m", "traincard_otel"]
     for name, args, height in (
         ("card", ("--max_steps", "600"), 2200),
         ("card-failed", ("--max_steps", "600", "--fail_at", "250"), 1400),

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from browser_helpers import screenshot
 
-from traincard_otel.card._html import assemble_html
-from traincard_otel.card.payload import build_payload
-from traincard_otel.store.reader import RunData, Series
+from traincard_otel._card._html import assemble_html
+from traincard_otel._card.payload import build_payload
+from traincard_otel._store.reader import RunData, Series
 
 pytestmark = pytest.mark.browser
 
@@ -82,7 +82,7 @@ def test_unencodable_and_hostile_text_renders_inert(browser: Any, tmp_path: Path
 
     store, out = tmp_path / "store", tmp_path / "card.html"
     write_hostile_store(store)
-    cmd = [sys.executable, "-m", "traincard_otel.cli", "render", str(store), "-o", str(out)]
+    cmd = [sys.executable, "-m", "traincard_otel", "render", str(store), "-o", str(out)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
     browser.get(out.as_uri())
     _wait_ready(browser)

@@ -48,7 +48,7 @@ FLOW = textwrap.dedent(
 
 def _cli(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "traincard_otel.cli", *args],
+        [sys.executable, "-m", "traincard_otel", *args],
         cwd=cwd,
         env=subprocess_env(),
         capture_output=True,
@@ -182,7 +182,7 @@ def test_watch_rewrites_the_card_while_the_run_is_live(tmp_path: Path) -> None:
 
 def test_help_shows_examples() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "traincard_otel.cli", "render", "--help"], capture_output=True, text=True
+        [sys.executable, "-m", "traincard_otel", "render", "--help"], capture_output=True, text=True
     )
     assert out.returncode == 0 and "examples:" in out.stdout and "--watch" in out.stdout
 

@@ -56,7 +56,7 @@ def test_store_live_read_card_and_load_on_an_emulated_cloud_store(
     assert live["status"] == "running"
     card = tmp_path / "card.html"
     proc = subprocess.run(
-        [sys.executable, "-m", "traincard_otel.cli", "render", target, "-o", str(card)],
+        [sys.executable, "-m", "traincard_otel", "render", target, "-o", str(card)],
         env=env,
         capture_output=True,
         text=True,

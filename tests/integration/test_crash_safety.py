@@ -15,9 +15,9 @@ from helpers import subprocess_env
 from s3_server import s3_server
 
 import traincard_otel
-from traincard_otel.store import segment
-from traincard_otel.store.backends import LocalBackend
-from traincard_otel.store.writer import StoreWriter
+from traincard_otel._store import segment
+from traincard_otel._store.backends import LocalBackend
+from traincard_otel._store.writer import StoreWriter
 
 FLUSH = 0.2
 LOOP = textwrap.dedent(
@@ -128,7 +128,7 @@ def test_exit_is_bounded_when_the_s3_store_dies_mid_run(tmp_path: Path) -> None:
         textwrap.dedent(
             """
         import sys, time, traincard_otel
-        from traincard_otel.store.backends import MetaflowBackend
+        from traincard_otel._store.backends import MetaflowBackend
         r = traincard_otel.configure(backend=MetaflowBackend("s3", sys.argv[1], "Flow/1/train/1/traincard"))
         for step in range(1, 100000):
             r.metrics({"loss": 1.0 / step}, step=step)

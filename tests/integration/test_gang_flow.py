@@ -35,7 +35,7 @@ from browser_helpers import open_html, screenshot
 from helpers import REPO, card_payload, metaflow_client, subprocess_env
 
 import traincard_otel
-from traincard_otel.card.gang import gang_section
+from traincard_otel._card.gang import gang_section
 from traincard_otel.exceptions import ConfigError
 
 pytest.importorskip("metaflow")
@@ -86,7 +86,7 @@ def _train_dirs(root: Path) -> tuple[Path, Path]:
 def _render(root: Path, target: str, out: Path) -> None:
     """`traincard render` in a child process, as a user would call it."""
     proc = subprocess.run(
-        [sys.executable, "-m", "traincard_otel.cli", "render", target, "-o", str(out)],
+        [sys.executable, "-m", "traincard_otel", "render", target, "-o", str(out)],
         cwd=root,
         env=subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(root)),
         capture_output=True,

@@ -14,9 +14,9 @@ import pytest
 from helpers import subprocess_env
 
 import traincard_otel
-from traincard_otel.card.payload import build_payload
-from traincard_otel.store.reader import RunData, Series
-from traincard_otel.telemetry.gpu import GpuSampler
+from traincard_otel._card.payload import build_payload
+from traincard_otel._store.reader import RunData, Series
+from traincard_otel._telemetry.gpu import GpuSampler
 
 
 def _nvml_ready() -> bool:

@@ -19,9 +19,9 @@ import pytest
 from helpers import REPO, subprocess_env
 
 import traincard_otel
-from traincard_otel.store import segment
-from traincard_otel.store.backends import LocalBackend
-from traincard_otel.store.writer import StoreWriter
+from traincard_otel._store import segment
+from traincard_otel._store.backends import LocalBackend
+from traincard_otel._store.writer import StoreWriter
 
 CHILD = str(REPO / "tests" / "store_child.py")
 
@@ -158,7 +158,7 @@ def test_a_frozen_s3_endpoint_costs_one_bounded_attempt_and_no_step_time(tmp_pat
 
     from s3_server import BUCKET, CREDENTIALS, s3_server_process
 
-    from traincard_otel.store.backends import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
+    from traincard_otel._store.backends import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 
     with s3_server_process() as server:
         assert server.proc is not None

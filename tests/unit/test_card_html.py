@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from traincard_otel.card import _html
-from traincard_otel.card._html import assemble_html, embed_json
+from traincard_otel._card import _html
+from traincard_otel._card._html import assemble_html, embed_json
 
 HOSTILE = "</script><script>alert(1)</script><!--<script>"
 TOKEN_LINE = 'var METAFLOW_RELOAD_TOKEN = "[METAFLOW_RELOAD_TOKEN]";'
@@ -118,7 +118,7 @@ def test_card_js_only_inserts_text() -> None:
 
 def test_module_does_not_import_metaflow() -> None:
     code = (
-        "import sys; import traincard_otel.card._html as h; "
+        "import sys; import traincard_otel._card._html as h; "
         "h.assemble_html({'run': {}}, live=True); "
         "print([m for m in sys.modules if m == 'metaflow' or m.startswith('metaflow.')])"
     )

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from traincard_otel._store.backends import LocalBackend
 from traincard_otel.metaflow.refresher import Refresher, card_busy
-from traincard_otel.store.backends import LocalBackend
 
 
 class Card:

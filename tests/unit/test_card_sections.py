@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from helpers import REPO
 
-from traincard_otel.card.payload import build_payload
-from traincard_otel.card.payload.status import epoch_progress
-from traincard_otel.card.payload.system import readable_note
-from traincard_otel.store.reader import RunData, Series
+from traincard_otel._card.payload import build_payload
+from traincard_otel._card.payload.status import epoch_progress
+from traincard_otel._card.payload.system import readable_note
+from traincard_otel._store.reader import RunData, Series
 
 HF_BOOKKEEPING = (
     "eval_runtime",
@@ -214,7 +214,7 @@ def test_loss_counters_are_read_defensively_and_shown_in_one_place() -> None:
 
 def test_card_js_keeps_no_copies_of_wire_names() -> None:
     """Banner kinds, levels, verdicts and metric names reach the page only through payload.names."""
-    js = (files("traincard_otel.card") / "assets" / "card.js").read_text(encoding="utf-8")
+    js = (files("traincard_otel._card") / "assets" / "card.js").read_text(encoding="utf-8")
     payload = build_payload(RunData(source="names"))
     names = payload["names"]
     wire = [b["kind"] for b in names["banners"]] + list(names["levels"]) + list(names["verdicts"])
@@ -240,9 +240,9 @@ def test_a_full_disk_shows_in_the_footer_counters_and_a_banner(tmp_path: Path) -
     import os
 
     from traincard_otel import load
-    from traincard_otel.store import segment
-    from traincard_otel.store.backends import LocalBackend
-    from traincard_otel.store.writer import StoreWriter
+    from traincard_otel._store import segment
+    from traincard_otel._store.backends import LocalBackend
+    from traincard_otel._store.writer import StoreWriter
 
     class FullDisk(LocalBackend):
         space = False

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from traincard_otel import load
-from traincard_otel.card.payload import build_payload
-from traincard_otel.card.render import render_data, write_card
-from traincard_otel.store.backends import LocalBackend
-from traincard_otel.store.writer import StoreWriter
+from traincard_otel._card.payload import build_payload
+from traincard_otel._card.render import render_data, write_card
+from traincard_otel._store.backends import LocalBackend
+from traincard_otel._store.writer import StoreWriter
 
 HOSTILE = "bad \ud800 \x00\x07\x1b[31m <script>document.body.dataset.pwned='1'</script>"
 
@@ -68,7 +68,7 @@ def test_traincard_render_writes_a_whole_card_from_unencodable_text(tmp_path: Pa
     write_hostile_store(store)
     out = tmp_path / "card.html"
     proc = subprocess.run(
-        [sys.executable, "-m", "traincard_otel.cli", "render", str(store), "-o", str(out)],
+        [sys.executable, "-m", "traincard_otel", "render", str(store), "-o", str(out)],
         capture_output=True,
         text=True,
         timeout=120,

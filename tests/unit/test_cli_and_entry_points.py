@@ -13,7 +13,7 @@ from pathlib import Path
 from helpers import subprocess_env
 
 import traincard_otel
-from traincard_otel.cli import main
+from traincard_otel._cli import main
 
 
 def _record(store_dir: Path) -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 import traincard_otel
-from traincard_otel.card.payload import build_payload
-from traincard_otel.store import segment
-from traincard_otel.store.backends import LocalBackend
-from traincard_otel.store.reader import StoreReader
-from traincard_otel.store.writer import StoreWriter
+from traincard_otel._card.payload import build_payload
+from traincard_otel._store import segment
+from traincard_otel._store.backends import LocalBackend
+from traincard_otel._store.reader import StoreReader
+from traincard_otel._store.writer import StoreWriter
 
 pytest.importorskip("pyarrow")
 

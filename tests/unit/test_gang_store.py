@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import traincard_otel
-from traincard_otel.card.gang import gang_section
-from traincard_otel.store import segment
-from traincard_otel.store.backends import LocalBackend
-from traincard_otel.store.gang import write_markers
-from traincard_otel.store.writer import StoreWriter
+from traincard_otel._card.gang import gang_section
+from traincard_otel._store import segment
+from traincard_otel._store.backends import LocalBackend
+from traincard_otel._store.gang import write_markers
+from traincard_otel._store.writer import StoreWriter
 
 NOW = time.time()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import traincard_otel
-from traincard_otel.card.payload import build_payload
+from traincard_otel._card.payload import build_payload
 
 
 def _events(run: traincard_otel.RunData, name: str) -> list[dict]:

@@ -31,15 +31,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_queue",
         ),
     ),
-    ("store", ("store",)),
+    ("store", ("_store",)),
     ("load", ("_targets", "_load")),
-    ("telemetry", ("telemetry",)),
+    ("telemetry", ("_telemetry",)),
     ("exporters", ("exporters",)),
     ("converter", ("_convert", "_logbridge")),
     ("pipeline", ("_pipeline",)),
-    ("card", ("card",)),
+    ("card", ("_card",)),
     ("api", ("_reporter", "metaflow.refresher")),
-    ("front", ("_instrument", "adapters", "metaflow", "cli", "testing", "torchrun", "__init__")),
+    ("front", ("_instrument", "adapters", "metaflow", "_cli", "__main__", "testing", "torchrun", "__init__")),
 )
 
 

@@ -348,7 +348,7 @@ def test_uncaught_exception_is_recorded_as_failure(tmp_path: Path) -> None:
 def test_local_writes_replace_whole_files_and_survive_their_folder_being_removed(tmp_path: Path) -> None:
     import shutil
 
-    from traincard_otel.store.backends import LocalBackend
+    from traincard_otel._store.backends import LocalBackend
 
     backend = LocalBackend(tmp_path / "store")
     backend.write("a/b/state.json", b"1")
@@ -398,8 +398,8 @@ def test_python_logging_reaches_the_log_tail_with_tracebacks(
 
 
 def test_incremental_reader_adds_only_what_is_new(store_dir: Path) -> None:
-    from traincard_otel.store.backends import LocalBackend
-    from traincard_otel.store.reader import StoreReader
+    from traincard_otel._store.backends import LocalBackend
+    from traincard_otel._store.reader import StoreReader
 
     r = traincard_otel.configure()
     for s in range(1, 11):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from traincard_otel.store import segment
+from traincard_otel._store import segment
 
 NAN = math.nan
 

@@ -2,7 +2,7 @@
 
 A batch becomes the body of one log event (``docs/schema.md``): plain lists, so every OTel
 exporter can encode it, and the store exporter turns each run into a packed store record without
-touching a row (:mod:`traincard_otel.store.segment`). :func:`metric_columns` and
+touching a row (:mod:`traincard_otel._store.segment`). :func:`metric_columns` and
 :func:`step_columns` take a stretch of reports column by column when every report is the common
 case; anything else goes row by row (:mod:`.rows`), and a test holds both paths to one output.
 """

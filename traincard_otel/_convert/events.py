@@ -10,7 +10,7 @@ from opentelemetry.metrics import Counter
 from opentelemetry.trace import Status, StatusCode
 
 from .._schema import Attr, CheckpointSaved, Event, Failure
-from ..telemetry.failure import classify
+from .._telemetry.failure import classify
 from .spans import PhaseSpans, ns
 from .values import dir_size, safe_text, to_float
 

@@ -26,10 +26,10 @@ from .._identity import MetaflowIdentity, RankIdentity, resource_attributes
 from .._queue import ReportQueue
 from .._safety import internal_error, report_internal_error
 from .._schema import RUN_SPAN, Attr, Event, Failure, LifecycleEvent, LogLine, Metric, StatusSnapshot
+from .._store.backends import Backend
+from .._store.writer import StoreWriter
+from .._telemetry.health import Watchdog
 from .._version import __version__
-from ..store.backends import Backend
-from ..store.writer import StoreWriter
-from ..telemetry.health import Watchdog
 from .bounded import bounded, left
 from .providers import build_providers
 from .schedule import FlushSchedule
@@ -154,7 +154,7 @@ class Pipeline:
             create(spec.name, callbacks=[cb], unit=spec.unit, description=spec.meaning)
 
     def _capture_console(self) -> None:
-        from ..telemetry.console import ConsoleCapture
+        from .._telemetry.console import ConsoleCapture
 
         queue, stream_attrs = self.queue, {Attr.RANK: str(self.rank.rank)}
 
@@ -175,7 +175,7 @@ class Pipeline:
         # One sampler per node: N ranks on a node must not report the node N times.
         if not self.settings.system or self.rank.local_rank != 0:
             return
-        from ..telemetry import SystemSampler, register_system_instruments
+        from .._telemetry import SystemSampler, register_system_instruments
 
         self.sampler = SystemSampler(self.settings.system_interval_s)
         self.sampler.start()

@@ -18,9 +18,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 
 from .._config import Settings
 from .._schema import Metric
+from .._store.writer import StoreWriter
 from ..exporters.otlp import exporter_classes
 from ..exporters.store import TraincardLogExporter, TraincardMetricExporter, TraincardSpanExporter
-from ..store.writer import StoreWriter
 
 STEP_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from .. import _config
 from .._identity import MetaflowIdentity, detect_metaflow, detect_rank
+from .._store.backends import Backend
+from .._store.locate import resolve_backend
 from ..exceptions import ConfigError
-from ..store.backends import Backend
-from ..store.locate import resolve_backend
 from . import process_exit
 from .lifecycle import Pipeline
 

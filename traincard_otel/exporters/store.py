@@ -2,7 +2,7 @@
 
 They are ordinary span / log-record / metric exporters of the one pipeline, so the card sees
 exactly what OTLP users see. Each converts SDK objects into compact store records (documented in
-``docs/architecture.md``) and hands them to a :class:`~traincard_otel.store.writer.StoreWriter`;
+``docs/architecture.md``) and hands them to a :class:`~traincard_otel._store.writer.StoreWriter`;
 ``export`` never does I/O and never raises.
 """
 
@@ -28,8 +28,8 @@ from opentelemetry.trace import StatusCode
 
 from .._safety import internal_error
 from .._schema import NOT_STORED_METRICS, Event, StoreKind
-from ..store import segment
-from ..store.writer import Record, StoreWriter
+from .._store import segment
+from .._store.writer import Record, StoreWriter
 
 _default_writer: StoreWriter | None = None
 _default_lock = threading.Lock()
@@ -62,8 +62,8 @@ def _standalone_writer() -> StoreWriter:
 
     from .. import _config
     from .._identity import detect_metaflow, detect_rank
-    from ..store.backends import LocalBackend
-    from ..store.locate import default_local_dir, resolve_backend
+    from .._store.backends import LocalBackend
+    from .._store.locate import default_local_dir, resolve_backend
 
     settings = _config.resolve()
     backend = resolve_backend(settings, detect_metaflow()) or LocalBackend(default_local_dir())

@@ -31,8 +31,8 @@ from .._identity import (
 from .._pipeline import add_terminate_hook, shutdown
 from .._reporter import active_reporter, configure
 from .._safety import report_internal_error
-from ..store.backends import MetaflowBackend
-from ..store.gang import GangReader, sibling_backend, write_markers
+from .._store.backends import MetaflowBackend
+from .._store.gang import GangReader, sibling_backend, write_markers
 from .refresher import Refresher, traincard_cards
 
 _ENV_SYSTEM_BEFORE = "TRAINCARD_LAUNCHER_SYSTEM_BEFORE"

@@ -16,11 +16,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .._card.payload import build_payload
 from .._safety import report_internal_error
 from .._schema import Attr, Event
-from ..card.payload import build_payload
-from ..store.backends import Backend
-from ..store.reader import StoreReader
+from .._store.backends import Backend
+from .._store.reader import StoreReader
 
 
 def traincard_cards() -> list[Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._schema import Attr, Event
-from ...store.reader import RunData
+from ..._store.reader import RunData
 
 
 def _first_step(data: RunData, attempt: int) -> int | None:

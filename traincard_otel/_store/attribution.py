@@ -1,6 +1,6 @@
 """Who failed first in a gang, who hung, who is slow: read from what every rank and node stored.
 
-Pure functions of a :class:`~traincard_otel.store.reader.RunData` (no I/O), applied by the gang
+Pure functions of a :class:`~traincard_otel._store.reader.RunData` (no I/O), applied by the gang
 reader so that ``traincard_otel.load()``, the CLI and the card tell the same story:
 
 * :func:`rank_table`: one row per training rank (node, host, pid, status, last step and

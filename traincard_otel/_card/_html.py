@@ -46,7 +46,7 @@ def scrub(value: Any) -> Any:
 @functools.cache
 def _asset(name: str) -> str:
     """One file under ``assets/``, read once per process."""
-    text = (files("traincard_otel.card") / "assets" / name).read_text(encoding="utf-8")
+    text = (files("traincard_otel._card") / "assets" / name).read_text(encoding="utf-8")
     if name.endswith(".js"):
         # An inline script ends at the first "</script"; JS treats "<\/" inside strings the same as "</".
         text = text.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")

@@ -1,6 +1,6 @@
 """Health watchdog: stalls, lost ranks, and how the previous attempt ended.
 
-``host_oom_evidence`` and the gang-wide analysis live in :mod:`traincard_otel.store.attribution`
+``host_oom_evidence`` and the gang-wide analysis live in :mod:`traincard_otel._store.attribution`
 (the reader applies them to every gang it reads).
 
 Runs on its own daemon thread, so it keeps working while the training thread is blocked in native
@@ -20,9 +20,9 @@ from typing import Any
 
 from .._safety import internal_error
 from .._schema import Attr, Event
-from ..store import layout
-from ..store.attribution import host_oom_evidence
-from ..store.backends import Backend
+from .._store import layout
+from .._store.attribution import host_oom_evidence
+from .._store.backends import Backend
 
 Emit = Callable[[str, Mapping[str, Any]], None]
 

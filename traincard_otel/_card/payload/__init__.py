@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from ...store.reader import RunData
+from ..._store.reader import RunData
 from .._html import scrub
 from ..gang import gang_section
 from .banners import all_banners, lost_ranks

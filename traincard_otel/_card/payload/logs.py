@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._schema import Attr
-from ...store.reader import RunData
+from ..._store.reader import RunData
 from .series import Mode
 
 LOG_TAIL = 300  # lines of the tail in a full render

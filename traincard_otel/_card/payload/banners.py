@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ...store.reader import RunData
+from ..._store.reader import RunData
 from .health import store_health_banner
 
 Banner = dict[str, str]

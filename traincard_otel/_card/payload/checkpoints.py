@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...store.reader import RunData
+from ..._store.reader import RunData
 
 
 def checkpoint_rows(data: RunData, limit: int) -> list[dict[str, Any]]:

@@ -45,7 +45,7 @@ def _pick(target: str) -> Any:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from .card.render import render_data, write_card
+    from ._card.render import render_data, write_card
 
     target = _pick(args.target)
     while True:

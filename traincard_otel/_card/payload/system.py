@@ -7,8 +7,8 @@ import re
 from typing import Any
 
 from ..._schema import SYSTEM_METRICS, Attr
-from ...store.reader import RunData, Series
-from ...telemetry._samples import split_reading_key
+from ..._store.reader import RunData, Series
+from ..._telemetry._samples import split_reading_key
 from .series import Mode, subset, xy
 
 Chart = dict[str, Any]

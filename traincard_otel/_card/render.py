@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..store.reader import RunData
+from .._store.reader import RunData
 from ._html import assemble_html
 from .payload import build_payload
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...store.reader import RunData
+from ..._store.reader import RunData
 
 
 def _eta(data: RunData, step: int | None, max_steps: int | None) -> float | None:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ...store.reader import RunData, Series
+from ..._store.reader import RunData, Series
 from .series import LIVE_SCAN_MAX, Mode, by_rank, head, stretches, xy
 from .units import DIMENSIONLESS, metric_unit
 

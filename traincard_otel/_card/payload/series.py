@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from ...store.reader import Series
+from ..._store.reader import Series
 
 MAX_POINTS = 2000  # per series in a full render (min and max of 1000 buckets)
 LIVE_TAIL = 150  # points per series in a live update, at most (the page keeps what it drew)

@@ -1,6 +1,6 @@
 """The card's gang section: nodes, ranks, stragglers, the first failure and hung ranks.
 
-Pure (no Metaflow, no I/O): the analysis is :func:`traincard_otel.store.attribution.analyze` (the
+Pure (no Metaflow, no I/O): the analysis is :func:`traincard_otel._store.attribution.analyze` (the
 same that ``load()`` applies to a gang); this adds the headline lines the panel starts with.
 ``card.js`` draws the section in the gang panel.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..store.attribution import analyze
-from ..store.reader import RunData
+from .._store.attribution import analyze
+from .._store.reader import RunData
 
 
 def gang_section(data: RunData, now: float | None = None) -> dict[str, Any] | None:

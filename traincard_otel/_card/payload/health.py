@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...store.reader import RunData
+from ..._store.reader import RunData
 
 RECENT_ERROR_S = 300.0  # a write error this recent (at the run's latest time) raises a banner
 TOP_REASONS = 5
