@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import sys
 import threading
 import time
@@ -47,6 +48,10 @@ class LineSplitter:
         self._traceback: list[str] | None = None
         self._progress_at = time.monotonic()
         self._dropped = 0  # bytes of an over-long line not held (counted in its truncation mark)
+        # logger.exception() printed by a StreamHandler: its message line, then the traceback;
+        # the logging bridge already sent both, so a traceback right after a seen line is skipped
+        self._after_seen = False
+        self._traceback_seen = False
 
     def feed(self, data: bytes) -> None:
         self._pending += data
@@ -81,7 +86,7 @@ class LineSplitter:
                 self._end_traceback()
             return
         if line.startswith(_TRACEBACK):
-            self._traceback = [line]
+            self._traceback, self._traceback_seen = [line], self._after_seen
             return
         if line.strip():
             self._emit(line, progress, dropped)
@@ -90,11 +95,14 @@ class LineSplitter:
         block, self._traceback = self._traceback, None
         if block:
             text = "\n".join(block)
-            if not self._seen(block[-1]):
+            if not (self._traceback_seen or self._seen(block[-1])):
                 self._sink("ERROR", _cut(block[-1]), text, self.stream)
 
     def _emit(self, line: str, progress: bool, dropped: int = 0) -> None:
-        if not line.strip() or self._seen(line):
+        if not line.strip():
+            return
+        self._after_seen = self._seen(line)
+        if self._after_seen:
             return
         if progress:
             level = "INFO"
@@ -103,6 +111,13 @@ class LineSplitter:
         else:
             level = "ERROR" if self.stream == "stderr" else "INFO"
         self._sink(level, _cut(line, dropped), None, self.stream)
+
+
+def _readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` has bytes (or its end) within ``timeout_s``."""
+    if timeout_s <= 0:
+        return False
+    return bool(select.select([fd], [], [], timeout_s)[0])
 
 
 def _text(raw: bytes) -> str:
@@ -131,8 +146,15 @@ class _FdTee:
     def _run(self) -> None:
         # Lines are parsed a batch at a time (every PARSE_EVERY_S), not per write: each wake-up
         # of this thread takes the GIL from the training thread, and most of the cost is per batch.
-        self._broken, held, parsed_at = False, [], time.monotonic()
+        # Held bytes are parsed at the latest PARSE_EVERY_S after they came, also when nothing
+        # follows them (a loop printing "epoch 1" and then training quietly for an hour).
+        self._broken, parsed_at = False, time.monotonic()
+        held: list[bytes] = []
         while True:
+            if held and not _readable(self._read, parsed_at + PARSE_EVERY_S - time.monotonic()):
+                self._parse(b"".join(held))
+                held, parsed_at = [], time.monotonic()
+                continue
             try:
                 data = os.read(self._read, 65536)
             except OSError:
@@ -158,10 +180,14 @@ class _FdTee:
     def stop(self, timeout_s: float) -> None:
         os.dup2(self.original, self.fd)  # our pipe's write end closes: the reader sees the end
         self._thread.join(timeout_s)  # (later than that if a child process still holds it)
+        if self._thread.is_alive():
+            # A child process still holds the pipe: the reader goes on copying its output to the
+            # original descriptor, which therefore stays open (closing it could hand its number
+            # to a file opened later, and the child's output would land there).
+            return
         os.close(self.original)
-        if not self._thread.is_alive():
-            os.close(self._read)
-            self.splitter.flush()
+        os.close(self._read)
+        self.splitter.flush()
 
 
 class _StreamTee:
@@ -204,8 +230,8 @@ class ConsoleCapture:
             try:
                 if stream is not None:
                     stream.flush()  # what was written before goes out unrecorded, in order
-                if stream is None or stream.fileno() != fd:
-                    raise OSError("no file descriptor")
+                if stream is None or stream.fileno() != fd or os.name == "nt":
+                    raise OSError("no file descriptor (or no select() on pipes)")
                 self._tees.append(_FdTee(fd, splitter))
                 self.mode = "fd"
             except (OSError, ValueError, AttributeError):

@@ -1,0 +1,119 @@
+"""Console capture's line splitting, and its descriptor tee on a pipe of the test's own (fds 1
+and 2 of a real process: tests/integration/test_console_capture.py)."""
+
+from __future__ import annotations
+
+import os
+import time
+from types import SimpleNamespace
+
+from traincard_otel.telemetry import console
+from traincard_otel.telemetry.console import LineSplitter, _FdTee
+
+Record = tuple[str, str, "str | None", str]
+
+
+def _splitter(stream: str = "stdout", seen: tuple[str, ...] = ()) -> tuple[LineSplitter, list[Record]]:
+    got: list[Record] = []
+    splitter = LineSplitter(stream, lambda *r: got.append(r), lambda line: any(m in line for m in seen))
+    return splitter, got
+
+
+def test_severity_by_stream_and_text() -> None:
+    out, got = _splitter("stdout")
+    out.feed(b"step 1 loss 0.5\nUserWarning: careful\n")
+    err, got_err = _splitter("stderr")
+    err.feed(b"segfault nearby\nwarnings.warn is here\n")
+    assert [(r[0], r[1], r[3]) for r in got] == [
+        ("INFO", "step 1 loss 0.5", "stdout"),
+        ("WARNING", "UserWarning: careful", "stdout"),
+    ]
+    assert [r[0] for r in got_err] == ["ERROR", "WARNING"]
+
+
+def test_a_line_split_across_writes_is_one_record_and_the_tail_comes_at_flush() -> None:
+    splitter, got = _splitter()
+    splitter.feed(b"hel")
+    splitter.feed(b"lo\nno newline")
+    assert [r[1] for r in got] == ["hello"]
+    splitter.flush()
+    assert [r[1] for r in got] == ["hello", "no newline"]
+
+
+def test_progress_bar_keeps_its_latest_state_only() -> None:
+    splitter, got = _splitter("stderr")
+    for i in range(1000):
+        splitter.feed(f"\r{i:4d}/999 [##  ]".encode())
+    assert got == []  # a running bar: nothing until it ends (or PROGRESS_EVERY_S)
+    splitter.feed(b"\n")
+    assert got == [("INFO", " 999/999 [##  ]", None, "stderr")]
+
+
+def test_a_running_bar_reports_every_progress_interval(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    now = [100.0]
+    monkeypatch.setattr(console, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    splitter, got = _splitter("stderr")
+    splitter.feed(b"\r 1/9")
+    now[0] += console.PROGRESS_EVERY_S
+    splitter.feed(b"\r 5/9")
+    assert [r[1] for r in got] == [" 5/9"]
+
+
+def test_long_line_cut_with_a_mark_and_bad_bytes_escaped() -> None:
+    splitter, got = _splitter()
+    for _ in range(100):
+        splitter.feed(b"y" * 1000)
+    splitter.feed(b"\n\xff\xfeok\n")
+    long, bad = got[0][1], got[1][1]
+    assert long == "y" * console.MAX_LINE_CHARS + f" … [truncated {100_000 - console.MAX_LINE_CHARS} chars]"
+    assert bad == "\\xff\\xfeok"
+
+
+def test_traceback_is_one_error_record_with_the_block() -> None:
+    splitter, got = _splitter("stderr")
+    splitter.feed(
+        b"Traceback (most recent call last):\n"
+        b'  File "x.py", line 1, in <module>\n'
+        b"    1 / 0\n"
+        b"ZeroDivisionError: division by zero\n"
+        b"after\n"
+    )
+    (level, line, tb, stream), after = got
+    assert (level, line, stream) == ("ERROR", "ZeroDivisionError: division by zero", "stderr")
+    assert tb is not None and tb.startswith("Traceback") and tb.endswith("division by zero")
+    assert after[1] == "after"
+
+
+def test_printed_copy_of_a_logged_record_and_its_traceback_are_skipped() -> None:
+    splitter, got = _splitter("stderr", seen=("training failed badly",))
+    splitter.feed(
+        b"training failed badly\n"
+        b"Traceback (most recent call last):\n"
+        b'  File "x.py", line 1, in <module>\n'
+        b"KeyError: 'k'\n"
+        b"a line of its own\n"
+    )
+    assert [r[1] for r in got] == ["a line of its own"]
+
+
+def test_fd_tee_copies_every_byte_and_parses_a_line_that_nothing_follows() -> None:
+    read, write = os.pipe()
+    splitter, got = _splitter()
+    tee = _FdTee(write, splitter)
+    try:
+        os.write(write, b"epoch 1\n")
+        os.write(write, b"then quiet \xff\n")  # within PARSE_EVERY_S of the first, then silence
+        deadline = time.monotonic() + 5
+        while len(got) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert [r[1] for r in got] == ["epoch 1", "then quiet \\xff"]
+    finally:
+        tee.stop(2.0)
+    os.write(write, b"after stop\n")  # the descriptor is the original again
+    os.close(write)
+    passed = b""
+    while chunk := os.read(read, 65536):
+        passed += chunk
+    os.close(read)
+    assert passed == b"epoch 1\nthen quiet \xff\nafter stop\n"
+    assert len(got) == 2
