@@ -66,5 +66,7 @@ stream (``OFF`` disables the bridge). Default: INFO."""
 TRAINCARD_CAPTURE_CONSOLE = "TRAINCARD_CAPTURE_CONSOLE"
 """Record what the process writes to stdout and stderr (``print``, progress bars, C extensions,
 child processes) as log lines in the card and the OTel log stream, while it still reaches the
-terminal and Metaflow's task logs unchanged. Default: true (``traincard_otel.testing.capture``
-turns it off)."""
+terminal and Metaflow's task logs unchanged. Default: true wherever telemetry starts (``@traincard``,
+``instrument()``, ``Reporter()`` and a plain ``configure()`` alike: they share one pipeline);
+``configure(capture_console=False)`` or this variable set to false turns it off, and
+``traincard_otel.testing.capture`` turns it off for tests."""
