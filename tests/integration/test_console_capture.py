@@ -3,12 +3,15 @@ store holds it as log lines with stream and severity, progress bars collapsed, l
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from helpers import subprocess_env
+import pytest
+from helpers import REPO, metaflow_client, subprocess_env
 
 import traincard_otel
 
@@ -81,3 +84,42 @@ def test_capture_can_be_switched_off(tmp_path: Path) -> None:
     out, run = _run(tmp_path, TRAINCARD_CAPTURE_CONSOLE="false")
     assert b"hello from print" in out.stdout
     assert not [line for line in run.logs if line["attributes"].get("log.iostream")]
+
+
+@pytest.mark.slow
+def test_a_metaflow_step_keeps_its_task_logs_and_its_card_gets_the_lines(tmp_path: Path) -> None:
+    pytest.importorskip("metaflow")
+    shutil.copy(REPO / "tests" / "integration" / "flows" / "console_flow.py", tmp_path / "console_flow.py")
+    env = subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(tmp_path), TRAINCARD_SYSTEM="false")
+    proc = subprocess.run(
+        [sys.executable, "console_flow.py", "--no-pylint", "run"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    match = re.search(r"\[(\d+)/train/(\d+) ", proc.stdout + proc.stderr)
+    assert match, proc.stderr[-3000:]
+    code = (
+        "task = metaflow.Task(sys.argv[1])\n"
+        "run = traincard_otel.load(task)\n"
+        "print(json.dumps({'stdout': task.stdout, 'stderr': task.stderr, 'logs': run.logs}))"
+    )
+    got = metaflow_client(code, f"ConsoleFlow/{match.group(1)}/train/{match.group(2)}", tmp_path, env)
+    # Metaflow's own task logs still hold everything the step wrote
+    for text in ("printed by the train step", "written to fd 1 by the train step", "z" * 50_000):
+        assert text in got["stdout"]
+    assert "written to fd 2 by the train step" in got["stderr"] and "200/200" in got["stderr"]
+    assert "a warning from the train step" in got["stderr"]
+    by_text = {line["message"]: line for line in got["logs"] if line["attributes"].get("log.iostream")}
+    assert by_text["printed by the train step"]["level"] == "INFO"
+    assert by_text["written to fd 1 by the train step"]["attributes"]["log.iostream"] == "stdout"
+    fd2 = by_text["written to fd 2 by the train step"]
+    assert fd2["level"] == "ERROR" and fd2["attributes"]["log.iostream"] == "stderr"
+    assert any(v["level"] == "WARNING" and "a warning from the train step" in k for k, v in by_text.items())
+    bars = [k for k in by_text if "200/200" in k or "it/s]" in k]
+    assert len(bars) == 1
+    assert any(k.startswith("zzzz") and k.endswith(f"[truncated {50_000 - 4096} chars]") for k in by_text)
+    assert "train step done" in by_text
