@@ -83,3 +83,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     out = report("console", rows, ["case", "step_us", "ratio"], args.json, steps=steps, pairs=pairs)
     print(f"capture adds {(on - off) * 1e6:+.1f} µs a printing step ({(on / off - 1) * 100:+.2f} %)")
     return out
+
+
+if __name__ == "__main__":
+    main()
