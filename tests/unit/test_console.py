@@ -117,3 +117,34 @@ def test_fd_tee_copies_every_byte_and_parses_a_line_that_nothing_follows() -> No
     os.close(read)
     assert passed == b"epoch 1\nthen quiet \xff\nafter stop\n"
     assert len(got) == 2
+
+
+class _ReadFails:
+    """``os`` as the tee sees it, except that reading the pipe fails."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+    @staticmethod
+    def read(fd: int, n: int) -> bytes:
+        raise OSError("reading the pipe failed")
+
+
+def test_a_reader_that_fails_gives_the_descriptor_back(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    read, write = os.pipe()
+    monkeypatch.setattr(console, "os", _ReadFails())
+    tee = _FdTee(write, _splitter()[0])
+    tee._thread.join(5)
+    assert not tee._thread.is_alive()
+    monkeypatch.undo()
+    # the original pipe again: a write that would fill (and block on) an unread pipe goes through
+    os.write(write, b"still reaches the original\n")
+    tee.stop(1.0)
+    os.close(write)
+    os.set_blocking(read, False)  # (nothing there must fail the test, not hang it)
+    try:
+        got = os.read(read, 65536)
+    except BlockingIOError:
+        got = b""
+    os.close(read)
+    assert got == b"still reaches the original\n"

@@ -134,7 +134,7 @@ class _FdTee:
     """One file descriptor replaced by a pipe; a thread copies through and splits lines."""
 
     def __init__(self, fd: int, splitter: LineSplitter) -> None:
-        self.fd, self.splitter = fd, splitter
+        self.fd, self.splitter, self._stopping = fd, splitter, False
         self.original = os.dup(fd)
         read, write = os.pipe()
         self._read = read
@@ -144,6 +144,14 @@ class _FdTee:
         self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self._copy_and_parse()
+        finally:
+            if not self._stopping:  # this thread ended early: the descriptor must not stay a pipe
+                with contextlib.suppress(OSError):  # nobody reads (writes would block when full)
+                    os.dup2(self.original, self.fd)
+
+    def _copy_and_parse(self) -> None:
         # Lines are parsed a batch at a time (every PARSE_EVERY_S), not per write: each wake-up
         # of this thread takes the GIL from the training thread, and most of the cost is per batch.
         # Held bytes are parsed at the latest PARSE_EVERY_S after they came, also when nothing
@@ -178,6 +186,7 @@ class _FdTee:
                 internal_error("console capture", exc)
 
     def stop(self, timeout_s: float) -> None:
+        self._stopping = True
         os.dup2(self.original, self.fd)  # our pipe's write end closes: the reader sees the end
         self._thread.join(timeout_s)  # (later than that if a child process still holds it)
         if self._thread.is_alive():
