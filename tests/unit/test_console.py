@@ -45,6 +45,7 @@ def test_progress_bar_keeps_its_latest_state_only() -> None:
     for i in range(1000):
         splitter.feed(f"\r{i:4d}/999 [##  ]".encode())
     assert got == []  # a running bar: nothing until it ends (or PROGRESS_EVERY_S)
+    assert len(splitter._pending) < 100  # and only its latest states are held
     splitter.feed(b"\n")
     assert got == [("INFO", " 999/999 [##  ]", None, "stderr")]
 

@@ -63,6 +63,9 @@ class LineSplitter:
             states = [s for s in self._pending.split(b"\r") if s.strip()]
             if states:
                 self._emit(_text(states[-1]), True)
+        if self._pending.count(b"\r") > 2:  # a running bar: only its latest states are held
+            last = self._pending.rfind(b"\r")
+            self._pending = self._pending[self._pending.rfind(b"\r", 0, last) :]
         if len(self._pending) > 2 * MAX_LINE_CHARS and b"\r" not in self._pending:
             self._dropped += len(self._pending) - 2 * MAX_LINE_CHARS  # hold no more than is shown
             self._pending = self._pending[: 2 * MAX_LINE_CHARS]
