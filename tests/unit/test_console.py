@@ -149,3 +149,19 @@ def test_a_reader_that_fails_gives_the_descriptor_back(monkeypatch) -> None:  # 
         got = b""
     os.close(read)
     assert got == b"still reaches the original\n"
+
+
+def test_stream_wrapping_tees_text_and_puts_the_stream_back(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import io
+    import sys
+
+    original = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", original)
+    splitter, got = _splitter()
+    tee = console._StreamTee("stdout", splitter)
+    print("through the wrapper", "\udcff")  # a lone surrogate (bytes a decoder escaped) is kept
+    wrapped = sys.stdout
+    tee.stop(1.0)
+    assert wrapped is tee and sys.stdout is original
+    assert original.getvalue() == "through the wrapper \udcff\n"
+    assert [r[1] for r in got] == ["through the wrapper \\udcff"]

@@ -208,12 +208,14 @@ class _StreamTee:
     def __init__(self, name: str, splitter: LineSplitter) -> None:
         self.name, self.splitter = name, splitter
         self.original: TextIO = getattr(sys, name)
+        self._lock = threading.Lock()  # threads that print at once must not interleave in the splitter
         setattr(sys, name, self)
 
     def write(self, text: str) -> int:
         n = self.original.write(text)
         try:
-            self.splitter.feed(text.encode("utf-8", errors="backslashreplace"))
+            with self._lock:
+                self.splitter.feed(text.encode("utf-8", errors="backslashreplace"))
         except Exception as exc:
             internal_error("console capture", exc)
         return n
