@@ -123,3 +123,39 @@ def test_a_metaflow_step_keeps_its_task_logs_and_its_card_gets_the_lines(tmp_pat
     assert len(bars) == 1
     assert any(k.startswith("zzzz") and k.endswith(f"[truncated {50_000 - 4096} chars]") for k in by_text)
     assert "train step done" in by_text
+
+
+RANK_SCRIPT = textwrap.dedent(
+    """
+    import os
+    import traincard_otel
+
+    reporter = traincard_otel.configure()
+    print(f"hello from rank {os.environ['RANK']}", flush=True)
+    os.write(2, f"fd 2 of rank {os.environ['RANK']}\\n".encode())
+    reporter.close()
+    """
+)
+
+
+@pytest.mark.slow
+def test_every_torchrun_worker_captures_its_own_console_with_its_rank(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    script = tmp_path / "ranks.py"
+    script.write_text(RANK_SCRIPT)
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(script)],
+        capture_output=True,
+        timeout=180,
+        env=subprocess_env(TRAINCARD_DIR=str(tmp_path / "store"), TRAINCARD_SYSTEM="false"),
+    )
+    assert out.returncode == 0, out.stderr.decode(errors="replace")[-3000:]
+    assert b"hello from rank 0" in out.stdout and b"hello from rank 1" in out.stdout
+    assert b"fd 2 of rank 1" in out.stderr
+    got = {
+        (line["message"], line["attributes"].get("traincard.rank"), line["attributes"].get("log.iostream"))
+        for line in traincard_otel.load(tmp_path / "store").logs
+    }
+    for rank in ("0", "1"):
+        assert (f"hello from rank {rank}", rank, "stdout") in got
+        assert (f"fd 2 of rank {rank}", rank, "stderr") in got
