@@ -160,7 +160,7 @@ def test_time_spent_waiting_for_batches_is_measured_and_flags_input_bound_traini
 
     class SlowDataset(ProgressionDataset):
         def __getitem__(self, i: int) -> dict[str, object]:
-            time.sleep(0.01)  # a slow input pipeline: 40 ms per batch of 4
+            time.sleep(0.025)  # a slow input pipeline: 100 ms per batch of 4 (input-bound under load too)
             return super().__getitem__(i)
 
     trainer = make_trainer(
