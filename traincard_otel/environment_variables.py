@@ -78,3 +78,8 @@ comma-separated ``field=value`` pairs overriding the defaults, for example
 ``spike_mads=8,window=100,throughput_steps=20``. Fields: ``window`` (50), ``min_points`` (20),
 ``spike_mads`` (6), ``spike_min_relative`` (0.1), ``cooldown`` (10), ``grad_factor`` (10),
 ``throughput_fraction`` (0.5), ``throughput_steps`` (10), ``eval_margin`` (0.05). Default: on."""
+
+TRAINCARD_PEAK_FLOPS = "TRAINCARD_PEAK_FLOPS"
+"""Peak FLOP/s of one accelerator (``3.12e14``), for the model FLOPs utilisation (MFU) of
+accelerators the built-in table of NVIDIA GPUs does not know, or to compare against another
+figure. Default: the table's dense figure for the GPU and the training dtype; unknown on a CPU."""
