@@ -41,7 +41,9 @@ def test_names_say_which_rule_watches_them_and_which_way_is_better() -> None:
         "none",
     ]
     assert role("eval_loss") == "eval" and role("val_acc") == "eval" and role("eval_runtime") == "none"
-    assert role("accuracy", phase="eval") == "eval" and role("accuracy") == "none"
+    # outside training a loss is judged for NaN/inf only: an eval or inference loop's batches differ
+    assert role("loss", phase="eval") == "finite" and role("loss", phase="train") == "loss"
+    assert role("accuracy", phase="eval") == "none" and role("eval_accuracy", phase="eval") == "eval"
 
 
 def test_a_healthy_noisy_decaying_loss_raises_nothing() -> None:
@@ -75,6 +77,10 @@ def test_no_verdict_before_min_points_and_a_plateau_needs_a_real_jump() -> None:
 
 def test_nan_and_inf_are_flagged_when_they_start_and_again_after_a_finite_value() -> None:
     d = AnomalyDetector()
+    assert [a.kind for a in d.observe(1, "loss", math.nan, phase="infer")] == ["nonfinite"]
+    assert [
+        a for i in range(2, 60) for a in d.observe(i, "loss", 1.0 if i % 2 else 50.0, phase="infer")
+    ] == []
     seq = [1.0, math.nan, math.nan, 1.0, math.inf]
     found = [a for i, v in enumerate(seq) for a in d.observe(i, "grad_norm", v)]
     assert [(a.kind, a.step, a.name) for a in found] == [

@@ -6,17 +6,17 @@ the anomalies each one reveals. It keeps a bounded window per watched metric, so
 not grow with the run. The rules, each with its :class:`AnomalyRules` field:
 
 ``loss_spike``
-    A training loss (a name containing ``loss``, outside evaluation) more than ``spike_mads``
-    median absolute deviations (scaled by 1.4826, so one MAD estimates one standard deviation of
-    normal noise) *above* the median of its last ``window`` values, and more than
-    ``spike_min_relative`` of that median above it (a plateau has a MAD near zero: a rounding-level
-    wiggle is not a spike). Only upward jumps count: a loss falling fast is the point of training.
-    Needs ``min_points`` values first; after a spike, ``cooldown`` further values of that metric
-    are not flagged again (one divergence is one event, not fifty).
+    A training loss (a name containing ``loss``, reported outside any phase or in ``train``)
+    more than ``spike_mads`` median absolute deviations (scaled by 1.4826, so one MAD estimates
+    one standard deviation of normal noise) *above* the median of its last ``window`` values, and
+    more than ``spike_min_relative`` of that median above it (a plateau has a MAD near zero: a
+    rounding-level wiggle is not a spike). Only upward jumps count: a loss falling fast is the
+    point of training. Needs ``min_points`` values first; after a spike, ``cooldown`` further
+    values of that metric are not flagged again (one divergence is one event, not fifty).
 ``nonfinite``
     NaN or infinity in a loss or a gradient norm (``grad_norm``, ``gradient_norm``, ``grad-norm``:
-    a name with ``grad`` and ``norm`` in it). Flagged once when it starts; flagged again only
-    after a finite value has been seen.
+    a name with ``grad`` and ``norm`` in it), in any phase. Flagged once when it starts; flagged
+    again only after a finite value has been seen.
 ``grad_explosion``
     A gradient norm more than ``grad_factor`` times the median of its last ``window`` values
     (after ``min_points``), with the same cooldown.
@@ -26,8 +26,8 @@ not grow with the run. The rules, each with its :class:`AnomalyRules` field:
     ``throughput_steps`` steps in a row. Flagged once per drop; a step back above the threshold
     ends it.
 ``eval_regression``
-    An evaluation metric (a name starting with ``eval``, ``val``, ``validation`` or ``test``,
-    or any metric reported in an ``eval`` phase) worse than the best value so far by more than
+    An evaluation metric (a name starting with ``eval``, ``val``, ``validation``, ``valid`` or
+    ``test``, as trainers name them) worse than the best value so far by more than
     ``eval_margin`` (relative to the best's magnitude). Which way is better comes from the name
     (:func:`direction`); a name that says neither is not judged. Flagged once per best value.
 
@@ -173,21 +173,21 @@ def direction(name: str) -> Literal[-1, 1] | None:
     return None
 
 
-Role = Literal["loss", "grad", "eval", "none"]
+Role = Literal["loss", "grad", "eval", "finite", "none"]
 
 
 def role(name: str, phase: str | None = None) -> Role:
-    """Which rules watch a metric: a training loss, a gradient norm, an eval metric, or none."""
+    """Which rules watch a metric: a training loss, a gradient norm, an eval metric (by its name's
+    prefix), a loss or gradient norm outside training (``finite``: only NaN/inf is judged; batch to
+    batch differences of an evaluation or inference loop are not spikes), or none."""
     lower = name.lower()
     words = _WORD.findall(lower)
-    is_eval = phase == "eval" or bool(words and words[0] in _EVAL_PREFIXES)
-    if is_eval:
+    if words and words[0] in _EVAL_PREFIXES:
         return "eval" if direction(name) is not None else "none"
-    if "grad" in lower and "norm" in lower:
-        return "grad"
-    if "loss" in lower:
-        return "loss"
-    return "none"
+    watched: Role = "grad" if "grad" in lower and "norm" in lower else "loss" if "loss" in lower else "none"
+    if watched != "none" and phase is not None and phase != "train":
+        return "finite"
+    return watched
 
 
 # -- a rolling window with its median ----------------------------------------------------------
@@ -296,6 +296,8 @@ class AnomalyDetector:
             w.nonfinite = True
             return [Anomaly("nonfinite", step, name, value, None, f"{name} is {_fmt(value)} at step {step}")]
         w.nonfinite = False
+        if kind == "finite":
+            return []
         win = w.window
         out: list[Anomaly] = []
         if w.cooldown:
