@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import statistics
+import time
 from pathlib import Path
 
 import pytest
 
 import traincard_otel
+from traincard_otel._card.payload.insights import insights_section
 from traincard_otel._schema import Attr, Event
 
 pytest.importorskip("transformers")
@@ -32,6 +35,16 @@ def test_a_healthy_run_raises_no_anomaly(store_dir: Path, tmp_path: Path) -> Non
         if e["name"] == Event.ANOMALY
     ]
     assert found == []
+
+    # the adapter's model FLOPs: 6 x 108,288 parameters, attention 12 x 2 layers x 64 per position
+    progress = run.status["progress"]
+    assert progress["flops_per_token"] == 6 * 108_288 and progress["attention_flops_per_position"] == 1536
+    assert progress["compute_dtype"] == "fp32" and progress["peak_flops"] is None  # a CPU: unknown peak
+    e = insights_section(run, time.time())["efficiency"]
+    assert e["seq_len"] == 32 and e["flops_per_token"] == 6 * 108_288 + 1536 * 32
+    tokens = run.throughput["tokens_per_second{rank=0}"]
+    assert e["achieved_flops"] == pytest.approx(e["flops_per_token"] * statistics.median(tokens.values[-50:]))
+    assert e["mfu"] is None and "no GPU" in e["peak_source"]
 
 
 @pytest.mark.slow
