@@ -194,33 +194,33 @@ def role(name: str, phase: str | None = None) -> Role:
 class _Window:
     """The last ``size`` values in arrival order and sorted (median in O(1), update in O(size) memmove)."""
 
-    __slots__ = ("_order", "_sorted", "mad", "mad_age")
+    __slots__ = ("_order", "mad", "mad_age", "sorted")
 
     def __init__(self, size: int) -> None:
         self._order: collections.deque[float] = collections.deque(maxlen=size)
-        self._sorted: list[float] = []
+        self.sorted: list[float] = []
         self.mad: float | None = None  # cached; recomputed every few values and before a verdict
         self.mad_age = 0
 
     def __len__(self) -> int:
-        return len(self._sorted)
+        return len(self.sorted)
 
     def add(self, value: float) -> None:
         order = self._order
         if len(order) == order.maxlen:
             old = order[0]
-            del self._sorted[bisect.bisect_left(self._sorted, old)]
+            del self.sorted[bisect.bisect_left(self.sorted, old)]
         order.append(value)
-        bisect.insort(self._sorted, value)
+        bisect.insort(self.sorted, value)
         self.mad_age += 1
 
     def median(self) -> float:
-        s, n = self._sorted, len(self._sorted)
+        s, n = self.sorted, len(self.sorted)
         return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
     def fresh_mad(self) -> float:
         med = self.median()
-        dev = sorted(abs(v - med) for v in self._sorted)
+        dev = sorted(abs(v - med) for v in self.sorted)
         n = len(dev)
         self.mad = dev[n // 2] if n % 2 else (dev[n // 2 - 1] + dev[n // 2]) / 2
         self.mad_age = 0
@@ -302,7 +302,7 @@ class AnomalyDetector:
         out: list[Anomaly] = []
         if w.cooldown:
             w.cooldown -= 1
-        elif len(win) >= r.min_points:
+        elif len(win.sorted) >= r.min_points:
             med = win.median()
             if kind == "loss":
                 excess = value - med
@@ -383,7 +383,7 @@ class AnomalyDetector:
         if basis != self._rate_basis:  # a different measure: start again
             self._rate, self._rate_basis, self._slow, self._in_drop = _Window(r.window), basis, 0, False
         win, out = self._rate, []
-        if len(win) >= r.min_points:
+        if len(win.sorted) >= r.min_points:
             med = win.median()
             if rate < r.throughput_fraction * med:
                 if self._slow == 0:
