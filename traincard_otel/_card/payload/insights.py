@@ -21,6 +21,7 @@ from ..._insights.flops import mfu
 from ..._insights.goodput import CATEGORIES, goodput
 from ..._schema import Attr, Event
 from ..._store.reader import RunData, Series
+from .series import Mode, xy
 
 MAX_ATTENTION: Final = 50  # the panel lists the newest; the count says how many there were
 MAX_MARKERS: Final = 40
@@ -138,6 +139,34 @@ def efficiency(data: RunData) -> dict[str, Any] | None:
         "mfu": achieved_total / (peak * len(per_rank)) if peak and per_rank and achieved_total else None,
         "ranks": per_rank,
     }
+
+
+def mfu_charts(data: RunData, mode: Mode) -> list[dict[str, Any]]:
+    """An MFU chart by step in percent, per rank (tokens/s x FLOPs per token / peak); none without a
+    known peak."""
+    e = efficiency(data)
+    peak = e["peak_flops"] if e else None
+    if not e or not peak or not e["ranks"]:
+        return []
+    series = []
+    for r in e["ranks"]:
+        rates = data.throughput.get(f"tokens_per_second{{rank={r['rank']}}}")
+        if rates is None:
+            continue
+        scale = 100 * r["flops_per_token"] / peak  # percent
+        view = Series(
+            name="mfu",
+            tags={"rank": str(r["rank"])},
+            steps=rates.steps,
+            values=[v * scale for v in rates.values],
+            times=rates.times,
+            attempts=rates.attempts,
+            ranks=rates.ranks,
+        )
+        x, y = xy(view, mode)
+        series.append({"label": f"rank {r['rank']}", "x": x, "y": y})
+    chart = {"id": "mfu", "title": "MFU", "group": "training", "unit": "%", "x": "step", "series": series}
+    return [chart] if series else []
 
 
 def _tokens(data: RunData) -> float:
