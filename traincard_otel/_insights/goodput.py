@@ -141,6 +141,16 @@ class Goodput:
         }
 
 
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _phase_category(span_name: str) -> str | None:
     if not span_name.startswith(PHASE_SPAN_PREFIX):
         return None
@@ -211,26 +221,31 @@ def goodput(run: RunRecords, now: float | None = None) -> Goodput | None:
     if not len(series.values):
         return None
     steps = _Steps(series)
+    # A store is read as it is: records of a hostile or damaged one may hold anything.
     states = sorted(
-        (s for s in run.states if int(s.get("rank", 0)) == rank), key=lambda s: s.get("attempt", 0)
+        (s for s in run.states if _int(s.get("rank")) == rank), key=lambda s: _int(s.get("attempt"))
     )
-    events = [e for e in run.events if int(e.get("rank", 0)) == rank]
-    phases = [p for p in run.phases if int(p.get("rank", 0)) == rank]
+    events = [e for e in run.events if _int(e.get("rank")) == rank and _num(e.get("time")) is not None]
+    phases = [
+        p
+        for p in run.phases
+        if _int(p.get("rank")) == rank and _num(p.get("t0")) is not None and _num(p.get("t1")) is not None
+    ]
 
     # Attempt windows: from the state's start to its last word (a phase, event or step may be later).
     windows: dict[int, list[float]] = {}
     for s in states:
-        a = int(s.get("attempt", 0))
-        start = s.get("started_at")
-        end = s.get("updated_at") or start
-        if isinstance(start, (int, float)) and isinstance(end, (int, float)):
-            windows[a] = [float(start), float(end)]
+        start = _num(s.get("started_at"))
+        end = _num(s.get("updated_at")) or start
+        if start is not None and end is not None:
+            windows[_int(s.get("attempt"))] = [start, end]
     for end, d, a in zip(steps.ends, steps.durations, steps.attempts, strict=True):
         w = windows.setdefault(a, [end - d, end])
         w[0], w[1] = min(w[0], end - d), max(w[1], end)
     for p in phases:
-        w = windows.setdefault(int(p.get("attempt", 0)), [float(p["t0"]), float(p["t1"])])
-        w[0], w[1] = min(w[0], float(p["t0"])), max(w[1], float(p["t1"]))
+        t0, t1 = float(p["t0"]), float(p["t1"])
+        w = windows.setdefault(_int(p.get("attempt")), [t0, t1])
+        w[0], w[1] = min(w[0], t0), max(w[1], t1)
     last_attempt = max(windows)
     running = bool(states) and states[-1].get("status") == "running"
     if running and now is not None:
@@ -244,13 +259,13 @@ def goodput(run: RunRecords, now: float | None = None) -> Goodput | None:
         if category is not None and float(p["t1"]) > float(p["t0"]):
             pieces.append((float(p["t0"]), float(p["t1"]), category))
     open_stall: float | None = None
-    for e in sorted(events, key=lambda e: e.get("time", 0.0)):
+    for e in sorted(events, key=lambda e: float(e["time"])):
         attrs = e.get("attributes") or {}
         if e.get("name") == Event.STALL_STARTED:
-            open_stall = float(e["time"]) - float(attrs.get(Attr.STALL_IDLE_S) or 0.0)
+            open_stall = float(e["time"]) - (_num(attrs.get(Attr.STALL_IDLE_S)) or 0.0)
         elif e.get("name") == Event.STALL_CLEARED:
             t = float(e["time"])
-            start = t - float(attrs.get(Attr.STALL_DURATION_S) or 0.0)
+            start = t - (_num(attrs.get(Attr.STALL_DURATION_S)) or 0.0)
             pieces.append((open_stall if open_stall is not None else start, t, "stall"))
             open_stall = None
     if open_stall is not None and open_stall < run_end:
@@ -271,7 +286,7 @@ def goodput(run: RunRecords, now: float | None = None) -> Goodput | None:
         if excluded:
             continue
         step_total += d
-        if step is not None:
+        if type(step) is int:
             if reached is not None and step <= reached:
                 recomputed.append((end, d))
             else:
@@ -282,7 +297,7 @@ def goodput(run: RunRecords, now: float | None = None) -> Goodput | None:
         in_special += steps.overlap(t0, t1)
     step_total -= in_special
 
-    waited = min(float(run.data_wait_total.get(rank, 0.0)), max(step_total, 0.0))
+    waited = min(_num(run.data_wait_total.get(rank, 0.0)) or 0.0, max(step_total, 0.0))
     wait_share = waited / step_total if step_total > 0 else 0.0
     seconds["data_wait"] = waited
     # A redone step's own wait where the reader still holds it (its last 1000 waits), else the
