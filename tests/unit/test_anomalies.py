@@ -172,6 +172,22 @@ def test_the_watch_counts_each_anomaly_by_kind_on_its_counter() -> None:
         if p.attributes[Attr.ANOMALY_KIND] == "loss_spike"
     ]
     assert point.value == 1
+    # every kind's series is there from the start, at 0 when nothing was flagged
+    kinds = {
+        p.attributes[Attr.ANOMALY_KIND]: p.value
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "traincard.anomalies"
+        for p in m.data.data_points
+    }
+    assert kinds == {
+        "loss_spike": 1,
+        "nonfinite": 1,
+        "grad_explosion": 0,
+        "throughput_drop": 0,
+        "eval_regression": 0,
+    }
 
 
 def _train(steps: int, plant: dict[int, str], reporter: object) -> list[float]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from opentelemetry.metrics import Meter
 
-from .._insights.anomalies import Anomaly, AnomalyDetector, AnomalyRules
+from .._insights.anomalies import KINDS, Anomaly, AnomalyDetector, AnomalyRules
 from .._safety import internal_error
 from .._schema import Attr, Event, Metric
 from ..environment_variables import TRAINCARD_ANOMALIES
@@ -47,6 +47,11 @@ class AnomalyWatch:
         self.detector = AnomalyDetector(rules) if rules is not None else None
         m = Metric.ANOMALIES
         self._counter = meter.create_counter(m.name, unit=m.unit, description=m.meaning)
+        if self.detector is not None:
+            # Every kind's series exists from the start at 0: Prometheus' increase() sees no rise
+            # in a counter whose first sample is already 1, so the alert rule would miss the first.
+            for kind in KINDS:
+                self._counter.add(0, {Attr.ANOMALY_KIND: kind})
 
     @classmethod
     def from_env(cls, emit: Emit, meter: Meter) -> AnomalyWatch:
