@@ -51,6 +51,9 @@ class Attr:
     STALL_IDLE_S: Final = "traincard.stall.idle_s"
     STALL_DURATION_S: Final = "traincard.stall.duration_s"
     RESUME_SOURCE: Final = "traincard.resume.source"
+    ANOMALY_KIND: Final = "traincard.anomaly.kind"
+    ANOMALY_VALUE: Final = "traincard.anomaly.value"
+    ANOMALY_EXPECTED: Final = "traincard.anomaly.expected"
     TORCH_MEMORY_KIND: Final = "traincard.torch.memory.kind"
     LOG_STREAM: Final = "log.iostream"
     ROLE: Final = "traincard.role"  # rank, or launcher (a node's step process that starts ranks)
@@ -98,6 +101,7 @@ class Event:
     RANK_RECOVERED: Final = "traincard.rank.recovered"
     GANG_FIRST_FAILURE: Final = "traincard.gang.first_failure"
     GANG_RANK_HUNG: Final = "traincard.gang.rank_hung"
+    ANOMALY: Final = "traincard.anomaly"
 
     @staticmethod
     def run_ended(status: str) -> str:
@@ -179,6 +183,13 @@ class Metric:
         "{value}",
         "`traincard.drop.reason`",
         "reported values rejected (not a number, bad name or tags), by reason",
+    )
+    ANOMALIES: Final = MetricSpec(
+        "traincard.anomalies",
+        "counter",
+        "{anomaly}",
+        "`traincard.anomaly.kind` (loss_spike, nonfinite, grad_explosion, throughput_drop, eval_regression)",
+        "anomalies flagged in the reported rows (each also a `traincard.anomaly` event)",
     )
     STORE_WRITE_ERRORS: Final = MetricSpec(
         "traincard.store.write_errors",
@@ -528,6 +539,14 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
         f"`{Attr.GANG_HEARTBEAT_AT}`, `{Attr.GANG_CONSEQUENCES}`",
     ),
     (Event.GANG_RANK_HUNG, "a rank whose heartbeat stopped while nothing says it ended; same attributes"),
+    (
+        Event.ANOMALY,
+        "a loss spike, a NaN/inf loss or gradient norm, an exploding gradient norm, a throughput drop or "
+        "an eval regression (rules: `traincard_otel/_insights/anomalies.py`, set by `TRAINCARD_ANOMALIES`); "
+        f"body: the one-line explanation; `{Attr.ANOMALY_KIND}`, `{Attr.METRIC_NAME}`, `{Attr.STEP}`, "
+        f"`{Attr.ANOMALY_VALUE}`, `{Attr.ANOMALY_EXPECTED}` (the median or best value it was judged "
+        "against, when there is one)",
+    ),
 )
 
 _RESOURCE_DOC: Final = (

@@ -70,3 +70,16 @@ terminal and Metaflow's task logs unchanged. Default: true wherever telemetry st
 ``instrument()``, ``Reporter()`` and a plain ``configure()`` alike: they share one pipeline);
 ``configure(capture_console=False)`` or this variable set to false turns it off, and
 ``traincard_otel.testing.capture`` turns it off for tests."""
+
+TRAINCARD_ANOMALIES = "TRAINCARD_ANOMALIES"
+"""The anomaly rules (loss spikes, NaN/inf, exploding gradient norms, throughput drops, eval
+regressions; ``traincard_otel/_insights/anomalies.py`` documents each): ``off``, or
+comma-separated ``field=value`` pairs overriding the defaults, for example
+``spike_mads=8,window=100,throughput_steps=20``. Fields: ``window`` (50), ``min_points`` (20),
+``spike_mads`` (6), ``spike_min_relative`` (0.1), ``cooldown`` (10), ``grad_factor`` (10),
+``throughput_fraction`` (0.5), ``throughput_steps`` (10), ``eval_margin`` (0.05). Default: on."""
+
+TRAINCARD_PEAK_FLOPS = "TRAINCARD_PEAK_FLOPS"
+"""Peak FLOP/s of one accelerator (``3.12e14``), for the model FLOPs utilisation (MFU) of
+accelerators the built-in table of NVIDIA GPUs does not know, or to compare against another
+figure. Default: the table's dense figure for the GPU and the training dtype; unknown on a CPU."""

@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_queue",
         ),
     ),
+    ("insights", ("_insights",)),
     ("store", ("_store",)),
     ("load", ("_targets", "_load")),
     ("telemetry", ("_telemetry",)),

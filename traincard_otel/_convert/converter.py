@@ -34,6 +34,7 @@ from .._schema import (
     StepEnd,
     SystemReport,
 )
+from .anomalies import AnomalyWatch
 from .events import Checkpoints, FailureRecorder
 from .instruments import ConverterInstruments
 from .placement import place_after_step_ends, read_sources
@@ -61,7 +62,8 @@ class Converter:
         self.queue = queue
         self.rejections = Rejections()
         self.spans = PhaseSpans(tracer, logger, run_span)
-        self.rows = RowBatcher(self.spans.emit, self.rejections, self._record_durations)
+        self.anomalies = AnomalyWatch.from_env(self.spans.emit, meter)  # judges the rows as they go out
+        self.rows = RowBatcher(self.anomalies.emit, self.rejections, self._record_durations)
         self.instruments = ConverterInstruments(
             meter,
             queue,

@@ -180,6 +180,8 @@ def merge(source: str, parts: list[tuple[dict[str, Any], RunData, list[dict[str,
         for by_rank, merged_rank in ((data.step_times, out.step_times), (data.data_wait, out.data_wait)):
             for rank, series in by_rank.items():
                 merged_rank[rank] = _concat(merged_rank[rank], series) if rank in merged_rank else series
+        for rank, waited in data.data_wait_total.items():
+            out.data_wait_total[rank] = out.data_wait_total.get(rank, 0.0) + waited
         for series in data.system.values():
             tags = {**series.tags, "node": f"node {index}"}
             view = dataclasses.replace(series, tags=tags, ranks=[first_rank] * len(series.values))

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._insights.goodput import Goodput, goodput
 from .._schema import Attr, Event
 from . import layout, segment
 from .backends import Backend
@@ -56,6 +57,7 @@ class RunData:
     # per rank, the data-wait time of its last DATA_WAIT_TAIL timed steps (not the whole run: a
     # second full series per rank would grow a 64-rank gang's memory by half for one figure)
     data_wait: dict[int, Series] = dataclasses.field(default_factory=dict)
+    data_wait_total: dict[int, float] = dataclasses.field(default_factory=dict)  # per rank, whole run
     phases: list[Record] = dataclasses.field(default_factory=list)
     checkpoints: list[Record] = dataclasses.field(default_factory=list)
     logs: list[Record] = dataclasses.field(default_factory=list)
@@ -116,6 +118,13 @@ class RunData:
         if self.gang.get("failure"):  # a gang's first failure, not what a surviving rank raised
             merged["failure"] = self.gang["failure"]
         return merged
+
+    @property
+    def goodput(self) -> Goodput | None:
+        """Wall time split into productive training steps and the rest (startup, data wait, eval,
+        checkpoints, stalls, restarts, shutdown); None when no step was timed.
+        :mod:`traincard_otel._insights.goodput` defines each category."""
+        return goodput(self)
 
     @property
     def failure(self) -> Record | None:
@@ -263,6 +272,8 @@ def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: in
         _extend(series, s, d, t, attempt, rank)
         waited = steps.filter(pc.is_valid(steps["w"])) if "w" in steps.column_names else None
         if waited is not None and waited.num_rows:
+            waited_s = float(pc.sum(waited["w"]).as_py())
+            data.data_wait_total[rank] = data.data_wait_total.get(rank, 0.0) + waited_s
             waits = data.data_wait.get(rank)
             if waits is None:
                 waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
@@ -303,8 +314,10 @@ def _add_step_columns(data: RunData, rec: Record, attempt: int, rank: int) -> in
         if series is None:
             series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
         _extend(series, ss, dd, tt, attempt, rank)
-        waited = [j for j, i in enumerate(keep) if w[i] == w[i]][-DATA_WAIT_TAIL:]
+        waited = [j for j, i in enumerate(keep) if w[i] == w[i]]
         if waited:
+            data.data_wait_total[rank] = data.data_wait_total.get(rank, 0.0) + sum(w[keep[j]] for j in waited)
+            waited = waited[-DATA_WAIT_TAIL:]
             waits = data.data_wait.get(rank)
             if waits is None:
                 waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
@@ -394,6 +407,7 @@ def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
             _append(series, rec.get("s"), duration, t, attempt, rank)
             wait = rec.get("w")
             if wait is not None:
+                data.data_wait_total[rank] = data.data_wait_total.get(rank, 0.0) + wait
                 waits = data.data_wait.get(rank)
                 if waits is None:
                     waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})

@@ -30,6 +30,7 @@ import time
 from itertools import chain
 from typing import Any
 
+from .._insights.flops import training_fields
 from .._optional import require
 from .._reporter import Phase, Reporter
 from .._safety import guarded, internal_error
@@ -65,6 +66,7 @@ class TraincardCallback:
 
     def __init__(self, reporter: Reporter) -> None:
         self.reporter = reporter
+        self.model: Any = None  # the Trainer's, for the model FLOPs per token
         self._train: Phase | None = None
         self._eval: Phase | None = None
         self._save: Phase | None = None
@@ -155,6 +157,9 @@ class TraincardCallback:
                 Event.RUN_RESUMED,
                 {Attr.STEP: state.global_step, Attr.RESUME_SOURCE: "resume_from_checkpoint"},
             )
+        if self.model is not None:  # model FLOPs per token and the accelerator's peak, for the MFU
+            dtype = "bf16" if args.bf16 else "fp16" if args.fp16 else "tf32" if args.tf32 else "fp32"
+            self.reporter.progress(**training_fields(self.model, dtype))
         self._train = self.reporter.phase("train")
         self.last_step_end = time.perf_counter()
 
@@ -310,6 +315,7 @@ def attach(trainer: Any, reporter: Reporter) -> HFHandle:
     """Tap ``trainer.callback_handler`` and wrap ``train``/``training_step`` on the instance."""
     _check_version()
     callback = TraincardCallback(reporter)
+    callback.model = trainer.model
     handler = trainer.callback_handler
     taps = {event: _tap(handler, event, callback) for event in TAPPED_EVENTS}
     step_fn = trainer.training_step

@@ -17,6 +17,7 @@ from ..gang import gang_section
 from .banners import all_banners, lost_ranks
 from .checkpoints import checkpoint_rows
 from .health import loss_counters
+from .insights import anomaly_markers, insights_section, mfu_charts
 from .logs import log_lines
 from .markers import discontinuities
 from .names import wire_names
@@ -109,9 +110,10 @@ def _build(
         "names": wire_names(),
         "run": status,
         "banners": all_banners(data, status, now),
-        "charts": training_charts(data, mode) + system_charts(data, mode),
+        "charts": training_charts(data, mode) + mfu_charts(data, mode) + system_charts(data, mode),
         "summary": summary_table(data),
-        "markers": discontinuities(data),
+        "markers": discontinuities(data) + anomaly_markers(data),
+        "insights": insights_section(data, now, hourly_cost),
         "checkpoints": checkpoint_rows(data, 20 if mode.live else 500),
         "logs": lines,
         "log_info": log_info,

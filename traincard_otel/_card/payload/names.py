@@ -41,6 +41,7 @@ REPLACED_SECTIONS = [
     "health",
     "empty",
     "gang",
+    "insights",
     "stats",
 ]
 # Readings that are fractions of one (shown as percentages) besides the charted utilizations.

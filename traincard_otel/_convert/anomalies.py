@@ -1,0 +1,115 @@
+"""The anomaly rules applied to the rows the converter emits (:mod:`traincard_otel._insights.anomalies`).
+
+:class:`AnomalyWatch` sits between the row batcher and the OTel logger: it passes every event on
+unchanged, then reads the batched rows it just emitted (``traincard.metrics`` and
+``traincard.step.timing`` bodies, ``docs/schema.md``), so the detector sees exactly the rows the
+batcher accepted, in report order, a column at a time and off the training thread. Each anomaly
+becomes a ``traincard.anomaly`` event right after the rows that revealed it, and one more on the
+``traincard.anomalies`` counter (what the ``TrainingAnomaly`` alert rule reads).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry.metrics import Meter
+
+from .._insights.anomalies import KINDS, Anomaly, AnomalyDetector, AnomalyRules
+from .._safety import internal_error
+from .._schema import Attr, Event, Metric
+from ..environment_variables import TRAINCARD_ANOMALIES
+from ..exceptions import ConfigError
+
+Emit = Callable[[float, str, Any, Mapping[str, Any]], None]
+
+
+def rules_from_env(environ: Mapping[str, str] | None = None) -> AnomalyRules | None:
+    """The rules ``TRAINCARD_ANOMALIES`` asks for (None: detection off).
+
+    Raises:
+        ConfigError: the variable names an unknown rule or a value out of range.
+    """
+    raw = (os.environ if environ is None else environ).get(TRAINCARD_ANOMALIES, "")
+    try:
+        return AnomalyRules.parse(raw)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+class AnomalyWatch:
+    """Wraps the converter's emit function: events pass through, rows also go to the detector."""
+
+    def __init__(self, emit: Emit, meter: Meter, rules: AnomalyRules | None) -> None:
+        """``rules`` None: pass events through and judge nothing (``TRAINCARD_ANOMALIES=off``)."""
+        self._emit = emit
+        self.detector = AnomalyDetector(rules) if rules is not None else None
+        m = Metric.ANOMALIES
+        self._counter = meter.create_counter(m.name, unit=m.unit, description=m.meaning)
+        if self.detector is not None:
+            # Every kind's series exists from the start at 0: Prometheus' increase() sees no rise
+            # in a counter whose first sample is already 1, so the alert rule would miss the first.
+            for kind in KINDS:
+                self._counter.add(0, {Attr.ANOMALY_KIND: kind})
+
+    @classmethod
+    def from_env(cls, emit: Emit, meter: Meter) -> AnomalyWatch:
+        """A watch with the rules ``TRAINCARD_ANOMALIES`` sets (the defaults when unset)."""
+        return cls(emit, meter, rules_from_env())
+
+    def emit(self, t: float, event: str, body: Any, attributes: Mapping[str, Any]) -> None:
+        """Emit the event, then judge the rows it carried."""
+        self._emit(t, event, body, attributes)
+        if self.detector is None:
+            return
+        try:
+            if event == Event.METRICS:
+                self._metric_runs(body["runs"])
+            elif event == Event.STEP_TIMING:
+                self._step_columns(body)
+            elif event == Event.RUN_REWIND:
+                self.detector.rewound()
+        except Exception as exc:  # a bug in a rule never costs the rows
+            internal_error("anomaly detection", exc)
+
+    def _metric_runs(self, runs: list[dict[str, Any]]) -> None:
+        detector = self.detector
+        assert detector is not None
+        for run in runs:
+            names, phase, tags = run["names"], run["phase"], run.get("tags")
+            watched = [(j, name) for j, name in enumerate(names) if detector.role(name, phase) != "none"]
+            if not watched:
+                continue
+            k, steps, times, values = len(names), run["steps"], run["times"], run["values"]
+            suffix = "{" + ",".join(f"{a}={b}" for a, b in sorted(tags.items())) + "}" if tags else ""
+            for j, name in watched:
+                key = name + suffix
+                for i, value in enumerate(values[j::k]):
+                    found = detector.observe(steps[i], key, value, phase)
+                    if found:
+                        self._record(times[i], found)
+
+    def _step_columns(self, body: Mapping[str, Any]) -> None:
+        detector = self.detector
+        assert detector is not None
+        for step, t, d, tok, n in zip(
+            body["steps"], body["times"], body["durations"], body["tokens"], body["samples"], strict=True
+        ):
+            if d == d:  # NaN: not timed
+                found = detector.observe_step(step, d, tok, n)
+                if found:
+                    self._record(t, found)
+
+    def _record(self, t: float, found: list[Anomaly]) -> None:
+        for a in found:
+            attributes: dict[str, Any] = {
+                Attr.ANOMALY_KIND: a.kind,
+                Attr.METRIC_NAME: a.name,
+                Attr.STEP: a.step if a.step is not None else -1,
+                Attr.ANOMALY_VALUE: a.value,
+            }
+            if a.expected is not None:
+                attributes[Attr.ANOMALY_EXPECTED] = a.expected
+            self._emit(t, Event.ANOMALY, a.message, attributes)
+            self._counter.add(1, {Attr.ANOMALY_KIND: a.kind})

@@ -1,0 +1,337 @@
+"""Goodput: a run's wall time split into productive training and everything else.
+
+:func:`goodput` reads what the store holds for one rank (rank 0, or the lowest rank that timed
+steps) and assigns every second from the first attempt's start to the run's end (now, while it
+runs) to exactly one category:
+
+``productive``
+    Training steps (each step end's duration; the HF and Lightning adapters time a step from the
+    previous step end, evaluation and saving excluded), less the three below that happen inside
+    steps: their data wait, their stalls, and steps that a restart re-computes.
+``data_wait``
+    The steps' measured wait for their batch (every step, the re-computed ones included).
+``startup``
+    From the first attempt's start to its first step's start (imports, model load, data set-up).
+``eval``
+    Evaluation phases (``eval``, ``evaluate``, ``validation``, ``test``, ``infer``, ``predict`` ...);
+    step ends reported inside one are evaluation steps, not training.
+``checkpoint``
+    Checkpoint phases (``save``, ``checkpoint``, ``load``, ``restore``).
+``stall``
+    What the watchdog declared stalled (``traincard.stall.*`` events), wherever it happened.
+``restart``
+    Time a retry or resume costs: the compute time of steps run again (a step number at or below
+    one an earlier attempt or stretch already reached; their data wait stays under ``data_wait``),
+    the gap between one attempt's end and the next one's start, and a later attempt's time before
+    its first step and a failed attempt's time after its last step. A redone step's data wait is
+    known for the last 1000 timed steps of a rank (the reader keeps no more); before that, the
+    run's average wait share stands in for it.
+``shutdown``
+    From the last step's end to the run's end.
+``other``
+    Whatever is left: time between steps that no step, phase or stall accounts for (a loop that
+    reports its steps' durations itself may not count all of its time), and, while the run is
+    still running, the time since its last step end (the step in progress).
+
+Phases and stalls are few, so they are resolved exactly (a stall wins over a phase, a checkpoint
+phase over an evaluation phase, and both over the steps they overlap); steps are summed, never
+walked one interval at a time except once to find the re-computed ones.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import itertools
+import math
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Protocol
+
+from .._schema import PHASE_SPAN_PREFIX, Attr, Event
+
+CATEGORIES: Final = (
+    "productive",
+    "data_wait",
+    "startup",
+    "eval",
+    "checkpoint",
+    "stall",
+    "restart",
+    "shutdown",
+    "other",
+)
+EVAL_PHASES: Final = frozenset(
+    {
+        "eval",
+        "evaluate",
+        "evaluation",
+        "validation",
+        "validate",
+        "val",
+        "test",
+        "infer",
+        "inference",
+        "predict",
+        "prediction",
+        "generate",
+    }
+)
+CHECKPOINT_PHASES: Final = frozenset({"save", "checkpoint", "load", "restore", "resume"})
+_PRIORITY: Final = {"stall": 3, "checkpoint": 2, "eval": 1}
+
+
+class _Series(Protocol):
+    @property
+    def steps(self) -> Sequence[int | None]: ...
+    @property
+    def values(self) -> Sequence[float]: ...
+    @property
+    def times(self) -> Sequence[float]: ...
+    @property
+    def attempts(self) -> Sequence[int]: ...
+
+
+class RunRecords(Protocol):
+    """What goodput reads of a :class:`traincard_otel.RunData`."""
+
+    @property
+    def step_times(self) -> Mapping[int, _Series]: ...
+    @property
+    def data_wait(self) -> Mapping[int, _Series]: ...
+    @property
+    def data_wait_total(self) -> Mapping[int, float]: ...
+    @property
+    def phases(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def events(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def states(self) -> Sequence[Mapping[str, Any]]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Goodput:
+    """Seconds per category (:data:`CATEGORIES`, summing to ``wall_s``) for one rank."""
+
+    wall_s: float
+    seconds: dict[str, float]
+    rank: int
+    attempts: int
+    running: bool
+
+    @property
+    def ratio(self) -> float | None:
+        """Productive share of the wall time (None for an empty run)."""
+        return self.seconds["productive"] / self.wall_s if self.wall_s > 0 else None
+
+    @property
+    def badput_s(self) -> float:
+        """Everything that was not productive training."""
+        return self.wall_s - self.seconds["productive"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "wall_s": self.wall_s,
+            "seconds": dict(self.seconds),
+            "ratio": self.ratio,
+            "badput_s": self.badput_s,
+            "rank": self.rank,
+            "attempts": self.attempts,
+            "running": self.running,
+        }
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _phase_category(span_name: str) -> str | None:
+    if not span_name.startswith(PHASE_SPAN_PREFIX):
+        return None
+    name = span_name[len(PHASE_SPAN_PREFIX) :].lower()
+    if name in EVAL_PHASES:
+        return "eval"
+    if name in CHECKPOINT_PHASES:
+        return "checkpoint"
+    return None
+
+
+def _disjoint(pieces: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
+    """Overlapping labelled intervals as disjoint ones, the higher priority winning each instant."""
+    bounds = sorted({b for t0, t1, _c in pieces for b in (t0, t1)})
+    out: list[tuple[float, float, str]] = []
+    for lo, hi in itertools.pairwise(bounds):
+        mid = (lo + hi) / 2
+        best = max((c for t0, t1, c in pieces if t0 <= mid < t1), key=lambda c: _PRIORITY[c], default=None)
+        if best is None:
+            continue
+        if out and out[-1][2] == best and out[-1][1] == lo:
+            out[-1] = (out[-1][0], hi, best)
+        else:
+            out.append((lo, hi, best))
+    return out
+
+
+def _overlap(lo: float, hi: float, pieces: Sequence[tuple[float, float, str]]) -> float:
+    return sum(max(0.0, min(hi, t1) - max(lo, t0)) for t0, t1, _c in pieces)
+
+
+class _Steps:
+    """One rank's timed steps as intervals sorted by end time."""
+
+    def __init__(self, series: _Series) -> None:
+        times = series.times
+        if all(map(operator.le, times, times[1:])):  # the usual case: in order
+            self.ends, self.durations = list(times), list(series.values)
+            self.steps, self.attempts = list(series.steps), list(series.attempts)
+        else:  # ranks' clocks, or attempts read out of order
+            order = sorted(range(len(series.values)), key=times.__getitem__)
+            self.ends = [times[i] for i in order]
+            self.durations = [series.values[i] for i in order]
+            self.steps = [series.steps[i] for i in order]
+            self.attempts = [series.attempts[i] for i in order]
+        self.excluded = [False] * len(self.ends)
+
+    def overlap(self, lo: float, hi: float) -> float:
+        """Seconds of counted step time inside [lo, hi)."""
+        total = 0.0
+        i = bisect.bisect_right(self.ends, lo)
+        while i < len(self.ends) and self.ends[i] - self.durations[i] < hi:
+            if not self.excluded[i]:
+                total += max(0.0, min(hi, self.ends[i]) - max(lo, self.ends[i] - self.durations[i]))
+            i += 1
+        return total
+
+
+def goodput(run: RunRecords, now: float | None = None) -> Goodput | None:
+    """The goodput of ``run`` (see the module docstring); None when it timed no steps.
+
+    ``now``: the end of a run still running (its last record otherwise, or when not given).
+    """
+    if not run.step_times:
+        return None
+    rank = 0 if 0 in run.step_times else min(run.step_times)
+    series = run.step_times[rank]
+    if not len(series.values):
+        return None
+    steps = _Steps(series)
+    # A store is read as it is: records of a hostile or damaged one may hold anything.
+    states = sorted(
+        (s for s in run.states if _int(s.get("rank")) == rank), key=lambda s: _int(s.get("attempt"))
+    )
+    events = [e for e in run.events if _int(e.get("rank")) == rank and _num(e.get("time")) is not None]
+    phases = [
+        p
+        for p in run.phases
+        if _int(p.get("rank")) == rank and _num(p.get("t0")) is not None and _num(p.get("t1")) is not None
+    ]
+
+    # Attempt windows: from the state's start to its last word (a phase, event or step may be later).
+    windows: dict[int, list[float]] = {}
+    for s in states:
+        start = _num(s.get("started_at"))
+        end = _num(s.get("updated_at")) or start
+        if start is not None and end is not None:
+            windows[_int(s.get("attempt"))] = [start, end]
+    for end, d, a in zip(steps.ends, steps.durations, steps.attempts, strict=True):
+        w = windows.setdefault(a, [end - d, end])
+        w[0], w[1] = min(w[0], end - d), max(w[1], end)
+    for p in phases:
+        t0, t1 = float(p["t0"]), float(p["t1"])
+        w = windows.setdefault(_int(p.get("attempt")), [t0, t1])
+        w[0], w[1] = min(w[0], t0), max(w[1], t1)
+    last_attempt = max(windows)
+    running = bool(states) and states[-1].get("status") == "running"
+    if running and now is not None:
+        windows[last_attempt][1] = max(windows[last_attempt][1], now)
+    run_end = windows[last_attempt][1]
+
+    # Phases and stalls, made disjoint.
+    pieces: list[tuple[float, float, str]] = []
+    for p in phases:
+        category = _phase_category(str(p.get("n", "")))
+        if category is not None and float(p["t1"]) > float(p["t0"]):
+            pieces.append((float(p["t0"]), float(p["t1"]), category))
+    open_stall: float | None = None
+    for e in sorted(events, key=lambda e: float(e["time"])):
+        attrs = e.get("attributes") or {}
+        if e.get("name") == Event.STALL_STARTED:
+            open_stall = float(e["time"]) - (_num(attrs.get(Attr.STALL_IDLE_S)) or 0.0)
+        elif e.get("name") == Event.STALL_CLEARED:
+            t = float(e["time"])
+            start = t - (_num(attrs.get(Attr.STALL_DURATION_S)) or 0.0)
+            pieces.append((open_stall if open_stall is not None else start, t, "stall"))
+            open_stall = None
+    if open_stall is not None and open_stall < run_end:
+        pieces.append((open_stall, run_end, "stall"))
+    special = _disjoint(pieces)
+
+    seconds = dict.fromkeys(CATEGORIES, 0.0)
+    # Step ends inside an evaluation phase are evaluation steps: their time is the phase's.
+    for t0, t1, category in special:
+        if category != "stall":
+            lo, hi = bisect.bisect_right(steps.ends, t0), bisect.bisect_right(steps.ends, t1)
+            for i in range(lo, hi):
+                steps.excluded[i] = True
+    step_total = 0.0
+    recomputed: list[tuple[float, float]] = []  # (end time, duration) of the steps run again
+    reached: int | None = None
+    for step, end, d, excluded in zip(steps.steps, steps.ends, steps.durations, steps.excluded, strict=True):
+        if excluded:
+            continue
+        step_total += d
+        if type(step) is int:
+            if reached is not None and step <= reached:
+                recomputed.append((end, d))
+            else:
+                reached = step
+    in_special = 0.0
+    for t0, t1, category in special:
+        seconds[category] += t1 - t0
+        in_special += steps.overlap(t0, t1)
+    step_total -= in_special
+
+    waited = min(_num(run.data_wait_total.get(rank, 0.0)) or 0.0, max(step_total, 0.0))
+    wait_share = waited / step_total if step_total > 0 else 0.0
+    seconds["data_wait"] = waited
+    # A redone step's own wait where the reader still holds it (its last 1000 waits), else the
+    # run's average share.
+    kept = run.data_wait.get(rank)
+    known = dict(zip(kept.times, kept.values, strict=False)) if kept is not None else {}
+    redone = sum(d - min(known[t], d) if t in known else d * (1 - wait_share) for t, d in recomputed)
+    redone = min(redone, max(step_total - waited, 0.0))
+    seconds["restart"] = redone
+    seconds["productive"] = max(0.0, step_total - waited - redone)
+
+    # The stretches before an attempt's first step and after its last one.
+    first_start = min(w[0] for w in windows.values())
+    ordered = sorted(windows.items())
+    for k, (attempt, (start, end)) in enumerate(ordered):
+        own = [i for i, a in enumerate(steps.attempts) if a == attempt]
+        first = steps.ends[own[0]] - steps.durations[own[0]] if own else end
+        last = steps.ends[own[-1]] if own else end
+        head = max(0.0, first - start - _overlap(start, first, special))
+        tail = max(0.0, end - last - _overlap(last, end, special))
+        seconds["startup" if k == 0 else "restart"] += head
+        if k < len(ordered) - 1:
+            seconds["restart"] += tail
+        else:  # while running, the time since the last step end is the step in progress
+            seconds["other" if running else "shutdown"] += tail
+        if k + 1 < len(ordered):
+            gap_end = ordered[k + 1][1][0]
+            seconds["restart"] += max(0.0, gap_end - end - _overlap(end, gap_end, special))
+
+    wall = max(run_end - first_start, 0.0)
+    accounted = sum(v for k, v in seconds.items() if k != "other")
+    seconds["other"] = max(0.0, wall - accounted)
+    if accounted > wall:  # overlapping records (clock steps between processes): never above the wall
+        scale = wall / accounted if accounted > 0 else 0.0
+        seconds = {k: v * scale for k, v in seconds.items()}
+    seconds = {k: (v if math.isfinite(v) else 0.0) for k, v in seconds.items()}
+    return Goodput(wall_s=wall, seconds=seconds, rank=rank, attempts=len(windows), running=running)
