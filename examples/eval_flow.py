@@ -59,9 +59,6 @@ class EvalFlow(FlowSpec):
         import torch
         from tiny_gpt2 import ProgressionDataset, tiny_gpt2
 
-        # Per-item figures on top of Reporter.metrics (items/s, latency percentiles, errors).
-        from traincard_otel._insights.items import ItemMeter
-
         torch.manual_seed(0)
         reporter = current.traincard
         model = tiny_gpt2()
@@ -70,7 +67,7 @@ class EvalFlow(FlowSpec):
         data = ProgressionDataset(int(self.items), seed=1)
         every, corrupt = int(self.report_every), int(self.corrupt_every)
         reporter.progress(max_steps=int(self.items))
-        meter = ItemMeter(reporter, every=every, phase="eval")
+        meter = reporter.meter("eval", every=every)  # items/s, latency percentiles, errors
         loss_sum = correct = predicted = 0.0
         scored = 0
         with reporter.phase("eval"), torch.no_grad():

@@ -62,9 +62,6 @@ class InferenceFlow(FlowSpec):
         import torch
         from tiny_gpt2 import ProgressionDataset, tiny_gpt2
 
-        # Per-item figures on top of Reporter.metrics (items/s, tokens/s, latency and TTFT, errors).
-        from traincard_otel._insights.items import ItemMeter
-
         torch.manual_seed(0)
         reporter = current.traincard
         model = tiny_gpt2()
@@ -75,7 +72,7 @@ class InferenceFlow(FlowSpec):
         long_prompt = ProgressionDataset(1, seq_len=context + 8, seed=3)[0]["input_ids"]
         new_tokens, long_every = int(self.new_tokens), int(self.too_long_every)
         reporter.progress(max_steps=int(self.prompts))
-        meter = ItemMeter(reporter, every=int(self.report_every), phase="infer")
+        meter = reporter.meter("infer", every=int(self.report_every))  # + tokens/s, TTFT
         self.completions = []
         with reporter.phase("infer"), torch.no_grad():
             for i in range(int(self.prompts)):

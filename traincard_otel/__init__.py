@@ -7,6 +7,7 @@ datastore and, when ``OTEL_*`` variables ask for it, an existing OTLP stack.
 
 from __future__ import annotations
 
+from ._insights.items import ItemMeter
 from ._instrument import instrument
 from ._load import load
 from ._pipeline import shutdown
@@ -27,6 +28,7 @@ _reader.html_renderer = _card_html
 
 __all__ = [
     "ConfigError",
+    "ItemMeter",
     "MissingDependencyError",
     "Phase",
     "Reporter",

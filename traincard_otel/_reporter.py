@@ -16,6 +16,7 @@ from typing import Any
 
 from . import _pipeline
 from ._config import Settings
+from ._insights.items import ItemMeter
 from ._queue import MetricSource, ReportQueue
 from ._safety import warn_once
 from ._schema import (
@@ -270,6 +271,16 @@ class Reporter:
             q.open_phases.append((ph.token, ph.name))
             q.put(PhaseStart(time.time(), ph.name, ph.token, q.step))
         return ph
+
+    def meter(self, phase: str | None = None, *, every: int = 50) -> ItemMeter:
+        """Count the items of an evaluation or inference loop: returns an :class:`ItemMeter`.
+
+        Call ``meter.item(latency_s, tokens=..., ttft_s=..., error=...)`` once per item; every
+        ``every`` items (and at ``close()``, or the end of a ``with`` block) it reports items/s,
+        latency percentiles, errors and, for generation, tokens/s and time to first token, as
+        metrics at step = items done, in ``phase`` (the phase open now when None).
+        """
+        return ItemMeter(self, every=every, phase=self.current_phase if phase is None else phase)
 
     def checkpoint(
         self, path: str | os.PathLike[str], step: int | None = None, metadata: Mapping[str, Any] | None = None

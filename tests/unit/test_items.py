@@ -77,3 +77,14 @@ def test_the_whole_loop_summary_keeps_a_bounded_sample() -> None:
     assert summary["latency_p50_s"] == pytest.approx(50, abs=3) and summary["latency_p99_s"] >= 95
     with pytest.raises(ValueError, match="every must be at least 1"):
         ItemMeter(sink, every=0)
+
+
+def test_reporter_meter_reports_in_the_open_phase_and_closes_with_its_block() -> None:
+    with capture() as cap:
+        with cap.reporter.phase("eval"), cap.reporter.meter(every=4) as meter:
+            for _ in range(6):
+                meter.item(0.01)
+        run = cap.load()
+    rows = [r for r in run.to_rows("metrics") if r["metric"] == "items_per_s"]
+    assert [r["step"] for r in rows] == [4, 6]  # the block's end reported the last two
+    assert meter.phase == "eval"

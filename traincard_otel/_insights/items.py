@@ -42,7 +42,11 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 class ItemMeter:
-    """Counts the items of an evaluation or inference loop and reports their figures."""
+    """Counts the items of an evaluation or inference loop and reports their figures.
+
+    Made by :meth:`traincard_otel.Reporter.meter`; a context manager that reports what is left
+    when it closes.
+    """
 
     def __init__(
         self,
@@ -54,7 +58,7 @@ class ItemMeter:
     ) -> None:
         if every < 1:
             raise ValueError(f"every must be at least 1; got {every!r}")
-        self._reporter, self._every, self._phase, self._clock = reporter, every, phase, clock
+        self._reporter, self._every, self.phase, self._clock = reporter, every, phase, clock
         self.items = self.errors = self.tokens = 0
         self._started = self._since = clock()
         self._latencies: list[float] = []
@@ -109,10 +113,16 @@ class ItemMeter:
             len(self._latencies), elapsed, self._latencies, self._errors, self._tokens, self._ttfts
         )
         values["errors"] = float(self.errors)
-        self._reporter.metrics(values, step=self.items, phase=self._phase)
+        self._reporter.metrics(values, step=self.items, phase=self.phase)
         self._since = now
         self._latencies, self._ttfts = [], []
         self._errors = self._tokens = 0
+
+    def __enter__(self) -> ItemMeter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def close(self) -> dict[str, float]:
         """Report what is left; returns :meth:`summary`."""
