@@ -40,6 +40,7 @@ class Settings:
     logs_exporters: tuple[str, ...] = ()
     metric_export_interval_ms: float = 60_000.0
     capture_console: bool = True
+    anomalies: str = ""  # the anomaly rules' text, parsed by the pipeline at start (docs in README)
 
 
 def _parse_bool(name: str, raw: str) -> bool:
@@ -108,6 +109,7 @@ _ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "logs_exporters": ("OTEL_LOGS_EXPORTER", _parse_exporters),
     "metric_export_interval_ms": ("OTEL_METRIC_EXPORT_INTERVAL", _parse_positive(float)),
     "capture_console": (ev.TRAINCARD_CAPTURE_CONSOLE, _parse_bool),
+    "anomalies": (ev.TRAINCARD_ANOMALIES, lambda n, r: r.strip()),
 }
 
 

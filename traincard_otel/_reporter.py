@@ -354,7 +354,7 @@ def configure(**settings: Any) -> Reporter:
     the defaults; see ``traincard_otel.environment_variables``): ``store``, ``flush_interval_s``,
     ``system``, ``system_interval_s``, ``buffer_cap``, ``report_ranks``, ``refresh_interval_s``,
     ``shutdown_timeout_s``, ``log_level``, ``stall_timeout_s``, ``rank_timeout_s``,
-    ``hourly_cost``, ``capture_console``, ``service_name``. Calling it again with the same
+    ``hourly_cost``, ``capture_console``, ``anomalies``, ``service_name``. Calling it again with the same
     settings (or none) returns a reporter of the running pipeline.
 
     Raises:

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from traincard_otel._convert.anomalies import AnomalyWatch, rules_from_env
+from traincard_otel._config import resolve
+from traincard_otel._convert.anomalies import AnomalyWatch, parse_rules
 from traincard_otel._insights.anomalies import AnomalyDetector, AnomalyRules, direction, role
 from traincard_otel._schema import Attr, Event
 from traincard_otel.exceptions import ConfigError
@@ -123,12 +124,12 @@ def test_an_eval_regression_is_judged_against_the_best_in_the_right_direction() 
     assert [(a.kind, a.step) for a in acc] == [("eval_regression", 4)]
 
 
-def test_rules_come_from_the_environment_and_bad_ones_fail_loudly() -> None:
-    assert rules_from_env({}) == AnomalyRules()
-    assert rules_from_env({"TRAINCARD_ANOMALIES": "off"}) is None
-    assert rules_from_env({"TRAINCARD_ANOMALIES": "spike_mads=8, window=100"}) == AnomalyRules(
-        spike_mads=8.0, window=100
-    )
+def test_rules_come_from_the_setting_and_bad_ones_fail_loudly_at_start() -> None:
+    assert parse_rules(resolve(environ={}).anomalies) == AnomalyRules()
+    assert parse_rules(resolve(environ={"TRAINCARD_ANOMALIES": "off"}).anomalies) is None
+    assert parse_rules(
+        resolve({"anomalies": "spike_mads=8, window=100"}, environ={"TRAINCARD_ANOMALIES": "off"}).anomalies
+    ) == AnomalyRules(spike_mads=8.0, window=100)  # the argument beats the variable
     for bad, said in (
         ("spike=3", "field among window, min_points"),
         ("window=lots", "window='lots' is not a number"),
@@ -136,7 +137,9 @@ def test_rules_come_from_the_environment_and_bad_ones_fail_loudly() -> None:
         ("min_points=90", "min_points <= window"),
     ):
         with pytest.raises(ConfigError, match=said):
-            rules_from_env({"TRAINCARD_ANOMALIES": bad})
+            parse_rules(bad)
+    with pytest.raises(ConfigError, match="TRAINCARD_ANOMALIES: 'spike=3'"), capture(anomalies="spike=3"):
+        pass
 
 
 def test_the_watch_counts_each_anomaly_by_kind_on_its_counter() -> None:

@@ -10,7 +10,6 @@ becomes a ``traincard.anomaly`` event right after the rows that revealed it, and
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,21 +18,19 @@ from opentelemetry.metrics import Meter
 from .._insights.anomalies import KINDS, Anomaly, AnomalyDetector, AnomalyRules
 from .._safety import internal_error
 from .._schema import Attr, Event, Metric
-from ..environment_variables import TRAINCARD_ANOMALIES
 from ..exceptions import ConfigError
 
 Emit = Callable[[float, str, Any, Mapping[str, Any]], None]
 
 
-def rules_from_env(environ: Mapping[str, str] | None = None) -> AnomalyRules | None:
-    """The rules ``TRAINCARD_ANOMALIES`` asks for (None: detection off).
+def parse_rules(text: str) -> AnomalyRules | None:
+    """The rules the ``anomalies`` setting (``TRAINCARD_ANOMALIES``) asks for (None: detection off).
 
     Raises:
-        ConfigError: the variable names an unknown rule or a value out of range.
+        ConfigError: the text names an unknown rule or a value out of range.
     """
-    raw = (os.environ if environ is None else environ).get(TRAINCARD_ANOMALIES, "")
     try:
-        return AnomalyRules.parse(raw)
+        return AnomalyRules.parse(text)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -52,11 +49,6 @@ class AnomalyWatch:
             # in a counter whose first sample is already 1, so the alert rule would miss the first.
             for kind in KINDS:
                 self._counter.add(0, {Attr.ANOMALY_KIND: kind})
-
-    @classmethod
-    def from_env(cls, emit: Emit, meter: Meter) -> AnomalyWatch:
-        """A watch with the rules ``TRAINCARD_ANOMALIES`` sets (the defaults when unset)."""
-        return cls(emit, meter, rules_from_env())
 
     def emit(self, t: float, event: str, body: Any, attributes: Mapping[str, Any]) -> None:
         """Emit the event, then judge the rows it carried."""

@@ -17,6 +17,7 @@ from opentelemetry._logs import Logger
 from opentelemetry.metrics import Meter
 from opentelemetry.trace import Span
 
+from .._insights.anomalies import AnomalyRules
 from .._queue import ReportQueue
 from .._safety import internal_error
 from .._schema import (
@@ -58,11 +59,12 @@ class Converter:
         run_span: Span,
         last_system: Callable[[], Mapping[str, float]],
         timed: bool,
+        anomaly_rules: AnomalyRules | None = None,
     ) -> None:
         self.queue = queue
         self.rejections = Rejections()
         self.spans = PhaseSpans(tracer, logger, run_span)
-        self.anomalies = AnomalyWatch.from_env(self.spans.emit, meter)  # judges the rows as they go out
+        self.anomalies = AnomalyWatch(self.spans.emit, meter, anomaly_rules)  # judges the rows as they go out
         self.rows = RowBatcher(self.anomalies.emit, self.rejections, self._record_durations)
         self.instruments = ConverterInstruments(
             meter,

@@ -22,6 +22,7 @@ from opentelemetry.trace import Status, StatusCode, set_span_in_context
 from .. import _logbridge as logbridge
 from .._config import Settings
 from .._convert import Converter
+from .._convert.anomalies import parse_rules
 from .._identity import MetaflowIdentity, RankIdentity, resource_attributes
 from .._queue import ReportQueue
 from .._safety import internal_error, report_internal_error
@@ -50,6 +51,7 @@ class Pipeline:
         backend: Backend | None,
     ) -> None:
         self.settings, self.mf, self.rank, self.backend = settings, mf, rank, backend
+        anomaly_rules = parse_rules(settings.anomalies)  # a bad rule fails before anything starts
         self.started_at = time.time()
         self.status = "running"
         self.terminated_by: str | None = None
@@ -93,6 +95,7 @@ class Pipeline:
             run_span=self.run_span,
             last_system=self.last_system,
             timed=self.providers.exports_metrics,
+            anomaly_rules=anomaly_rules,
         )
         self._pipeline_instruments(run_meter)
         self.watchdog = Watchdog(
