@@ -34,13 +34,15 @@ def _roots(obj: object) -> set[str]:
     return {cls.__module__.split(".", 1)[0] for cls in type(obj).__mro__}
 
 
-def instrument(obj: Any, **settings: Any) -> Handle:
+def instrument(obj: Any, *, model: Any = None, **settings: Any) -> Handle:
     """Report everything ``obj`` (a training framework object) does to the card and OTel.
 
     Args:
         obj: a ``transformers.Trainer`` (or subclass, such as ``trl.SFTTrainer``), a Lightning
             ``Trainer``, an ``accelerate.Accelerator``, or the ``torch.optim.Optimizer`` of a
             hand-written loop (the handle then has ``log()`` and ``save()``).
+        model: for an ``Accelerator`` or an optimizer, the model being trained, so its FLOPs per
+            token give the card's MFU (Trainers know their model).
         **settings: passed to :func:`traincard_otel.configure` if telemetry is not set up yet.
 
     Returns:
@@ -70,11 +72,11 @@ def instrument(obj: Any, **settings: Any) -> Handle:
     elif "accelerate" in roots and hasattr(obj, "trackers"):
         from .adapters.accelerate import attach as attach_accelerate
 
-        handle = attach_accelerate(obj, configure(**settings))
+        handle = attach_accelerate(obj, configure(**settings), model)
     elif "torch" in roots and hasattr(obj, "register_step_post_hook") and hasattr(obj, "param_groups"):
         from .adapters.torch_loop import attach as attach_loop
 
-        handle = attach_loop(obj, configure(**settings))
+        handle = attach_loop(obj, configure(**settings), model)
     else:
         raise TypeError(
             f"traincard_otel.instrument() does not support {type(obj).__qualname__}; supported: {SUPPORTED}"

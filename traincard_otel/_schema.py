@@ -54,6 +54,7 @@ class Attr:
     ANOMALY_KIND: Final = "traincard.anomaly.kind"
     ANOMALY_VALUE: Final = "traincard.anomaly.value"
     ANOMALY_EXPECTED: Final = "traincard.anomaly.expected"
+    GOODPUT_CATEGORY: Final = "traincard.goodput.category"
     TORCH_MEMORY_KIND: Final = "traincard.torch.memory.kind"
     LOG_STREAM: Final = "log.iostream"
     ROLE: Final = "traincard.role"  # rank, or launcher (a node's step process that starts ranks)
@@ -190,6 +191,33 @@ class Metric:
         "{anomaly}",
         "`traincard.anomaly.kind` (loss_spike, nonfinite, grad_explosion, throughput_drop, eval_regression)",
         "anomalies flagged in the reported rows (each also a `traincard.anomaly` event)",
+    )
+    GOODPUT_TIME: Final = MetricSpec(
+        "traincard.goodput.time",
+        "gauge",
+        "s",
+        "`traincard.goodput.category` (productive, data_wait, startup, eval, checkpoint, stall, restart, "
+        "shutdown, other)",
+        "the run's wall time so far by category, as the card computes it from the store "
+        "(published by the process that draws the live card; one per gang, from its control task)",
+    )
+    GOODPUT_RATIO: Final = MetricSpec(
+        "traincard.goodput.ratio", "gauge", "1", "", "productive share of the run's wall time so far"
+    )
+    MODEL_FLOPS: Final = MetricSpec(
+        "traincard.model.flops",
+        "gauge",
+        "{FLOP}/s",
+        "`traincard.rank`",
+        "achieved model FLOP/s of each rank: (6 x trainable + 4 x frozen parameters + the attention "
+        "term) x its recent tokens/s",
+    )
+    MFU: Final = MetricSpec(
+        "traincard.mfu",
+        "gauge",
+        "1",
+        "`traincard.rank`",
+        "model FLOPs utilisation of each rank's accelerator (only where its peak is known)",
     )
     STORE_WRITE_ERRORS: Final = MetricSpec(
         "traincard.store.write_errors",

@@ -50,3 +50,18 @@ def test_accelerate_log_reaches_the_store(how: str, store_dir: Path) -> None:
     assert run.status["step"] == 12
     if how == "log_with":
         assert any(e["name"] == "traincard.hyperparams" and e["body"] == {"lr": "0.05"} for e in run.events)
+
+
+@pytest.mark.parametrize("hint", [True, False])
+def test_the_model_gives_flops_per_token_in_the_accelerators_precision(hint: bool, store_dir: Path) -> None:
+    accelerator = accelerate.Accelerator(cpu=True)
+    model = accelerator.prepare(torch.nn.Linear(4, 2))  # 10 parameters
+    if hint:
+        traincard_otel.instrument(accelerator, model=model)
+    else:
+        traincard_otel.instrument(accelerator)  # the model prepare() has seen
+    accelerator.log({"loss": 1.0}, step=1)
+    traincard_otel.shutdown()
+    progress = traincard_otel.load(store_dir).status["progress"]
+    assert progress["flops_per_token"] == 6 * 10 and progress["compute_dtype"] == "fp32"
+    assert progress["peak_flops"] is None and "no GPU" in progress["peak_source"]

@@ -124,3 +124,15 @@ def test_training_fields_on_a_cpu_have_the_flops_and_an_honest_unknown_peak() ->
         "peak_flops": None,
         "peak_source": "no GPU (set TRAINCARD_PEAK_FLOPS to compare with a known peak)",
     }
+
+
+def test_the_compute_dtype_comes_from_the_mixed_precision_or_the_weights() -> None:
+    torch = pytest.importorskip("torch")
+    from traincard_otel._insights.flops import compute_dtype
+
+    model = torch.nn.Linear(2, 2)
+    assert compute_dtype(model) == "fp32"  # on a CPU, no TF32
+    assert compute_dtype(model, "bf16") == "bf16" and compute_dtype(model, "no") == "fp32"
+    assert compute_dtype(model.to(torch.bfloat16)) == "bf16"
+    assert compute_dtype(model.to(torch.float16)) == "fp16"
+    assert compute_dtype(object()) == "fp32"  # nothing to read: the honest default

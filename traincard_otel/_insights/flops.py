@@ -200,6 +200,28 @@ def device_name(model: Any) -> str | None:
     return str(torch.cuda.get_device_name(device))
 
 
+_DTYPES: Final = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float8_e4m3fn": "fp8"}
+
+
+def compute_dtype(model: Any, mixed_precision: str | None = None) -> str:
+    """The dtype ``model``'s matrix multiplications run in, for the peak table: ``mixed_precision``
+    (Accelerate's ``"bf16"``, ``"fp16"``, ``"fp8"``) when set, else its first parameter's dtype,
+    float32 counting as ``"tf32"`` where torch lets CUDA matmuls use TF32."""
+    if mixed_precision in ("bf16", "fp16", "fp8"):
+        return mixed_precision
+    parameters = getattr(model, "parameters", None)
+    first = next(iter(parameters()), None) if callable(parameters) else None
+    dtype = str(getattr(first, "dtype", ""))
+    if dtype in _DTYPES:
+        return _DTYPES[dtype]
+    if getattr(getattr(first, "device", None), "type", None) == "cuda":
+        import torch  # already imported by whoever built a CUDA tensor
+
+        if torch.backends.cuda.matmul.allow_tf32:
+            return "tf32"
+    return "fp32"
+
+
 def mfu(flops_per_token: float, tokens_per_s: float, peak: float, accelerators: int = 1) -> float:
     """Model FLOPs utilisation: ``flops_per_token x tokens_per_s / (peak x accelerators)``."""
     return flops_per_token * tokens_per_s / (peak * max(accelerators, 1))

@@ -32,6 +32,7 @@ from .._store.writer import StoreWriter
 from .._telemetry.health import Watchdog
 from .._version import __version__
 from .bounded import bounded, left
+from .insight_gauges import InsightGauges
 from .providers import build_providers
 from .schedule import FlushSchedule
 
@@ -98,6 +99,7 @@ class Pipeline:
             anomaly_rules=anomaly_rules,
         )
         self._pipeline_instruments(run_meter)
+        self.insight_gauges = InsightGauges(run_meter)  # the live card's refresher publishes to it
         self.watchdog = Watchdog(
             progress=lambda: (self.queue.step, self.queue.heartbeat_at),
             recent_step_times=self.converter.rows.recent_durations,

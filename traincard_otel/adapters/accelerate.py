@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._insights.flops import compute_dtype, training_fields
 from .._optional import require
 from .._reporter import Reporter
 from .._safety import guarded
@@ -89,9 +90,17 @@ class AccelerateHandle:
         self.tracker.reporter.flush()
 
 
-def attach(accelerator: Any, reporter: Reporter) -> AccelerateHandle:
-    """Add a :class:`TraincardTracker` to ``accelerator`` (on the main process, like Accelerate does)."""
+def attach(accelerator: Any, reporter: Reporter, model: Any = None) -> AccelerateHandle:
+    """Add a :class:`TraincardTracker` to ``accelerator`` (on the main process, like Accelerate does).
+
+    ``model`` (else the first model ``accelerator.prepare`` has seen) gives the FLOPs per token
+    for MFU, in the accelerator's mixed precision.
+    """
     _check_version()
+    model = model if model is not None else next(iter(getattr(accelerator, "_models", ())), None)
+    if model is not None:
+        precision = str(getattr(accelerator, "mixed_precision", "no"))
+        reporter.progress(**training_fields(model, compute_dtype(model, precision)))
     tracker = TraincardTracker(reporter)
     if accelerator.is_main_process:
         accelerator.trackers.append(tracker)

@@ -5,7 +5,9 @@
     tracker.log(loss=loss, batch=batch)                 # metrics, and throughput from the batch
     tracker.save(model.state_dict(), "ckpt/step-1000.pt")  # torch.save + the checkpoint record
 
-For grad-norm, use :func:`track` with ``model=`` and ``grad_norm_every=``: the norm is computed as
+``instrument(optimizer, model=model)`` also reports the model's FLOPs per token, so the card shows
+MFU (with the throughput ``log(batch=...)`` measures). For grad-norm, use :func:`track` with
+``model=`` and ``grad_norm_every=``: the norm is computed as
 a tensor before ``optimizer.step()`` and converted off the training thread (no extra CUDA sync there).
 """
 
@@ -15,6 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from .._insights.flops import compute_dtype, training_fields
 from .._optional import require
 from .._reporter import Reporter
 from .._safety import guarded
@@ -50,6 +53,8 @@ class LoopTracker:
         if model is not None and grad_norm_every > 0:
             self._handles.append(optimizer.register_step_pre_hook(self._before_step))
         self.closed = False  # instrument() attaches afresh once closed
+        if model is not None:  # model FLOPs per token, for MFU
+            reporter.progress(**training_fields(model, compute_dtype(model)))
 
     @guarded("torch_loop.pre_step", None)
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -105,5 +110,5 @@ def track(optimizer: Any, *, model: Any = None, grad_norm_every: int = 0, **sett
     return LoopTracker(optimizer, configure(**settings), model=model, grad_norm_every=grad_norm_every)
 
 
-def attach(optimizer: Any, reporter: Reporter) -> LoopTracker:
-    return LoopTracker(optimizer, reporter)
+def attach(optimizer: Any, reporter: Reporter, model: Any = None) -> LoopTracker:
+    return LoopTracker(optimizer, reporter, model=model)

@@ -20,6 +20,7 @@ from typing import Any
 
 from metaflow.decorators import StepDecorator
 
+from .. import _pipeline
 from .._identity import (
     ENV_CONTROL_TASK,
     ENV_LAUNCHER_PID,
@@ -148,17 +149,17 @@ class TraincardDecorator(StepDecorator):
         current._update_env({"traincard": reporter})
         # Killed by SIGTERM (preemption, eviction), task_finished never runs: draw the final card then.
         add_terminate_hook(_render_final_cards)
-        pipeline_settings = reporter.settings
-        if reporter.enabled and pipeline_settings is not None:
+        pipeline_settings, pipeline = reporter.settings, _pipeline.active()
+        if reporter.enabled and pipeline_settings is not None and pipeline is not None:
+            control = gang is None or gang.node_index == 0  # one figure per gang
             self._refresher = Refresher(
                 backend,
                 mf.pathspec,
                 pipeline_settings.refresh_interval_s,
                 hourly_cost=pipeline_settings.hourly_cost,
                 reader=reader,
-                emit=reporter.event
-                if reader is not None and gang is not None and gang.node_index == 0
-                else None,
+                emit=reporter.event if reader is not None and gang is not None and control else None,
+                publish=pipeline.insight_gauges.publish if control else None,
             ).start()
 
     def task_exception(

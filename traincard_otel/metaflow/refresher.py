@@ -64,6 +64,7 @@ class Refresher:
         retry_s: float = 0.25,
         reader: Any = None,
         emit: Callable[[str, dict[str, Any]], None] | None = None,
+        publish: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self._cards, self._busy = cards, busy
@@ -72,6 +73,7 @@ class Refresher:
         # A gang's task reads every node's store (a GangReader); any other task, its own.
         self._reader = reader if reader is not None else StoreReader(backend, source=title)
         self._emit = emit  # gang events, from the control node only (one event per gang)
+        self._publish = publish  # the card's goodput and MFU, for the pipeline's gauges
         self._told: set[tuple[str, int]] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-refresher", daemon=True)
@@ -97,6 +99,8 @@ class Refresher:
             payload = build_payload(data, live=True, hourly_cost=self.hourly_cost)
             for card in cards:
                 card.refresh(payload)
+            if self._publish is not None and payload.get("insights"):
+                self._publish(payload["insights"])
             if self._emit is not None and payload.get("gang"):
                 self._gang_events(payload["gang"])
             self.pushed += 1
