@@ -72,7 +72,7 @@ def _card(flow_dir: Path, script: str, pathspec: str) -> str:
     return out.read_text()
 
 
-def _check_in_browser(html: str, tmp_path: Path, charts: set[str]) -> None:
+def _check_in_browser(html: str, tmp_path: Path, charts: set[str], title: str) -> None:
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         return  # the payload checks above stand; tests/browser covers the page itself
     from selenium import webdriver
@@ -99,6 +99,12 @@ def _check_in_browser(html: str, tmp_path: Path, charts: set[str]) -> None:
         assert charts <= drawn, drawn
         assert driver.find_element(By.ID, "tc-phase").text in ("\u2013", "-", "")  # finished: no open phase
         assert "WARNING" in driver.find_element(By.ID, "tc-logs").text  # the failed items' lines
+        # laid out for the kind of loop: items, not steps; no epoch; its own section title
+        assert driver.find_element(By.CLASS_NAME, "tc-step-label").text.lower() == "items"
+        assert driver.find_elements(By.ID, "tc-epoch") == []
+        assert (
+            driver.find_element(By.CSS_SELECTOR, "#tc-charts .tc-h2").text.lower().startswith(title.lower())
+        )
     finally:
         driver.quit()
 
@@ -129,9 +135,12 @@ def test_eval_flow_reports_items_latency_and_errors(flow_dir: Path, tmp_path: Pa
     html = _card(flow_dir, "eval_flow.py", pathspec)
     payload = card_payload(html)
     charts = {c["id"] for c in payload["charts"]}
-    assert {"items_per_s", "latency_p50_s", "errors", "accuracy", "loss"} <= charts
+    assert {"items_per_s", "latency_s", "errors", "accuracy", "loss"} <= charts
+    latency = next(c for c in payload["charts"] if c["id"] == "latency_s")
+    assert [s["label"] for s in latency["series"]] == ["p50", "p90", "p99"] and latency["unit"] == "s"
+    assert payload["run"]["kind"] == "evaluation" and payload["run"]["unit"] == "item"
     assert payload["insights"]["attention"] == []  # an eval loop's batches are not loss spikes
-    _check_in_browser(html, tmp_path, {"items_per_s", "errors"})
+    _check_in_browser(html, tmp_path, {"items_per_s", "errors"}, "Evaluation metrics")
 
 
 @pytest.mark.slow
@@ -162,5 +171,6 @@ def test_inference_flow_reports_tokens_ttft_and_errors(flow_dir: Path, tmp_path:
     html = _card(flow_dir, "inference_flow.py", pathspec)
     payload = card_payload(html)
     charts = {c["id"] for c in payload["charts"]}
-    assert {"tokens_per_s", "ttft_p50_s", "latency_p90_s", "items_per_s", "error_rate"} <= charts
-    _check_in_browser(html, tmp_path, {"tokens_per_s", "ttft_p50_s"})
+    assert {"tokens_per_s", "ttft_s", "latency_s", "items_per_s", "error_rate"} <= charts
+    assert payload["run"]["kind"] == "inference"
+    _check_in_browser(html, tmp_path, {"tokens_per_s", "ttft_s"}, "Inference metrics")

@@ -105,6 +105,43 @@ def test_a_figure_reported_once_beside_curves_is_a_summary_row_and_every_chart_h
     assert [c["id"] for c in build_payload(early)["charts"]] == ["loss"]
 
 
+def _loop_run(phase: str, *, timed: bool = False) -> RunData:
+    data = RunData(source="loop")
+    data.phases = [{"n": f"training.{phase}", "t0": 1000.0, "t1": 1100.0, "rank": 0, "attempt": 0}]
+    data.states = [
+        {"attempt": 0, "rank": 0, "status": "finished", "step": 100, "progress": {"max_steps": 100}}
+    ]
+    for name in ("items_per_s", "latency_p50_s", "latency_p99_s", "latency_p90_s", "loss"):
+        data.metrics[name] = _series(name, list(range(10, 101, 10)))
+    if timed:
+        data.step_times[0] = _series("step_time", list(range(1, 101)), 0.02)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("phase", "timed", "kind", "unit", "label"),
+    [
+        ("eval", False, "evaluation", "item", "eval"),
+        ("validation", False, "evaluation", "item", "eval"),
+        ("generate", False, "inference", "item", "infer"),
+        ("infer", False, "inference", "item", "infer"),
+        ("train", False, "training", "step", "train"),
+        ("eval", True, "training", "step", "train"),  # timed optimizer steps: training with an eval
+    ],
+)
+def test_the_card_lays_itself_out_for_the_kind_of_loop(
+    phase: str, timed: bool, kind: str, unit: str, label: str
+) -> None:
+    payload = build_payload(_loop_run(phase, timed=timed), final=True)
+    assert (payload["run"]["kind"], payload["run"]["unit"]) == (kind, unit)
+    charts = {c["id"]: c for c in payload["charts"]}
+    assert charts["loss"]["x"] == unit and [s["label"] for s in charts["loss"]["series"]] == [label]
+    latency = charts["latency_s"]  # percentiles share one chart, in order, in seconds
+    assert [s["label"] for s in latency["series"]] == ["p50", "p90", "p99"]
+    assert (latency["title"], latency["unit"]) == ("latency", "s")
+    assert charts["items_per_s"]["unit"] == "items/s" and charts["items_per_s"]["title"] == "items_per_s"
+
+
 def test_empty_sections_say_why_in_words() -> None:
     note = "No GPU figures: NVML could not start (NVMLError_LibraryNotFound: NVML Shared Library Not Found)"
     assert readable_note(note) == "No GPU figures: NVML could not start (no NVIDIA driver found)"

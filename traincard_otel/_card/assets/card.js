@@ -205,7 +205,8 @@
     var progress = el("div", "tc-progress-row");
     var stepText = (has(run.step) ? str(run.step) : "\u2013") + (has(run.max_steps) ? " / " + str(run.max_steps) : "");
     var stepBox = el("div", "tc-step-box");
-    add(stepBox, el("span", "tc-step-label", "step"),
+    var counted = run.unit === "item" ? "items" : "step";
+    add(stepBox, el("span", "tc-step-label", counted),
       el("span", "tc-step", stepText, { id: "tc-step", "data-step": has(run.step) ? run.step : "" }));
     progress.appendChild(stepBox);
     if (isNum(run.step) && isNum(run.max_steps) && run.max_steps > 0) {
@@ -227,8 +228,8 @@
     var facts = el("dl", "tc-facts");
     var epoch = has(run.epoch) ? fmtNum(run.epoch, 3) : "\u2013";
     if (has(run.num_epochs)) epoch += " / " + fmtNum(run.num_epochs);
+    if (!run.kind || run.kind === "training") facts.appendChild(fact("tc-epoch", "epoch", epoch));
     add(facts,
-      fact("tc-epoch", "epoch", epoch),
       fact("tc-elapsed", "elapsed", fmtDur(run.elapsed_s), run.started_at ? "started " + fmtDateTime(run.started_at) : null),
       fact("tc-eta", "ETA", isNum(run.eta_s) ? fmtDur(run.eta_s) : "\u2013",
         isNum(run.eta_s) ? "finishes around " + fmtClock(S.payload.generated_at + run.eta_s) : null),
@@ -646,7 +647,7 @@
     var styles = seriesStyles(spec, th);
     countPoints(ch);
     var series = [{
-      label: isTime ? "time" : "step",
+      label: isTime ? "time" : str(spec.x || "step"),
       value: function (u, v, si, idx) {
         if (idx === null || idx === undefined) v = ch.lastX;
         return v === null || v === undefined ? "\u2013" : isTime ? fmtClock(v) : fmtInt(v);
@@ -737,6 +738,9 @@
     S.dom.trainEmpty.textContent = emptyText("training", "No training metrics reported yet.");
     tg.hidden = !training.length;
     sg.hidden = !system.length;
+    var heading = S.dom.charts.querySelector(".tc-h2 span");
+    var run = (S.payload && S.payload.run) || {};
+    if (heading && run.metrics_title) heading.textContent = str(run.metrics_title);
     var count = S.dom.charts.querySelector(".tc-count");
     if (count) count.textContent = training.length ? String(training.length) : "";
     S.charts.forEach(function (ch) { if (!ch.plot) buildPlot(ch); });

@@ -18,6 +18,7 @@ from .banners import all_banners, lost_ranks
 from .checkpoints import checkpoint_rows
 from .health import loss_counters
 from .insights import anomaly_markers, insights_section, mfu_charts
+from .kind import run_kind
 from .logs import log_lines
 from .markers import discontinuities
 from .names import wire_names
@@ -99,7 +100,13 @@ def _build(
     data: RunData, mode: Mode, *, final: bool, now: float | None, hourly_cost: float | None
 ) -> dict[str, Any]:
     now = time.time() if now is None else now
-    status = run_status(data, now, hourly_cost)
+    kind = run_kind(data)
+    status = {
+        **run_status(data, now, hourly_cost),
+        "kind": kind.name,
+        "unit": kind.unit,
+        "metrics_title": kind.title,
+    }
     system = system_section(data)
     lines, log_info = log_lines(data, mode)
     return {
@@ -110,7 +117,7 @@ def _build(
         "names": wire_names(),
         "run": status,
         "banners": all_banners(data, status, now),
-        "charts": training_charts(data, mode) + mfu_charts(data, mode) + system_charts(data, mode),
+        "charts": training_charts(data, mode, kind) + mfu_charts(data, mode) + system_charts(data, mode),
         "summary": summary_table(data),
         "markers": discontinuities(data) + anomaly_markers(data),
         "insights": insights_section(data, now, hourly_cost),

@@ -78,5 +78,5 @@ def wire_names() -> dict[str, Any]:
         "byte_metrics": list(BYTE_METRICS),
         "series_colors": {"train": 0, "eval": 1},
         "groups": {"training": "training", "system": "system"},
-        "axes": {"step": "step", "time": "time"},
+        "axes": {"step": "step", "item": "item", "time": "time"},
     }

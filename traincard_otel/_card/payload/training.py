@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..._store.reader import RunData, Series
+from .kind import TRAINING, RunKind
 from .series import LIVE_SCAN_MAX, Mode, by_rank, head, stretches, xy
 from .units import DIMENSIONLESS, metric_unit
 
@@ -35,13 +36,20 @@ def is_bookkeeping(name: str) -> bool:
     return bool(_BOOKKEEPING.search(name))
 
 
-def chart_name(metric: str) -> tuple[str, str]:
-    """(chart, series label): ``eval_loss`` joins ``loss`` as its eval series."""
+_PERCENTILE = re.compile(r"^(?P<base>.+?)_(?P<p>p\d{1,2}(?:\.\d+)?)(?P<unit>_[a-z]+)?$")
+
+
+def chart_name(metric: str, plain: str = "train") -> tuple[str, str]:
+    """(chart, series label): ``eval_loss`` joins ``loss`` as its eval series, ``latency_p90_s``
+    joins ``latency_s`` as its p90 series; ``plain`` labels the rest (the run kind's phase)."""
     if metric.startswith("eval_"):
         return metric[5:], "eval"
     if metric.startswith("train_"):
         return metric[6:], "train"
-    return metric, "train"
+    m = _PERCENTILE.match(metric)
+    if m:
+        return m["base"] + (m["unit"] or ""), m["p"]
+    return metric, plain
 
 
 def _split(data: RunData) -> tuple[list[Series], list[Series]]:
@@ -91,30 +99,44 @@ def summary_table(data: RunData) -> list[dict[str, Any]]:
     return rows
 
 
-def training_charts(data: RunData, mode: Mode) -> list[Chart]:
-    """Curves by step: known ones first, then the rest by name, then throughput and step time."""
+def training_charts(data: RunData, mode: Mode, kind: RunKind = TRAINING) -> list[Chart]:
+    """Curves by step (by item in an evaluation or inference loop): known ones first, then the
+    rest by name, then throughput and step time."""
     charted, _summary = _split(data)
     charts: dict[str, Chart] = {}
     for series in charted:
-        chart_id, label = chart_name(series.name)
+        chart_id, label = chart_name(series.name, kind.series)
         if series.tags:
             label = ",".join(f"{k}={v}" for k, v in sorted(series.tags.items()))
         chart = charts.setdefault(
             chart_id,
             {
                 "id": chart_id,
-                "title": chart_id,
+                "title": _title(chart_id),
                 "group": "training",
                 "unit": metric_unit(chart_id),
-                "x": "step",
+                "x": kind.unit,
                 "series": [],
             },
         )
         chart["series"] += _series_entries(series, label, mode)
     for chart in charts.values():  # train first, then eval, then the rest: stable colours
-        chart["series"].sort(key=lambda s: (0 if s["label"].startswith("train") else 1, s["label"]))
+        chart["series"].sort(key=lambda s: (0 if s["label"].startswith("train") else 1, _natural(s["label"])))
     ordered = sorted(charts.values(), key=lambda c: (_CHART_ORDER.get(c["id"], 50), c["id"]))
     return ordered + throughput_charts(data, mode)
+
+
+def _title(chart_id: str) -> str:
+    """``latency_s`` is titled "latency" (its unit says seconds); ``items_per_s`` keeps its name."""
+    if chart_id.endswith("_s") and not chart_id.endswith("_per_s") and metric_unit(chart_id) == "s":
+        return chart_id[:-2]
+    return chart_id
+
+
+def _natural(label: str) -> tuple[float, str]:
+    """p50 before p90 before p99; other labels by name."""
+    m = re.fullmatch(r"p(\d+(?:\.\d+)?)", label)
+    return (float(m[1]), "") if m else (float("inf"), label)
 
 
 def _series_entries(series: Series, label: str, mode: Mode) -> list[dict[str, Any]]:

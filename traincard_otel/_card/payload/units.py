@@ -15,7 +15,9 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"samples?_per_second$"), "samples/s"),
     (re.compile(r"steps?_per_second$"), "steps/s"),
     (re.compile(r"_per_second$"), "1/s"),
-    (re.compile(r"(?:_runtime|_seconds|_time_s|_duration_s|^step_time)$"), "s"),
+    (re.compile(r"(?:^|_)(?P<what>items|tokens|samples|requests|images|steps)_per_s$"), r"\g<what>/s"),
+    (re.compile(r"_per_s$"), "1/s"),
+    (re.compile(r"(?:_runtime|_seconds|_s|^step_time)$"), "s"),
     (re.compile(r"(?:^|_)flos$"), "FLOP"),
     (re.compile(r"(?:_bytes|_memory)$"), "By"),
     (re.compile(r"(?:^|_)tokens$"), "tokens"),
@@ -25,6 +27,7 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
 def metric_unit(name: str) -> str:
     """The unit of the training metric ``name`` ("1" when it has none, e.g. a loss)."""
     for pattern, unit in _RULES:
-        if pattern.search(name):
-            return unit
+        m = pattern.search(name)
+        if m:
+            return m.expand(unit)
     return DIMENSIONLESS
