@@ -8,6 +8,7 @@ def test_public_names_are_pinned() -> None:
     assert sorted(traincard_otel.__all__) == sorted(
         [
             "ConfigError",
+            "ItemMeter",
             "MissingDependencyError",
             "Phase",
             "Reporter",
