@@ -242,7 +242,7 @@
     if (run.cost && typeof run.cost === "object") {
       var c = run.cost;
       var costText = fmtMoney(c.so_far) + (isNum(c.at_eta) && status === "running" ? " \u2192 " + fmtMoney(c.at_eta) : "");
-      facts.appendChild(fact("tc-cost", "cost", costText, isNum(c.hourly) ? fmtMoney(c.hourly) + " per hour" +
+      facts.appendChild(fact("tc-cost", "cost", costText, isNum(c.hourly) ? fmtMoney(c.hourly) + " per hour" + (c.nodes > 1 ? " (" + fmtInt(c.nodes) + " nodes)" : "") +
         (isNum(c.at_eta) ? "; " + fmtMoney(c.at_eta) + " at ETA" : "") : null));
     }
     head.appendChild(facts);
