@@ -1,0 +1,29 @@
+"""Why a value is untyped: the only names through which ``typing.Any`` enters the package.
+
+Everywhere else a value has a precise type (``object`` where it is only passed on or checked with
+``isinstance``). These aliases mark the few places where no precise type exists, and each says
+why, so a reader knows what checks the value gets instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+#: An object of a framework the package drives but never imports to name it (a Trainer, a model,
+#: a tensor, an optimizer, a Lightning module, Metaflow's ``current`` or its datastore, a card
+#: component): its attributes are whatever the user's installed version provides, so it is used
+#: by duck typing, every access guarded where the framework's versions differ.
+Foreign: TypeAlias = Any
+
+#: A value a user handed the reporter as a metric, step or figure: a number, a numpy or torch
+#: scalar, or junk. The training thread stores it as is (checking costs µs there); the converter
+#: converts it off that thread, and counts and shows what it rejects.
+Reported: TypeAlias = Any
+
+#: A value decoded from JSON (a store record, a card payload, a state file) or built to be encoded
+#: as JSON: its shape is checked where it is read, and a record of the wrong shape is counted and
+#: shown, never crashed on.
+JsonValue: TypeAlias = Any
+
+#: A JSON object: a store record, a payload section, a status body (see :data:`JsonValue`).
+JsonObject: TypeAlias = dict[str, JsonValue]
