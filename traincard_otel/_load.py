@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from ._store.reader import RunData, read_store
 from ._targets import PATHSPEC, backend_for, is_store, resolve_one, stores_under
@@ -19,7 +18,7 @@ def _is_task_dir_or_url(target: str | os.PathLike[str]) -> bool:
     return os.path.isdir(path) and (is_store(Path(path)) or not stores_under(Path(path)))
 
 
-def load(target: Any) -> RunData:
+def load(target: object) -> RunData:
     """Read everything a training task recorded: metric series, phases, checkpoints, logs, status.
 
     Args:

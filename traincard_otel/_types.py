@@ -15,9 +15,10 @@ from typing import Any, TypeAlias
 #: by duck typing, every access guarded where the framework's versions differ.
 Foreign: TypeAlias = Any
 
-#: A value a user handed the reporter as a metric, step or figure: a number, a numpy or torch
-#: scalar, or junk. The training thread stores it as is (checking costs µs there); the converter
-#: converts it off that thread, and counts and shows what it rejects.
+#: A value user code handed the package: a metric, step or figure (a number, a numpy or torch
+#: scalar, or junk), or a setting by keyword. The training thread stores a report as is (checking
+#: costs µs there) and the converter converts it off that thread, counting and showing what it
+#: rejects; settings are checked once, at start, and a bad one fails loudly.
 Reported: TypeAlias = Any
 
 #: A value decoded from JSON (a store record, a card payload, a state file) or built to be encoded

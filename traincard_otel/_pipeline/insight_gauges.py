@@ -11,14 +11,14 @@ gauges stay silent rather than report a made-up zero.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from .._schema import Attr, Metric
+from .._types import JsonValue
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         return None
     return float(value)
@@ -28,7 +28,7 @@ class InsightGauges:
     """Observable gauges over the last published ``insights`` section of the card payload."""
 
     def __init__(self, meter: Meter) -> None:
-        self._latest: Mapping[str, Any] = {}
+        self._latest: Mapping[str, JsonValue] = {}
         for spec, observe in (
             (Metric.GOODPUT_TIME, self._goodput_time),
             (Metric.GOODPUT_RATIO, self._goodput_ratio),
@@ -39,11 +39,11 @@ class InsightGauges:
                 spec.name, callbacks=[observe], unit=spec.unit, description=spec.meaning
             )
 
-    def publish(self, insights: Mapping[str, Any]) -> None:
+    def publish(self, insights: Mapping[str, JsonValue]) -> None:
         """Keep ``insights`` (the payload's section) for the next export; one reference swap."""
         self._latest = insights
 
-    def _goodput(self) -> Mapping[str, Any]:
+    def _goodput(self) -> Mapping[str, JsonValue]:
         return self._latest.get("goodput") or {}
 
     def _goodput_time(self, _options: CallbackOptions) -> Iterable[Observation]:
