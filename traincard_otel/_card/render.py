@@ -7,7 +7,6 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from .._store.reader import RunData
 from ._html import assemble_html
@@ -21,7 +20,7 @@ def render_data(data: RunData, *, live: bool, final: bool, hourly_cost: float | 
 
 
 def render_target(
-    target: Any, *, live: bool = False, final: bool = True, hourly_cost: float | None = None
+    target: object, *, live: bool = False, final: bool = True, hourly_cost: float | None = None
 ) -> str:
     """Load ``target`` (see :func:`traincard_otel.load`) and render its card."""
     from .._load import load
