@@ -25,9 +25,10 @@ import json
 import sys
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
-Record = dict[str, Any]
+from .._types import JsonObject, JsonValue
+
+Record = JsonObject
 
 PACKED_METRICS = "m*"
 PACKED_STEPS = "st*"
@@ -48,7 +49,7 @@ _encode = json.JSONEncoder(separators=(",", ":"), default=_json_default).encode
 def metric_run(
     phase: str | None,
     names: Sequence[str],
-    steps: list[Any],
+    steps: list[int | None],
     times: Iterable[float],
     values: Iterable[float],
     tags: Mapping[str, str] | None = None,
@@ -64,7 +65,7 @@ def metric_run(
 
 
 def step_run(
-    steps: list[Any],
+    steps: list[int | None],
     times: Iterable[float],
     durations: Iterable[float],
     waits: Iterable[float],
@@ -186,7 +187,7 @@ def _parse_lines(lines: list[bytes]) -> tuple[list[Record], bool]:
 
 def _unpack_metrics(rec: Record) -> list[Record]:
     names: list[str] = rec["n"]
-    steps: list[Any] = rec["s"]
+    steps: list[JsonValue] = rec["s"]
     times, values = _unf64(rec["t"]), _unf64(rec["v"])
     width = len(names)
     if len(times) != len(steps) or len(values) != width * len(steps):
@@ -208,10 +209,10 @@ def _unpack_metrics(rec: Record) -> list[Record]:
 
 
 def _unpack_steps(rec: Record) -> list[Record]:
-    steps: list[Any] = rec["s"]
+    steps: list[JsonValue] = rec["s"]
     times, durations, waits = _unf64(rec["t"]), _unf64(rec["d"]), _unf64(rec["w"])
-    samples: list[Any] = rec["n"]
-    tokens: list[Any] = rec["tok"]
+    samples: list[JsonValue] = rec["n"]
+    tokens: list[JsonValue] = rec["tok"]
     n = len(steps)
     if not len(times) == len(durations) == len(waits) == len(samples) == len(tokens) == n:
         raise ValueError("packed step ends: column lengths differ")
