@@ -49,7 +49,7 @@ _encode = json.JSONEncoder(separators=(",", ":"), default=_json_default).encode
 def metric_run(
     phase: str | None,
     names: Sequence[str],
-    steps: list[int | None],
+    steps: Sequence[int | None],
     times: Iterable[float],
     values: Iterable[float],
     tags: Mapping[str, str] | None = None,
@@ -65,7 +65,7 @@ def metric_run(
 
 
 def step_run(
-    steps: list[int | None],
+    steps: Sequence[int | None],
     times: Iterable[float],
     durations: Iterable[float],
     waits: Iterable[float],
