@@ -331,7 +331,12 @@ def _start_card_refresher(pipeline: _pipeline.Pipeline) -> None:
         return
     settings = pipeline.settings
     refresher = Refresher(
-        pipeline.backend, pipeline.mf.pathspec, settings.refresh_interval_s, hourly_cost=settings.hourly_cost
+        pipeline.backend,
+        pipeline.mf.pathspec,
+        settings.refresh_interval_s,
+        hourly_cost=settings.hourly_cost,
+        baseline=settings.baseline,
+        pathspec=pipeline.mf.pathspec,
     ).start()
     pipeline.on_shutdown.append(refresher.stop)
 

@@ -9,24 +9,40 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._insights.baseline import Baseline
 from .._store.reader import RunData
 from ._html import assemble_html
 from .payload import build_payload
 
 
-def render_data(data: RunData, *, live: bool, final: bool, hourly_cost: float | None = None) -> str:
-    """The card HTML for already-loaded ``data``."""
-    payload = build_payload(data, live=False, final=final, hourly_cost=hourly_cost)
+def render_data(
+    data: RunData,
+    *,
+    live: bool,
+    final: bool,
+    hourly_cost: float | None = None,
+    baseline: Baseline | None = None,
+) -> str:
+    """The card HTML for already-loaded ``data`` (compared with ``baseline``, else ``data.baseline``)."""
+    payload = build_payload(data, live=False, final=final, hourly_cost=hourly_cost, baseline=baseline)
     return assemble_html(payload, live=live)
 
 
 def render_target(
-    target: Any, *, live: bool = False, final: bool = True, hourly_cost: float | None = None
+    target: Any,
+    *,
+    live: bool = False,
+    final: bool = True,
+    hourly_cost: float | None = None,
+    baseline: str | None = None,
 ) -> str:
-    """Load ``target`` (see :func:`traincard_otel.load`) and render its card."""
+    """Load ``target`` (see :func:`traincard_otel.load`, ``baseline`` included) and render its card.
+
+    A baseline that cannot be found or read is a note in the card: only ``target`` itself can fail.
+    """
     from .._load import load
 
-    return render_data(load(target), live=live, final=final, hourly_cost=hourly_cost)
+    return render_data(load(target, baseline=baseline), live=live, final=final, hourly_cost=hourly_cost)
 
 
 def write_card(path: str | os.PathLike[str], page: str) -> int:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._card.payload import build_payload
+from .._insights.baseline import Baseline
+from .._load import load_baseline
 from .._safety import report_internal_error
 from .._schema import Attr, Event
 from .._store.backends import Backend
@@ -64,6 +66,8 @@ class Refresher:
         retry_s: float = 0.25,
         reader: Any = None,
         emit: Callable[[str, dict[str, Any]], None] | None = None,
+        baseline: str = "none",
+        pathspec: str | None = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self._cards, self._busy = cards, busy
@@ -75,10 +79,25 @@ class Refresher:
         self._told: set[tuple[str, int]] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-refresher", daemon=True)
+        # The baseline is a finished run: found and read once, on its own thread (a slow metadata
+        # service or datastore delays only the overlay), then kept for every later payload.
+        self._baseline_spec, self._pathspec = baseline, pathspec
+        self.baseline: Baseline | None = None
+        self._baseline_thread = threading.Thread(
+            target=self._find_baseline, name="traincard-baseline", daemon=True
+        )
 
     def start(self) -> Refresher:
         self._thread.start()
+        if self._baseline_spec != "none":
+            self._baseline_thread.start()
         return self
+
+    def _find_baseline(self) -> None:
+        try:
+            self.baseline = load_baseline(self._pathspec, self._baseline_spec, slim=True)
+        except Exception as exc:  # load_baseline says why in a note; this is a bug of ours
+            report_internal_error("finding the baseline run", exc)
 
     def _run(self) -> None:
         wait = self.interval_s
@@ -94,7 +113,7 @@ class Refresher:
             return False
         try:
             data = self._reader.read()
-            payload = build_payload(data, live=True, hourly_cost=self.hourly_cost)
+            payload = build_payload(data, live=True, hourly_cost=self.hourly_cost, baseline=self.baseline)
             for card in cards:
                 card.refresh(payload)
             if self._emit is not None and payload.get("gang"):
