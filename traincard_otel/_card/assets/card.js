@@ -547,6 +547,7 @@
       ch.counts.push(n); ch.lastY.push(last);
       if (s.x.length && (ch.lastX === null || s.x[s.x.length - 1] > ch.lastX)) ch.lastX = s.x[s.x.length - 1];
     });
+    baselineLegendValues(ch);
   }
 
   function timeTicks(u, ticks) {
@@ -1219,6 +1220,24 @@
   function baselineStyles(spec, styles) {
     return styles.map(function (st, i) {
       return spec.series[i] && spec.series[i].baseline ? { stroke: fadeColour(st.stroke, 0.6), dash: [7, 4] } : st;
+    });
+  }
+
+  /* Without a cursor the legend shows each series' latest value: for a chart with a baseline, this run's
+     latest step and the baseline's value there (not the baseline's own last step, often further on). */
+  function baselineLegendValues(ch) {
+    var own = null, any = false;
+    ch.spec.series.forEach(function (s) {
+      if (s.baseline) { any = true; return; }
+      if (s.x.length && (own === null || s.x[s.x.length - 1] > own)) own = s.x[s.x.length - 1];
+    });
+    if (!any || own === null) return;
+    ch.lastX = own;
+    ch.spec.series.forEach(function (s, i) {
+      if (!s.baseline) return;
+      var v = null;
+      for (var k = 0; k < s.x.length && s.x[k] <= own; k++) if (s.y[k] !== null) v = s.y[k];
+      ch.lastY[i] = v;
     });
   }
 
