@@ -82,7 +82,13 @@ _cache_lock = threading.Lock()
 _CACHE_SIZE = 4
 
 
-def load_baseline(current: str | None, spec: str | None = "auto", *, slim: bool = False) -> Baseline | None:
+def load_baseline(
+    current: str | None,
+    spec: str | None = "auto",
+    *,
+    slim: bool = False,
+    timeout_s: float | None = None,
+) -> Baseline | None:
     """The baseline of the task ``current`` (a pathspec ``Flow/run/step/task``, or None outside
     Metaflow) for the setting ``spec`` (see :data:`traincard_otel.environment_variables.TRAINCARD_BASELINE`);
     None when ``spec`` is ``none``. Never raises: a missing or unreadable baseline is a
@@ -91,18 +97,35 @@ def load_baseline(current: str | None, spec: str | None = "auto", *, slim: bool 
     A baseline is a finished run, so what was read is kept (the last few, by pathspec) for the next
     call. ``slim`` keeps only what the card draws and compares (the training loss, the eval
     metrics and the lowest rank's step times), for a process that holds it for a whole run.
+    ``timeout_s`` bounds the wait (a card render has a deadline of its own): past it, the lookup
+    is left to finish on its daemon thread and the answer is a note.
     """
     spec = baseline_spec(spec)
     if spec == "none":
         return None
+    if timeout_s is None:
+        return _load_baseline(current, spec, slim)
+    box: list[Baseline] = []
+    worker = threading.Thread(
+        target=lambda: box.append(_load_baseline(current, spec, slim)), name="traincard-baseline", daemon=True
+    )
+    worker.start()
+    worker.join(timeout_s)
+    if box:
+        return box[0]
+    what = "the latest earlier good run" if spec == "auto" else spec
+    return Baseline(label=spec, note=f"baseline {what} could not be read: not within {timeout_s:g} s")
+
+
+def _load_baseline(current: str | None, spec: str, slim: bool) -> Baseline:
     try:
-        label, target, run_id = _find(current, spec)
+        label, target, run_id, data = _find(current, spec)
     except _NoBaseline as exc:
         return Baseline(label=spec, note=str(exc))
     except Exception as exc:
         return Baseline(label=spec, note=f"baseline {spec} could not be read: {_reason(exc)}")
     try:
-        data = _read_cached(label, target)
+        data = data if data is not None else _read_cached(label, target)
     except _NoBaseline as exc:
         return Baseline(label=label, note=str(exc), run_id=run_id)
     except Exception as exc:
@@ -141,10 +164,14 @@ def _slim(data: RunData) -> RunData:
     return RunData(source=data.source, metrics=keep, step_times=times, states=data.states[:1])
 
 
-def _find(current: str | None, spec: str) -> tuple[str, Any, str | None]:
-    """(label, what :func:`load` reads, Metaflow run id or None) for the setting ``spec``."""
+Found = tuple[str, Any, str | None, RunData | None]
+
+
+def _find(current: str | None, spec: str) -> Found:
+    """(label, what :func:`load` reads, Metaflow run id or None, its data if already read) for
+    the setting ``spec``."""
     if spec != "auto" and (re.match(r"^(s3|gs|az|file|metaflow)://", spec) or os.path.isdir(spec)):
-        return spec, spec, None
+        return spec, spec, None, None
     if current is None:
         if spec == "auto":
             raise _NoBaseline(
@@ -163,7 +190,7 @@ def _find(current: str | None, spec: str) -> tuple[str, Any, str | None]:
     return _named(metaflow, current, spec)
 
 
-def _named(metaflow: Any, current: str | None, spec: str) -> tuple[str, Any, str | None]:
+def _named(metaflow: Any, current: str | None, spec: str) -> Found:
     """A baseline the user named: ``Flow/run/step/task``, ``Flow/run/step``, ``Flow/run`` or a run id
     (the step and flow of ``current`` fill in what is left out)."""
     parts = spec.strip("/").split("/")
@@ -181,7 +208,7 @@ def _named(metaflow: Any, current: str | None, spec: str) -> tuple[str, Any, str
         task = _pick_task(step, current)
         if task is None:
             raise _NoBaseline(f"baseline {spec} could not be read: the step has no task")
-    return task.pathspec, task, task.pathspec.split("/")[1]
+    return task.pathspec, task, task.pathspec.split("/")[1], None
 
 
 def _pick_task(step: Any, current: str | None) -> Any:
@@ -206,7 +233,7 @@ def _pick_task(step: Any, current: str | None) -> Any:
     return sorted(tasks, key=lambda t: t.id)[0]
 
 
-def _latest_good(metaflow: Any, current: str) -> tuple[str, Any, str | None]:
+def _latest_good(metaflow: Any, current: str) -> Found:
     """The newest run of ``current``'s flow, other than ``current``'s own and started before it,
     in the namespace runs of this process are in, whose same step succeeded and holds telemetry."""
     flow_name, run_id, step_name, _task_id = current.split("/")
@@ -239,13 +266,13 @@ def _latest_good(metaflow: Any, current: str) -> tuple[str, Any, str | None]:
             task = _pick_task(step, current)
             if task is None or not task.successful:
                 continue
-            backend, _title = backend_for(task)
-            if not backend.list():  # the step ran without telemetry then
-                continue
+            data = _read_cached(task.pathspec, task)
+        except _NoBaseline:  # the step ran without telemetry then
+            continue
         except Exception as exc:  # one unreadable run does not hide the earlier ones
             failed = exc
             continue
-        return task.pathspec, task, run.id
+        return task.pathspec, task, run.id, data
     if failed is not None:
         raise _NoBaseline(
             f"no earlier successful run of {flow_name}/{step_name} could be read: {_reason(failed)}"

@@ -36,12 +36,13 @@ def run_flow(root: Path, *args: str, **env_vars: str) -> str:
     return f"BaselineFlow/{match.group(1)}/train/{match.group(2)}"
 
 
-def final_card(root: Path, pathspec: str) -> dict[str, Any]:
+def final_card(root: Path, pathspec: str, **env_vars: str) -> dict[str, Any]:
     code = (
         "from metaflow.cards import get_cards\n"
         "print(json.dumps([c.get() for c in get_cards(metaflow.Task(sys.argv[1]), type='traincard')]))"
     )
-    pages = metaflow_client(code, pathspec, root, subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(root)))
+    env = subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(root), **env_vars)
+    pages = metaflow_client(code, pathspec, root, env)
     payloads = [card_payload(html) for html in pages if 'id="tc-payload"' in html]
     assert len(payloads) == 1, pages
     assert payloads[0]["final"] is True
@@ -148,3 +149,21 @@ def test_an_unreadable_named_baseline_is_a_note_and_the_card_still_renders(root:
     assert payload["run"]["status"] == "finished" and payload["run"]["step"] == 300
     assert any(c["id"] == "loss" for c in payload["charts"])
     assert payload["baseline"]["series"] == []
+
+
+@pytest.mark.slow
+def test_on_the_s3_datastore_the_second_run_is_compared_with_the_first(tmp_path: Path) -> None:
+    pytest.importorskip("moto")
+    from s3_server import metaflow_s3_env, s3_server
+
+    shutil.copy(FLOW, tmp_path / "baseline_flow.py")
+    with s3_server() as endpoint:
+        s3 = metaflow_s3_env(endpoint)
+        first = run_flow(tmp_path, **s3)
+        second = run_flow(tmp_path, "--scale", "0.9", **s3)
+        assert not list(tmp_path.rglob("traincard/a0"))  # both stores live in the bucket only
+        b = final_card(tmp_path, second, **s3)["baseline"]
+    assert b["label"] == first and b["note"] is None
+    assert [f["verdict"] for f in b["status"]] == ["ahead", "level"]
+    assert b["status"][0]["text"].endswith("(10.0 % lower)")
+    assert {s["chart"] for s in b["series"]} == {"loss"} and len(b["series"]) == 2

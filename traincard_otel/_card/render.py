@@ -14,6 +14,9 @@ from .._store.reader import RunData
 from ._html import assemble_html
 from .payload import build_payload
 
+#: The longest a card render waits for its baseline: Metaflow gives a card render 45 s in all.
+BASELINE_TIMEOUT_S = 20.0
+
 
 def render_data(
     data: RunData,
@@ -38,11 +41,18 @@ def render_target(
 ) -> str:
     """Load ``target`` (see :func:`traincard_otel.load`, ``baseline`` included) and render its card.
 
-    A baseline that cannot be found or read is a note in the card: only ``target`` itself can fail.
+    A baseline that cannot be found or read (within ``BASELINE_TIMEOUT_S``) is a note in the card:
+    only ``target`` itself can fail.
     """
-    from .._load import load
+    from .._load import load, load_baseline
 
-    return render_data(load(target, baseline=baseline), live=live, final=final, hourly_cost=hourly_cost)
+    data = load(target)
+    if baseline is not None:
+        pathspec = getattr(target, "pathspec", None)
+        data.baseline = load_baseline(
+            pathspec if isinstance(pathspec, str) else None, baseline, timeout_s=BASELINE_TIMEOUT_S
+        )
+    return render_data(data, live=live, final=final, hourly_cost=hourly_cost)
 
 
 def write_card(path: str | os.PathLike[str], page: str) -> int:
