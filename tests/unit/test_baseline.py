@@ -159,3 +159,21 @@ def test_load_with_a_baseline_folder(tmp_path: Path) -> None:
         and empty.note == f"baseline {tmp_path / 'empty'} could not be read: it holds no traincard telemetry"
     )
     assert load_baseline(None, "none") is None
+
+
+def test_a_card_render_waits_for_its_baseline_only_so_long(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    _write_store(tmp_path / "slow", 10, scale=1.0, step_s=0.01)
+    [state] = list((tmp_path / "slow").rglob("state.json"))
+    state.unlink()
+    os.mkfifo(state)  # reading it blocks until someone opens it for writing: a stuck datastore
+    try:
+        got = load_baseline(None, str(tmp_path / "slow"), timeout_s=0.5)
+        assert got is not None and got.data is None
+        assert got.note == f"baseline {tmp_path / 'slow'} could not be read: not within 0.5 s"
+    finally:
+        release = threading.Thread(target=lambda: open(state, "wb").close(), daemon=True)
+        release.start()
+        release.join(5)
