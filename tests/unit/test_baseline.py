@@ -66,7 +66,10 @@ def test_a_worse_slower_run_is_behind_by_how_much() -> None:
     better = _run(60, scale=0.9, step_s=0.016).compare(base, label="b")
     assert better is not None and better.metric is not None and better.step_time is not None
     assert (better.metric.verdict, better.step_time.verdict) == ("ahead", "ahead")
-    assert "10.0 % lower" in better.metric.text and "20 % faster" in better.step_time.text
+    assert "10 % lower" in better.metric.text and "20 % faster" in better.step_time.text
+
+    close = _run(60, scale=1.075, step_s=0.020).compare(base, label="b")
+    assert close is not None and close.metric is not None and close.metric.text.endswith("(7.5 % higher)")
 
     same = _run(60, scale=1.0, step_s=0.020).compare(base, label="b")
     assert same is not None and same.metric is not None and same.metric.verdict == "level"
@@ -96,7 +99,7 @@ def test_payload_overlays_decimated_baseline_curves_and_the_status(tmp_path: Pat
     assert by_label["eval \u00b7 baseline 7"]["x"] == [250 * k for k in range(1, 21)]
     [metric, step_time] = full["status"]
     assert metric["kind"] == "metric" and metric["verdict"] == "behind" and metric["step"] == 400
-    assert "10.0 % higher" in metric["text"]
+    assert "10 % higher" in metric["text"]
     assert step_time["kind"] == "step_time" and step_time["verdict"] == "level"
 
     live = build_payload(run, live=True, baseline=b)

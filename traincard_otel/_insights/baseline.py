@@ -208,7 +208,7 @@ def _fmt_s(v: float) -> str:
 
 
 def _pct(relative: float) -> str:
-    p = abs(relative) * 100
+    p = round(abs(relative) * 100, 1)  # 9.99999 and 10.00001 read alike: "10 %"
     return f"{p:.1f} %" if p < 10 else f"{p:.0f} %"
 
 

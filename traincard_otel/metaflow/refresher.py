@@ -12,6 +12,7 @@ and the refresher checks again shortly after rather than a whole interval later.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,7 @@ from .._safety import report_internal_error
 from .._schema import Attr, Event
 from .._store.backends import Backend
 from .._store.reader import StoreReader
+from ..environment_variables import TRAINCARD_BASELINE
 
 
 def traincard_cards() -> list[Any]:
@@ -96,6 +98,10 @@ class Refresher:
     def _find_baseline(self) -> None:
         try:
             self.baseline = load_baseline(self._pathspec, self._baseline_spec, slim=True)
+            if self._baseline_spec == "auto" and self.baseline is not None and self.baseline.data is not None:
+                # The card's later subprocesses (the final render among them) inherit this: they
+                # compare with the same run as the live card, and skip the search.
+                os.environ[TRAINCARD_BASELINE] = self.baseline.label
         except Exception as exc:  # load_baseline says why in a note; this is a bug of ours
             report_internal_error("finding the baseline run", exc)
 
