@@ -43,7 +43,7 @@ def final_card(root: Path, pathspec: str, final: bool | None = True, **env_vars:
     )
     env = subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(root), **env_vars)
     pages = metaflow_client(code, pathspec, root, env)
-    payloads = [card_payload(html) for html in pages if 'id="tc-payload"' in html]
+    payloads: list[dict[str, Any]] = [card_payload(html) for html in pages if 'id="tc-payload"' in html]
     assert len(payloads) == 1, pages
     assert final is None or payloads[0]["final"] is final
     return payloads[0]

@@ -180,3 +180,48 @@ def test_a_card_render_waits_for_its_baseline_only_so_long(tmp_path: Path) -> No
         release = threading.Thread(target=lambda: open(state, "wb").close(), daemon=True)
         release.start()
         release.join(5)
+
+
+def test_the_refresher_reads_its_baseline_once_on_its_own_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from traincard_otel import _load
+    from traincard_otel._store.backends import LocalBackend
+    from traincard_otel.metaflow.refresher import Refresher
+
+    _write_store(tmp_path / "base", 80, scale=1.0, step_s=0.02)
+    _write_store(tmp_path / "run", 50, scale=1.3, step_s=0.02)
+    pushed: list[dict[str, object]] = []
+
+    class Card:
+        def refresh(self, payload: dict[str, object]) -> None:
+            pushed.append(payload)
+
+    reads: list[object] = []
+    real_load = _load.load
+
+    def counted(target: object, **kw: object) -> RunData:
+        reads.append(target)
+        return real_load(target, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_load, "load", counted)
+    refresher = Refresher(
+        LocalBackend(str(tmp_path / "run")),
+        "run",
+        3600.0,
+        cards=lambda: [Card()],
+        busy=lambda c: False,
+        baseline=str(tmp_path / "base"),
+    ).start()
+    refresher._baseline_thread.join(10)
+    assert refresher.push() and refresher.push()
+    refresher.stop()
+    assert reads == [str(tmp_path / "base")]  # read once, kept for every push
+    for payload in pushed:
+        b = payload["baseline"]
+        assert isinstance(b, dict) and b["label"] == str(tmp_path / "base")
+        assert [f["verdict"] for f in b["status"]] == ["behind", "level"]
+    assert refresher.baseline is not None and set(refresher.baseline.data.metrics) == {"loss"}  # slim
+    assert "TRAINCARD_BASELINE" not in os.environ  # only an automatic find is pinned
