@@ -144,10 +144,6 @@ def _finite(v: Any) -> float | None:
     return float(v)
 
 
-def last_step(series: _Series) -> int | None:
-    """The highest step ``series`` reached (None if no point has a step)."""
-    steps = [s for s in series.steps if isinstance(s, int)]
-    return max(steps) if steps else None
 
 
 _sorted_cache: dict[int, tuple[Sequence[int | None], int, bool]] = {}
@@ -167,6 +163,15 @@ def _in_order(steps: Sequence[int | None]) -> bool:
         _sorted_cache.clear()
     _sorted_cache[id(steps)] = (steps, len(steps), ok)
     return ok
+
+
+def last_step(series: _Series) -> int | None:
+    """The highest step ``series`` reached (None if no point has a step)."""
+    steps = series.steps
+    if steps and _in_order(steps):
+        return steps[-1]
+    found = [s for s in steps if isinstance(s, int)]
+    return max(found) if found else None
 
 
 def window(series: _Series, step: int, width: int = WINDOW_STEPS) -> list[float]:
