@@ -352,6 +352,8 @@ def _start_card_refresher(pipeline: _pipeline.Pipeline) -> None:
         settings.refresh_interval_s,
         hourly_cost=settings.hourly_cost,
         publish=pipeline.insight_gauges.publish,
+        baseline=settings.baseline,
+        pathspec=pipeline.mf.pathspec,
     ).start()
     pipeline.on_shutdown.append(refresher.stop)
 

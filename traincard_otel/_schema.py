@@ -204,7 +204,7 @@ class Metric:
         "(published by the process that draws the live card; one per gang, from its control task)",
     )
     GOODPUT_RATIO: Final = MetricSpec(
-        "traincard.goodput.ratio", "gauge", "1", "", "productive share of the run's wall time so far"
+        "traincard.goodput.share", "gauge", "1", "", "productive share of the run's wall time so far"
     )
     MODEL_FLOPS: Final = MetricSpec(
         "traincard.model.flops",

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._insights.baseline import Baseline, Comparison, compare
 from .._insights.goodput import Goodput, goodput
 from .._schema import Attr, Event
 from . import layout, segment
@@ -65,6 +66,8 @@ class RunData:
     states: list[Record] = dataclasses.field(default_factory=list)
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
     gang: dict[str, Any] = dataclasses.field(default_factory=dict)  # see :mod:`.gang`
+    #: the run this one is compared with, set by ``load(target, baseline=...)`` (see :meth:`compare`)
+    baseline: Baseline | None = None
 
     def to_rows(self, kind: Kind = "metrics") -> list[dict[str, Any]]:
         """One dict per metric point, step time, log line, checkpoint or event (``kind``)."""
@@ -129,6 +132,26 @@ class RunData:
     @property
     def failure(self) -> Record | None:
         return self.status.get("failure")
+
+    def compare(self, other: RunData | None = None, *, label: str | None = None) -> Comparison | None:
+        """Where this run stands against ``other`` (default: :attr:`baseline`) at its latest step.
+
+        Compares the training loss (lower is better) and the time per step over the last 20 steps
+        up to this run's latest one; :mod:`traincard_otel._insights.baseline` defines both.
+        None when there is nothing to compare with (no baseline, or one that could not be read:
+        ``run.baseline.note`` says why).
+
+        Example::
+
+            run = traincard_otel.load("TrainFlow/12/train/3", baseline="auto")
+            print(run.baseline.label)          # TrainFlow/11/train/2: the latest earlier good run
+            print(run.compare().metric.text)   # loss ahead of baseline at step 400: 0.41 vs 0.45 (...)
+        """
+        if other is None:
+            if self.baseline is None or self.baseline.data is None:
+                return None
+            other, label = self.baseline.data, label or self.baseline.label
+        return compare(self, other, label or other.source)
 
     def series(self, name: str) -> Series:
         return self.metrics[name]
@@ -199,7 +222,7 @@ class StoreReader:
             if p.kind == "part":
                 self._add_part(p, name, fetched[name])
                 continue
-            records, corrupt = segment.decode_columns(fetched[name])
+            records, corrupt = segment.decode(fetched[name], step_columns_kept=True)
             if corrupt:
                 self._corrupt.add(name)
             for rec in records:
