@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, Final
+from typing import Final
 
 from ..._insights.baseline import Baseline, compare, main_metric
 from ..._store.reader import RunData, Series
+from ..._types import JsonObject
 from .series import Mode, downsample
 from .training import chart_name
 
@@ -60,11 +61,11 @@ def _overlaid(data: RunData, base: RunData) -> list[str]:
     return [k for k in keys if k is not None][:MAX_SERIES]
 
 
-def baseline_section(data: RunData, baseline: Baseline | None, mode: Mode) -> dict[str, Any] | None:
+def baseline_section(data: RunData, baseline: Baseline | None, mode: Mode) -> JsonObject | None:
     """The ``baseline`` object of the payload (``docs/card-payload.md``); None without a baseline."""
     if baseline is None:
         return None
-    out: dict[str, Any] = {
+    out: JsonObject = {
         "label": baseline.label,
         "run_id": baseline.run_id,
         "name": baseline.short,
