@@ -221,7 +221,7 @@ class TraincardCallback:
         return on_step_end
 
     @guarded("hf.on_epoch_end", None)
-    def on_epoch_end(self, args: Foreign, state: Foreign, control: Foreign, **kwargs: object) -> None:
+    def on_epoch_end(self, args: object, state: Foreign, control: Foreign, **kwargs: object) -> None:
         self.reporter.progress(epoch=state.epoch)
         self._pending_save = self._pending_save or bool(control.should_save)
         if control.should_evaluate and self._eval is None:
@@ -238,16 +238,16 @@ class TraincardCallback:
             self._save = self.reporter.phase("save")
 
     @guarded("hf.on_prediction_step", None)
-    def on_prediction_step(self, args: Foreign, state: Foreign, control: Foreign, **kwargs: object) -> None:
+    def on_prediction_step(self, args: object, state: object, control: object, **kwargs: object) -> None:
         self._open_eval()  # trainer.evaluate() called directly, outside the training loop
         self.reporter.heartbeat()
 
     @guarded("hf.on_evaluate", None)
     def on_evaluate(
         self,
-        args: Foreign,
-        state: Foreign,
-        control: Foreign,
+        args: object,
+        state: object,
+        control: object,
         metrics: Mapping[str, object] | None = None,
         **kwargs: object,
     ) -> None:
@@ -281,7 +281,7 @@ class TraincardCallback:
         self.last_step_end = time.perf_counter()
 
     @guarded("hf.on_train_end", None)
-    def on_train_end(self, args: Foreign, state: Foreign, control: Foreign, **kwargs: object) -> None:
+    def on_train_end(self, args: object, state: object, control: object, **kwargs: object) -> None:
         for ph in (self._save, self._eval, self._train):
             if ph is not None:
                 ph.end()
@@ -308,7 +308,7 @@ def _tap(handler: Foreign, event: str, callback: TraincardCallback) -> HandlerEv
         return callback.tap_step_end(original)
     hook = getattr(callback, event)
 
-    def tapped(*args: object) -> Foreign:  # the events of a run's start, end, epochs, evals and saves
+    def tapped(*args: object) -> object:  # the events of a run's start, end, epochs, evals and saves
         control = original(*args)
         hook(*args)
         return control
