@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
-#: An object of a framework the package drives but never imports to name it (a Trainer, a model,
-#: a tensor, an optimizer, a Lightning module, Metaflow's ``current`` or its datastore, a card
-#: component): its attributes are whatever the user's installed version provides, so it is used
-#: by duck typing, every access guarded where the framework's versions differ.
+#: An object of a framework the package drives but never imports to name it (a Trainer and its
+#: state, a model, an optimizer, an Accelerator, NVML, pyarrow's tables, Metaflow's tasks and
+#: datastore, the exporter classes other packages register): its attributes are whatever the
+#: user's installed version provides, and most of these ship no type information, so it is used
+#: by duck typing.
 Foreign: TypeAlias = Any
 
 #: A value user code handed the package: a metric, step or figure (a number, a numpy or torch
