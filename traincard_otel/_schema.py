@@ -448,8 +448,10 @@ class StatusSnapshot(TypedDict, total=False):
     failure: JsonObject | None
     checkpoints: int
     phase: str | None
+    stalled: bool
     stalled_since: float | None
     stalls: int
+    input_bound_share: float | None
     lost_ranks: list[JsonObject]
     previous_attempt: JsonObject | None
 

@@ -211,7 +211,7 @@ class Pipeline:
 
     def state(self) -> StatusSnapshot:
         q = self.queue
-        st: JsonObject = {
+        st: StatusSnapshot = {
             "status": self.status,
             "terminated_by": self.terminated_by,
             "started_at": self.started_at,
@@ -234,7 +234,7 @@ class Pipeline:
         }
         st.update(self.converter.status_fields())
         st.update(self.watchdog.status_fields())
-        return st  # type: ignore[return-value]
+        return st
 
     # -- the schedule -----------------------------------------------------------------------------
     def emit_status(self) -> None:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from .._safety import internal_error
-from .._schema import Attr, Event
+from .._schema import Attr, Event, StatusSnapshot
 from .._store import layout
 from .._store.attribution import host_oom_evidence
 from .._store.backends import Backend
@@ -219,7 +219,7 @@ class Watchdog:
         self.previous_attempt = info
         self._emit(Event.RUN_RESUMED, {f"traincard.{k}": v for k, v in info.items() if v is not None})
 
-    def status_fields(self) -> JsonObject:
+    def status_fields(self) -> StatusSnapshot:
         return {
             "stalled": self.stalled_since is not None,
             "stalled_since": self.stalled_since,
