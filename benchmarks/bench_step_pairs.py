@@ -263,7 +263,7 @@ def lightning_tracker(tracker: str, trainer: Any) -> Callable[[bool], None]:
       exist once the fit has started, so they are collected at the first switch);
     * "before": the adapter as it was before 2026-11-25 (``benchmarks/_lightning_before.py``), its
       callback and its Lightning Logger;
-    * "none": nothing behind the switch (the control).
+    * "none", or a peer's name: only the Trainer's loggers (a peer's, or none: the control).
     """
     callback: Any = None
     if tracker == "traincard":
@@ -291,9 +291,9 @@ def lightning_tracker(tracker: str, trainer: Any) -> Callable[[bool], None]:
                 taps.extend((obj, name, vars(obj)[name]) for name in names)
         trainer.loggers = loggers if on else []
         trainer.callbacks = on_callbacks if on else off_callbacks
-        for obj, name, wrapper in taps:
+        for obj, name, wrapper in taps:  # in vars(): nn.Module.__setattr__ costs µs
             if on:
-                setattr(obj, name, wrapper)
+                vars(obj)[name] = wrapper
             else:
                 vars(obj).pop(name, None)
 

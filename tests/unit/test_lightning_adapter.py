@@ -1,0 +1,63 @@
+"""The Lightning adapter's helpers on real tensors and a real Trainer (the fits: tests/integration)."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import pytest
+
+import traincard_otel
+from traincard_otel.adapters.lightning import batch_reader, compute_dtype, step_progress
+from traincard_otel.exceptions import TraincardError
+
+torch = pytest.importorskip("torch")
+
+
+def test_batch_reader_finds_the_samples_and_the_token_ids() -> None:
+    ids = torch.zeros(4, 32, dtype=torch.int64)
+    features = torch.zeros(4, 32)
+    assert batch_reader(ids) == ((), True)  # (batch, sequence) of token ids
+    assert batch_reader(features) == ((), False)
+    assert batch_reader(torch.zeros(4, 3, 8, 8, dtype=torch.int64)) == ((), False)  # not (batch, seq)
+    assert batch_reader((features, torch.zeros(4))) == ((0,), False)
+    assert batch_reader({"attention_mask": ids, "input_ids": ids}) == (("input_ids",), True)
+    assert batch_reader({"meta": ["a"], "x": [features]}) == (("x", 0), False)
+    assert batch_reader([None, {"pixels": features}]) == ((1, "pixels"), False)
+    assert batch_reader(torch.tensor(1.0)) is None and batch_reader(["text"]) is None
+
+
+def test_compute_dtype_follows_the_trainer_precision() -> None:
+    assert compute_dtype("bf16-mixed") == compute_dtype("bf16-true") == "bf16"
+    assert compute_dtype("16-mixed") == compute_dtype("16-true") == "fp16"
+    assert compute_dtype("transformer-engine") == "fp8" and compute_dtype("64-true") == "fp64"
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        assert compute_dtype("32-true") == "fp32"
+        torch.set_float32_matmul_precision("high")  # TF32 tensor cores for float32 matmuls
+        assert compute_dtype("32-true") == "tf32"
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def test_step_progress_reads_the_loop_counter_or_else_the_global_step() -> None:
+    pl = pytest.importorskip("lightning.pytorch")
+    trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False)
+    module = pl.LightningModule()
+    counter = step_progress(trainer, module)
+    counter.completed = 7  # the optimization loop's counter is what trainer.global_step reads
+    assert trainer.global_step == 7
+    # a Trainer laid out otherwise (no such loop): trainer.global_step itself
+    other = types.SimpleNamespace(fit_loop=types.SimpleNamespace(epoch_loop=None), global_step=3)
+    assert step_progress(other, module).completed == 3
+
+
+def test_a_lightning_without_the_logger_connector_fails_at_instrument(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pl = pytest.importorskip("lightning.pytorch")
+    trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False)
+    monkeypatch.delattr(trainer, "_logger_connector")
+    with pytest.raises(TraincardError, match=r"_logger_connector\.log_metrics"):
+        traincard_otel.instrument(trainer)
