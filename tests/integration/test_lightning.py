@@ -81,6 +81,7 @@ def test_lightning_metrics_checkpoints_and_phases(namespace: str, store_dir: Pat
     got = list(zip(run.metrics["train_loss"].steps, run.metrics["train_loss"].values, strict=True))
     assert [s for s, _ in got] == [s for s, _ in expected]
     assert [v for _, v in got] == pytest.approx([v for _, v in expected], rel=1e-6)
+    assert all(r["epoch"] for r in rows)  # the CSV logger is given what it was given untapped
     val = [float(r["val_loss"]) for r in rows if r.get("val_loss")]
     assert run.metrics["val_loss"].values == pytest.approx(val, rel=1e-6)
 

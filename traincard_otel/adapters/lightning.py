@@ -306,15 +306,15 @@ class StepTaps:
         def log_metrics(metrics: Any, step: int | None = None) -> Any:
             try:
                 if metrics:
-                    values = metrics  # tensors: the reporter's thread turns them into floats
-                    if "epoch" in values or "step" in values:  # as Lightning gives its loggers
+                    values, at = metrics, step  # tensors: the reporter's thread makes them floats
+                    if "epoch" in values or "step" in values:  # the step Lightning gives its loggers
                         values = dict(values)
                         values.pop("epoch", None)  # (Lightning adds it; the card has its own)
                         logged = values.pop("step", None)
-                        if step is None and logged is not None:
-                            step = int(logged)
-                    if step is None:
-                        step = trainer.fit_loop.epoch_loop._batches_that_stepped
+                        if at is None and logged is not None:
+                            at = int(logged)
+                    if at is None:
+                        at = trainer.fit_loop.epoch_loop._batches_that_stepped
                     if values:
                         keys = tuple(values)
                         evaluating = eval_keys.get(keys)
@@ -322,7 +322,7 @@ class StepTaps:
                             if len(eval_keys) > 64:
                                 eval_keys.clear()
                             evaluating = eval_keys[keys] = any(k.startswith(("val", "eval")) for k in keys)
-                        metrics_to(values, step, "eval" if evaluating else "train")  # copies values
+                        metrics_to(values, at, "eval" if evaluating else "train")  # copies values
             except Exception as exc:
                 internal_error("lightning.log_metrics", exc)
             return original(metrics, step)
