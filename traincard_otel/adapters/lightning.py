@@ -24,6 +24,7 @@ namespaces breaks Lightning.
 
 from __future__ import annotations
 
+import collections
 import functools
 import importlib
 import inspect
@@ -179,6 +180,10 @@ class StepTaps:
         self.save_at = 0.0
         self.on_checkpoints: Callable[[], None] = lambda: None  # records new checkpoint files
         self._eval_keys: dict[tuple[str, ...], bool] = {}  # a logged dict's names -> any eval metric
+        # (logged dict, step given, Lightning's default step) of training steps, not read yet: a
+        # deque, since appending and popping from two threads is atomic.
+        self.pending: collections.deque[tuple[Any, int | None, int]] = collections.deque()
+        self.stepping = False  # in a fit's training steps (logged values read off the thread)
         self._installed: list[tuple[Any, str, Any, Any]] = []  # (object, name, wrapper, previous)
 
     # -- installing ----------------------------------------------------------------------------
@@ -216,6 +221,7 @@ class StepTaps:
         self.progress = step_progress(trainer, module)
         self.step, self.wait, self.samples, self.tokens = self.progress.completed, None, 0, 0
         self.install_module(module)
+        self.stepping = True
         self.last_end = time.perf_counter()
 
     def count(self, batch: Any) -> tuple[int, int]:
@@ -301,33 +307,58 @@ class StepTaps:
         return on_train_batch_end
 
     def _log_metrics(self, original: Any) -> Any:
-        metrics_to, trainer, eval_keys = self.reporter.metrics, self.trainer, self._eval_keys
+        pending, trainer = self.pending, self.trainer
 
         def log_metrics(metrics: Any, step: int | None = None) -> Any:
             try:
                 if metrics:
-                    values, at = metrics, step  # tensors: the reporter's thread makes them floats
-                    if "epoch" in values or "step" in values:  # the step Lightning gives its loggers
-                        values = dict(values)
-                        values.pop("epoch", None)  # (Lightning adds it; the card has its own)
-                        logged = values.pop("step", None)
-                        if at is None and logged is not None:
-                            at = int(logged)
-                    if at is None:
-                        at = trainer.fit_loop.epoch_loop._batches_that_stepped
-                    if values:
-                        keys = tuple(values)
-                        evaluating = eval_keys.get(keys)
-                        if evaluating is None:  # a module logs a few sets of names, over and over
-                            if len(eval_keys) > 64:
-                                eval_keys.clear()
-                            evaluating = eval_keys[keys] = any(k.startswith(("val", "eval")) for k in keys)
-                        metrics_to(values, at, "eval" if evaluating else "train")  # copies values
+                    at = trainer.fit_loop.epoch_loop._batches_that_stepped  # Lightning's default step
+                    if self.stepping:  # read by logged_metrics(), off the training thread
+                        pending.append((metrics, step, at))
+                    else:  # an evaluation's: reported now, inside its phase
+                        self.report(metrics, step, at)
             except Exception as exc:
                 internal_error("lightning.log_metrics", exc)
             return original(metrics, step)
 
         return log_metrics
+
+    # -- logged values, off the training thread ------------------------------------------------
+    def logged_metrics(self) -> list[tuple[dict[str, Any], int, str]]:
+        """The reporter's metric source: the dicts logged in training steps since the last read,
+        their tensors as floats (a CUDA tensor waits for its value here, not in training)."""
+        pending, reports = self.pending, []
+        while pending:
+            reports.append(self._values(*pending.popleft()))
+        return [report for report in reports if report[0]]
+
+    def report(self, metrics: Any, step: int | None, at: int) -> None:
+        """Report a logged dict now, on the calling thread."""
+        values, step, phase = self._values(metrics, step, at)
+        if values:
+            self.reporter.metrics(values, step, phase)
+
+    def _values(self, metrics: Any, step: int | None, at: int) -> tuple[dict[str, Any], int, str]:
+        """(values, step, phase) of a logged dict: its values as numbers where they are (the rest
+        left for the converter to count), the step Lightning gives its loggers (the ``step``
+        value logged, else ``at``) and the phase its names say."""
+        values: dict[str, Any] = {}
+        for key, value in metrics.items():
+            try:
+                values[key] = float(value)
+            except (TypeError, ValueError, RuntimeError):  # not one number: rejected and counted
+                values[key] = value
+        values.pop("epoch", None)  # Lightning adds it for its loggers; the card has its own
+        logged = values.pop("step", None)
+        if step is None:
+            step = int(logged) if logged is not None else at
+        keys = tuple(values)
+        evaluating = self._eval_keys.get(keys)
+        if evaluating is None:  # a module logs a few sets of names, over and over
+            if len(self._eval_keys) > 64:
+                self._eval_keys.clear()
+            evaluating = self._eval_keys[keys] = any(k.startswith(("val", "eval")) for k in keys)
+        return values, step, "eval" if evaluating else "train"
 
 
 def step_progress(trainer: Any, module: Any) -> Any:
@@ -434,6 +465,7 @@ def _callback_class(pl: ModuleType) -> type:
         @guarded("lightning.on_validation_start", None)
         def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
             self._record_checkpoints(trainer)
+            self.taps.stepping = False  # what an evaluation logs is reported inside its phase
             if not trainer.sanity_checking:
                 self._eval = self.reporter.phase("eval")
 
@@ -446,6 +478,7 @@ def _callback_class(pl: ModuleType) -> type:
             if self._eval is not None:
                 self._eval.end()
                 self._eval = None
+            self.taps.stepping = self._train is not None  # back to training steps, if in a fit
             self.taps.last_end = time.perf_counter()  # validation time is not step time
 
         @guarded("lightning.on_save_checkpoint", None)
@@ -469,6 +502,7 @@ def _callback_class(pl: ModuleType) -> type:
             self._close(exception)
 
         def _close(self, error: BaseException | None = None) -> None:
+            self.taps.stepping = False
             self.taps.remove(module_only=True)
             for ph in (self.taps.save, self._eval, self._train):
                 if ph is not None:
@@ -516,7 +550,9 @@ class LightningHandle:
         if self.callback in self.trainer.callbacks:
             self.trainer.callbacks.remove(self.callback)
         self.taps.remove()
-        self.callback.reporter.flush()
+        reporter = self.callback.reporter
+        reporter.flush()
+        reporter.remove_metric_source(self.taps.logged_metrics)
 
 
 def attach(trainer: Any, reporter: Reporter) -> LightningHandle:
@@ -537,5 +573,6 @@ def attach(trainer: Any, reporter: Reporter) -> LightningHandle:
     taps = StepTaps(reporter, trainer)
     callback = _callback_class(pl)(reporter, taps)
     taps.install_connector(connector)
+    reporter.add_metric_source(taps.logged_metrics)
     trainer.callbacks.append(callback)
     return LightningHandle(trainer, callback, taps)
