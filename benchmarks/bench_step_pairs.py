@@ -35,8 +35,9 @@ one step in a few hundred, and a median would leave it out. A process can favour
 throughout (the same code cost 5 µs a step in one process and 53 in another), so the steps are
 shared among ``--processes`` child processes, every case in turn, and the 95 % interval is a
 bootstrap that resamples processes, then blocks of 50 consecutive pairs within them. The median
-over pairs is shown beside it (the steady per-step cost, without the bursts), with the training
-thread's CPU time and the other threads' CPU per step. ``--control`` adds runs that switch the
+over pairs is shown beside it (the steady per-step cost, without the bursts; as a ratio and in
+µs), with the training thread's CPU time (the mean and the median of the pairs' differences)
+and the other threads' CPU per step. ``--control`` adds runs that switch the
 same way with no tracker behind the switch: what the harness reads when nothing differs.
 ``--before`` adds, for Lightning, the adapter as it was before 2026-11-25 (a frozen copy in
 ``benchmarks/_lightning_before.py``: a Callback with batch hooks and a Lightning Logger), run in
@@ -414,7 +415,10 @@ def row(framework: str, tracker: str, intervals: str, results: list[dict[str, An
         "process_max_pct": max(wall["per_process_pct"]),
         "added_us": float(on[:, 0].mean() - off[:, 0].mean()) * 1e6,
         "median_pair_pct": wall["median_pair_pct"],
+        # Medians of the pairs' differences: the steady cost, robust to a loaded machine's bursts.
+        "median_pair_us": float(np.median(on[:, 0] - off[:, 0])) * 1e6,
         "thread_cpu_us": float(on[:, 1].mean() - off[:, 1].mean()) * 1e6,
+        "median_thread_cpu_us": float(np.median(on[:, 1] - off[:, 1])) * 1e6,
         # CPU of the process's other threads (the tracker's) per step, "on" and "off".
         "other_cpu_on_us": float(on[:, 2].mean()) * 1e6,
         "other_cpu_off_us": float(off[:, 2].mean()) * 1e6,
