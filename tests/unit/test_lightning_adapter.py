@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import traincard_otel
-from traincard_otel.adapters.lightning import batch_reader, compute_dtype, step_progress
+from traincard_otel.adapters.lightning import batch_reader, precision_dtype, step_progress
 from traincard_otel.exceptions import TraincardError
 
 torch = pytest.importorskip("torch")
@@ -27,18 +27,13 @@ def test_batch_reader_finds_the_samples_and_the_token_ids() -> None:
     assert batch_reader(torch.tensor(1.0)) is None and batch_reader(["text"]) is None
 
 
-def test_compute_dtype_follows_the_trainer_precision() -> None:
-    assert compute_dtype("bf16-mixed") == compute_dtype("bf16-true") == "bf16"
-    assert compute_dtype("16-mixed") == compute_dtype("16-true") == "fp16"
-    assert compute_dtype("transformer-engine") == "fp8" and compute_dtype("64-true") == "fp64"
-    before = torch.get_float32_matmul_precision()
-    try:
-        torch.set_float32_matmul_precision("highest")
-        assert compute_dtype("32-true") == "fp32"
-        torch.set_float32_matmul_precision("high")  # TF32 tensor cores for float32 matmuls
-        assert compute_dtype("32-true") == "tf32"
-    finally:
-        torch.set_float32_matmul_precision(before)
+def test_precision_dtype_follows_the_trainer_precision() -> None:
+    module = torch.nn.Linear(2, 2)
+    assert precision_dtype("bf16-mixed", module) == precision_dtype("bf16-true", module) == "bf16"
+    assert precision_dtype("16-mixed", module) == precision_dtype("16-true", module) == "fp16"
+    assert precision_dtype("transformer-engine", module) == "fp8"
+    assert precision_dtype("64-true", module) == "fp64"  # no table figure: the peak is unknown
+    assert precision_dtype("32-true", module) == "fp32"  # on a CPU; CUDA with TF32: tf32
 
 
 def test_step_progress_reads_the_loop_counter_or_else_the_global_step() -> None:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from .._insights.flops import training_fields
+from .._insights.flops import compute_dtype, training_fields
 from .._reporter import Phase, Reporter
 from .._safety import guarded, internal_error
 from .._schema import Attr, Event
@@ -90,24 +90,17 @@ def _token_dtypes() -> frozenset[Any]:
     return frozenset((torch.int64, torch.int32, torch.int16))
 
 
-def compute_dtype(precision: str) -> str:
+def precision_dtype(precision: str, module: Any) -> str:
     """The dtype of the matrix multiplications for a Trainer's ``precision`` ("bf16-mixed",
-    "16-true", "32-true", "transformer-engine", ...), as :mod:`traincard_otel._insights.flops`
-    names it: bf16, fp16, fp8, tf32 (32-bit with ``torch.set_float32_matmul_precision("high")``
-    or ``"medium"``), fp32 or fp64."""
+    "16-true", "transformer-engine", "64-true", "32-true", ...), as the peak table names it: bf16,
+    fp16, fp8, fp64 (no table figure: an unknown peak, rather than a 32-bit one), and for 32-bit
+    precision what :func:`~traincard_otel._insights.flops.compute_dtype` reads from the module
+    (fp32, or tf32 where CUDA matmuls may use it)."""
     precision = str(precision)
-    if precision.startswith("bf16"):
-        return "bf16"
-    if precision.startswith("16"):
-        return "fp16"
-    if precision.startswith("transformer-engine"):
-        return "fp8"
-    if precision.startswith("64"):
-        return "fp64"
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.get_float32_matmul_precision() != "highest":
-        return "tf32"
-    return "fp32"
+    for prefix, dtype in (("bf16", "bf16"), ("16", "fp16"), ("transformer-engine", "fp8"), ("64", "fp64")):
+        if precision.startswith(prefix):
+            return dtype
+    return compute_dtype(module)
 
 
 class _ModelView(NamedTuple):
@@ -451,7 +444,7 @@ def _callback_class(pl: ModuleType) -> type:
             if hyperparameters:
                 self.reporter.hyperparameters(hyperparameters)
             # model FLOPs per token and the accelerator's peak, for the MFU
-            fields = training_fields(flops_model(pl_module), compute_dtype(trainer.precision))
+            fields = training_fields(flops_model(pl_module), precision_dtype(trainer.precision, pl_module))
             if fields:
                 self.reporter.progress(**fields)
             self._train = self.reporter.phase("train")
