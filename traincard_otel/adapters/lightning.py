@@ -13,7 +13,9 @@ no second logging call. It costs the training thread a few µs a step:
 * The logged values are taken from the trainer's logger connector (its ``log_metrics``, wrapped
   on the instance), as tensors, before Lightning decides whether any logger wants them: being a
   Lightning Logger made Lightning turn every logged tensor into a float on the training thread
-  (about 17 µs a step); the reporter's background thread does that instead.
+  (about 17 µs a step). A training step's dict is queued as it is (one deque append) and read
+  by a metric source on the reporter's background thread, which makes the tensors floats (a
+  CUDA tensor waits for its value there); an evaluation's is reported at once, inside its phase.
 * A Callback remains for what happens once a fit, an epoch, an evaluation or a save (phases,
   progress, checkpoints, exceptions); Lightning skips a hook attribute that is not callable, so
   its per-step hooks are switched off.
@@ -320,9 +322,13 @@ class StepTaps:
     def logged_metrics(self) -> list[tuple[dict[str, Any], int, str]]:
         """The reporter's metric source: the dicts logged in training steps since the last read,
         their tensors as floats (a CUDA tensor waits for its value here, not in training)."""
-        pending, reports = self.pending, []
-        while pending:
-            reports.append(self._values(*pending.popleft()))
+        reports = []
+        while True:
+            try:
+                logged = self.pending.popleft()
+            except IndexError:  # (read by the pump's thread and by a flush: empty is the end)
+                break
+            reports.append(self._values(*logged))
         return [report for report in reports if report[0]]
 
     def report(self, metrics: Any, step: int | None, at: int) -> None:
