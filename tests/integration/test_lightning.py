@@ -99,7 +99,14 @@ def test_lightning_metrics_checkpoints_and_phases(namespace: str, store_dir: Pat
     status = run.status
     assert status["status"] == "finished" and status["progress"]["max_steps"] == 24
     assert status["progress"]["batch_size"] == 8 and status["progress"]["epoch"] == 2
-    assert run.step_times[0].steps[-1] == 24
+    assert run.step_times[0].steps == list(range(1, 25))  # saves within steps included
+    # a save's time is the save phase's, in no step's time (those within steps 5, 10, 15, 20 too)
+    saves = [(p["t0"], p["t1"]) for p in run.phases if p["n"] == "training.save"]
+    steps = run.step_times[0]
+    spans = [(t - d, t) for t, d in zip(steps.times, steps.values, strict=True)]
+    assert len(saves) >= 4 and not [
+        (s, p) for s in spans for p in saves if min(s[1], p[1]) - max(s[0], p[0]) > (p[1] - p[0]) / 2
+    ]
 
 
 @pytest.mark.slow

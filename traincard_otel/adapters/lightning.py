@@ -240,11 +240,13 @@ class StepTaps:
         def on_train_batch_start(batch: Any, batch_idx: int) -> Any:
             try:
                 now = perf_counter()
+                last = self.last_end
                 if self.save is not None:  # saved between steps (an evaluation's or epoch's end)
-                    self.on_checkpoints()
-                    self.last_end = now  # the save's time is neither step time nor data wait
-                if self.wait is None and self.last_end is not None:  # a step's first micro-batch
-                    self.wait = now - self.last_end
+                    self.on_checkpoints()  # ends the save phase: last_end is then its end
+                    last = self.last_end
+                    now = max(now, last or now)  # the save's time is neither step time nor wait
+                if self.wait is None and last is not None:  # a step's first micro-batch
+                    self.wait = now - last
             except Exception as exc:
                 internal_error("lightning.on_train_batch_start", exc)
             return original(batch, batch_idx)  # may return -1: skip the rest of the epoch
@@ -275,11 +277,12 @@ class StepTaps:
                     self.tokens += tokens
                 step = self.progress.completed  # trainer.global_step, without its property chain
                 if step != self.step:  # an optimizer step was taken (not a micro-batch accumulating)
-                    end = now
+                    last, end = self.last_end, now
                     if self.save is not None:  # ModelCheckpoint saved after the step's work
                         end = self.save_at
-                        self.on_checkpoints()
-                    last, self.last_end, self.step = self.last_end, now, step
+                        self.on_checkpoints()  # ends the save phase: last_end is then its end
+                        now = max(now, self.last_end or now)  # the next step starts after it
+                    self.last_end, self.step = now, step
                     # Positional: keyword arguments cost µs more on the cold caches of a step.
                     step_end(
                         step,
@@ -532,6 +535,7 @@ def _callback_class(pl: ModuleType) -> type:
             if self.taps.save is not None and self._seen:
                 self.taps.save.end()
                 self.taps.save = None
+                self.taps.last_end = time.perf_counter()  # the save's time is no step's
 
     return TraincardCallback
 
