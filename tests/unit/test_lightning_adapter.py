@@ -27,6 +27,16 @@ def test_batch_reader_finds_the_samples_and_the_token_ids() -> None:
     assert batch_reader(torch.tensor(1.0)) is None and batch_reader(["text"]) is None
 
 
+def test_batches_laid_out_otherwise_than_the_last_are_read_afresh() -> None:
+    from traincard_otel.adapters.lightning import StepTaps
+
+    taps = StepTaps(traincard_otel.configure(), trainer=None)
+    ids = torch.zeros(4, 32, dtype=torch.int64)
+    assert taps.count({"input_ids": ids}) == (4, 128) and taps.path == ("input_ids",)
+    assert taps.count({"pixels": torch.zeros(2, 3)}) == (2, 0) and taps.path == ("pixels",)
+    assert taps.count(["no tensor"]) == (0, 0) and taps.path is None
+
+
 def test_precision_dtype_follows_the_trainer_precision() -> None:
     module = torch.nn.Linear(2, 2)
     assert precision_dtype("bf16-mixed", module) == precision_dtype("bf16-true", module) == "bf16"

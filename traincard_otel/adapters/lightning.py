@@ -263,18 +263,18 @@ class StepTaps:
                 # The batch's size along the path found for its kind (batch_reader): a cold
                 # search of the batch's structure at every step cost about 5 µs.
                 path = self.path
-                if type(batch) is self.batch_type and path is not None:
+                try:
+                    if type(batch) is not self.batch_type or path is None:
+                        raise LookupError  # a new kind of batch: find its path
                     item: Any = batch
                     for key in path:
                         item = item[key]
                     shape = item.shape
-                    self.samples += shape[0]
-                    if self.token_ids:
-                        self.tokens += prod(shape)
-                else:
+                    samples, tokens = shape[0], (prod(shape) if self.token_ids else 0)
+                except (LookupError, AttributeError, TypeError):  # laid out otherwise than before
                     samples, tokens = self.count(batch)
-                    self.samples += samples
-                    self.tokens += tokens
+                self.samples += samples
+                self.tokens += tokens
                 step = self.progress.completed  # trainer.global_step, without its property chain
                 if step != self.step:  # an optimizer step was taken (not a micro-batch accumulating)
                     last, end = self.last_end, now
