@@ -37,6 +37,26 @@ def test_batches_laid_out_otherwise_than_the_last_are_read_afresh() -> None:
     assert taps.count(["no tensor"]) == (0, 0) and taps.path is None
 
 
+def test_logged_dicts_read_off_the_thread_as_lightning_gives_its_loggers() -> None:
+    from traincard_otel.adapters.lightning import StepTaps
+
+    taps = StepTaps(traincard_otel.configure(), trainer=None)
+    loss = torch.tensor(0.25)
+    taps.pending.extend(
+        [
+            ({"loss": loss, "epoch": torch.tensor(1.0)}, None, 7),  # Lightning's default step
+            ({"loss": loss, "step": torch.tensor(40.0)}, None, 8),  # a logged "step" is the step
+            ({"val_acc": loss, "bad": torch.ones(3)}, 9, 9),  # an eval name; a non-scalar kept
+            ({"step": torch.tensor(3.0)}, None, 10),  # nothing but the step: no report
+        ]
+    )
+    reports = taps.logged_metrics()
+    assert reports[:2] == [({"loss": 0.25}, 7, "train"), ({"loss": 0.25}, 40, "train")]
+    values, step, phase = reports[2]
+    assert values["val_acc"] == 0.25 and values["bad"] is not None and (step, phase) == (9, "eval")
+    assert len(reports) == 3 and not taps.pending
+
+
 def test_precision_dtype_follows_the_trainer_precision() -> None:
     module = torch.nn.Linear(2, 2)
     assert precision_dtype("bf16-mixed", module) == precision_dtype("bf16-true", module) == "bf16"

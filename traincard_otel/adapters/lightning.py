@@ -353,7 +353,7 @@ class StepTaps:
         values.pop("epoch", None)  # Lightning adds it for its loggers; the card has its own
         logged = values.pop("step", None)
         if step is None:
-            step = int(logged) if logged is not None else at
+            step = int(logged) if isinstance(logged, float) and logged.is_integer() else at
         keys = tuple(values)
         evaluating = self._eval_keys.get(keys)
         if evaluating is None:  # a module logs a few sets of names, over and over
