@@ -33,20 +33,21 @@ import inspect
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from .._insights.flops import compute_dtype, training_fields
 from .._reporter import Phase, Reporter
 from .._safety import guarded, internal_error
 from .._schema import Attr, Event
+from .._types import Foreign, Reported
 from ..exceptions import MissingDependencyError, TraincardError
 
 MIN_VERSION = (2, 0)
 
 
-def _package(trainer: Any) -> ModuleType:
+def _package(trainer: Foreign) -> ModuleType:
     root = type(trainer).__module__.split(".", 1)[0]
     name = "lightning.pytorch" if root == "lightning" else "pytorch_lightning"
     try:
@@ -59,7 +60,7 @@ def _package(trainer: Any) -> ModuleType:
     return pl
 
 
-def batch_reader(batch: Any) -> tuple[tuple[Any, ...], bool] | None:
+def batch_reader(batch: Foreign) -> tuple[tuple[object, ...], bool] | None:
     """Where a batch's size is read: the keys and indices from the batch to the tensor whose
     leading dimension counts its samples (``input_ids``, else the first tensor found), and
     whether that tensor holds token ids (``input_ids``, or an integer tensor of two dimensions,
@@ -69,7 +70,7 @@ def batch_reader(batch: Any) -> tuple[tuple[Any, ...], bool] | None:
         if not len(shape):
             return None
         return (), len(shape) == 2 and getattr(batch, "dtype", None) in _token_dtypes()
-    keys: Any
+    keys: Iterable[object]
     if isinstance(batch, Mapping):
         if len(getattr(batch.get("input_ids"), "shape", ())) >= 2:
             return ("input_ids",), True
@@ -86,13 +87,13 @@ def batch_reader(batch: Any) -> tuple[tuple[Any, ...], bool] | None:
 
 
 @functools.cache
-def _token_dtypes() -> frozenset[Any]:
+def _token_dtypes() -> frozenset[Foreign]:
     """The dtypes of token ids (torch is imported: Lightning, which built the batch, imports it)."""
     torch = sys.modules["torch"]
     return frozenset((torch.int64, torch.int32, torch.int16))
 
 
-def precision_dtype(precision: str, module: Any) -> str:
+def precision_dtype(precision: str, module: Foreign) -> str:
     """The dtype of the matrix multiplications for a Trainer's ``precision`` ("bf16-mixed",
     "16-true", "transformer-engine", "64-true", "32-true", ...), as the peak table names it: bf16,
     fp16, fp8, fp64 (no table figure: an unknown peak, rather than a 32-bit one), and for 32-bit
@@ -109,11 +110,11 @@ class _ModelView(NamedTuple):
     """A LightningModule's parameters (the wrapped transformer's and any head's) with the config
     of the transformer it wraps, for the FLOPs per token."""
 
-    parameters: Callable[[], Iterator[Any]]
-    config: Any
+    parameters: Callable[[], Iterator[Foreign]]
+    config: Foreign
 
 
-def flops_model(module: Any) -> Any:
+def flops_model(module: Foreign) -> Foreign:
     """What :func:`training_fields` reads for ``module``: the module itself when it has a
     ``config`` (or wraps nothing with one), else its parameters with the ``config`` of the first
     submodule that has one (an HF model held as ``module.model``, say)."""
@@ -159,16 +160,16 @@ class StepTaps:
     """The per-step work: the module's batch hooks and the logger connector's ``log_metrics``,
     each wrapped on its instance (see the module docstring); :meth:`remove` puts them back."""
 
-    def __init__(self, reporter: Reporter, trainer: Any) -> None:
+    def __init__(self, reporter: Reporter, trainer: Foreign) -> None:
         self.reporter, self.trainer = reporter, trainer
         self.last_end: float | None = None  # perf_counter() at the last step end reported
         self.wait: float | None = None  # the data wait of the step under way
         self.samples = 0  # the step's micro-batches so far
         self.tokens = 0
         self.step: int | None = None  # the last step reported
-        self.progress: Any = None  # .completed is trainer.global_step (see step_progress())
+        self.progress: Foreign = None  # .completed is trainer.global_step (see step_progress())
         self.batch_type: type | None = None  # batches of this type are read along self.path
-        self.path: tuple[Any, ...] | None = None
+        self.path: tuple[object, ...] | None = None
         self.token_ids = False
         self.batch_size: int | None = None
         self.save: Phase | None = None  # a checkpoint save seen and not recorded yet
@@ -177,22 +178,22 @@ class StepTaps:
         self._eval_keys: dict[tuple[str, ...], bool] = {}  # a logged dict's names -> any eval metric
         # (logged dict, step given, Lightning's default step) of training steps, not read yet: a
         # deque, since appending and popping from two threads is atomic.
-        self.pending: collections.deque[tuple[Any, int | None, int]] = collections.deque()
+        self.pending: collections.deque[tuple[Mapping[str, Reported], int | None, int]] = collections.deque()
         self.stepping = False  # in a fit's training steps (logged values read off the thread)
-        self._installed: list[tuple[Any, str, Any, Any]] = []  # (object, name, wrapper, previous)
+        self._installed: list[tuple[Foreign, str, Foreign, object]] = []  # (object, name, wrapper, previous)
 
     # -- installing ----------------------------------------------------------------------------
-    def _wrap(self, obj: Any, name: str, make: Callable[[Any], Any]) -> None:
+    def _wrap(self, obj: Foreign, name: str, make: Callable[[Foreign], Foreign]) -> None:
         original = getattr(obj, name)
         wrapper = functools.wraps(original)(make(original))  # __wrapped__: is_overridden is unchanged
         self._installed.append((obj, name, wrapper, vars(obj).get(name, _ABSENT)))
         setattr(obj, name, wrapper)
 
-    def install_connector(self, connector: Any) -> None:
+    def install_connector(self, connector: Foreign) -> None:
         """Wrap the logger connector's ``log_metrics`` (at attach: ``trainer.validate()`` logs too)."""
         self._wrap(connector, CONNECTOR_METHOD, self._log_metrics)
 
-    def install_module(self, module: Any) -> None:
+    def install_module(self, module: Foreign) -> None:
         """Wrap the module's batch hooks, for the fit that starts."""
         self._wrap(module, "on_train_batch_start", self._batch_start)
         self._wrap(module, "on_train_batch_end", self._batch_end)
@@ -211,7 +212,7 @@ class StepTaps:
                     setattr(obj, name, previous)
         self._installed = kept[::-1]
 
-    def start(self, trainer: Any, module: Any) -> None:
+    def start(self, trainer: Foreign, module: Foreign) -> None:
         """Follow the fit that starts: its step counter, and the module's batch hooks."""
         self.progress = step_progress(trainer, module)
         self.step, self.wait, self.samples, self.tokens = self.progress.completed, None, 0, 0
@@ -219,7 +220,7 @@ class StepTaps:
         self.stepping = True
         self.last_end = time.perf_counter()
 
-    def count(self, batch: Any) -> tuple[int, int]:
+    def count(self, batch: Foreign) -> tuple[int, int]:
         """(samples, tokens) of ``batch`` (0: unknown), finding where to read them for its kind of
         batch first (:func:`batch_reader`); the batch-end wrapper reads them along that path."""
         self.batch_type, reader = type(batch), batch_reader(batch)
@@ -234,10 +235,10 @@ class StepTaps:
     # -- the per-step wrappers -----------------------------------------------------------------
     # try/except inline rather than @guarded, and as little as possible: on a step's cold caches
     # every Python call costs microseconds.
-    def _batch_start(self, original: Any) -> Any:
+    def _batch_start(self, original: Foreign) -> Foreign:
         perf_counter = time.perf_counter
 
-        def on_train_batch_start(batch: Any, batch_idx: int) -> Any:
+        def on_train_batch_start(batch: Foreign, batch_idx: int) -> Foreign:
             try:
                 now = perf_counter()
                 last = self.last_end
@@ -253,10 +254,10 @@ class StepTaps:
 
         return on_train_batch_start
 
-    def _batch_end(self, original: Any) -> Any:
+    def _batch_end(self, original: Foreign) -> Foreign:
         perf_counter, step_end, prod = time.perf_counter, self.reporter.step_end, math.prod
 
-        def on_train_batch_end(outputs: Any, batch: Any, batch_idx: int) -> Any:
+        def on_train_batch_end(outputs: object, batch: Foreign, batch_idx: int) -> Foreign:
             result = original(outputs, batch, batch_idx)
             try:
                 now = perf_counter()
@@ -266,7 +267,7 @@ class StepTaps:
                 try:
                     if type(batch) is not self.batch_type or path is None:
                         raise LookupError  # a new kind of batch: find its path
-                    item: Any = batch
+                    item: Foreign = batch
                     for key in path:
                         item = item[key]
                     shape = item.shape
@@ -304,10 +305,10 @@ class StepTaps:
 
         return on_train_batch_end
 
-    def _log_metrics(self, original: Any) -> Any:
+    def _log_metrics(self, original: Foreign) -> Foreign:
         pending, trainer = self.pending, self.trainer
 
-        def log_metrics(metrics: Any, step: int | None = None) -> Any:
+        def log_metrics(metrics: Mapping[str, Reported], step: int | None = None) -> Foreign:
             try:
                 if metrics:
                     at = trainer.fit_loop.epoch_loop._batches_that_stepped  # Lightning's default step
@@ -322,7 +323,7 @@ class StepTaps:
         return log_metrics
 
     # -- logged values, off the training thread ------------------------------------------------
-    def logged_metrics(self) -> list[tuple[dict[str, Any], int, str]]:
+    def logged_metrics(self) -> list[tuple[dict[str, Reported], int, str]]:
         """The reporter's metric source: the dicts logged in training steps since the last read,
         their tensors as floats (a CUDA tensor waits for its value here, not in training)."""
         reports = []
@@ -334,17 +335,19 @@ class StepTaps:
             reports.append(self._values(*logged))
         return [report for report in reports if report[0]]
 
-    def report(self, metrics: Any, step: int | None, at: int) -> None:
+    def report(self, metrics: Mapping[str, Reported], step: int | None, at: int) -> None:
         """Report a logged dict now, on the calling thread."""
         values, step, phase = self._values(metrics, step, at)
         if values:
             self.reporter.metrics(values, step, phase)
 
-    def _values(self, metrics: Any, step: int | None, at: int) -> tuple[dict[str, Any], int, str]:
+    def _values(
+        self, metrics: Mapping[str, Reported], step: int | None, at: int
+    ) -> tuple[dict[str, Reported], int, str]:
         """(values, step, phase) of a logged dict: its values as numbers where they are (the rest
         left for the converter to count), the step Lightning gives its loggers (the ``step``
         value logged, else ``at``) and the phase its names say."""
-        values: dict[str, Any] = {}
+        values: dict[str, Reported] = {}
         for key, value in metrics.items():
             try:
                 values[key] = float(value)
@@ -363,7 +366,7 @@ class StepTaps:
         return values, step, "eval" if evaluating else "train"
 
 
-def step_progress(trainer: Any, module: Any) -> Any:
+def step_progress(trainer: Foreign, module: Foreign) -> Foreign:
     """An object whose ``completed`` is ``trainer.global_step``, read once a step: the optimizer
     step counter of Lightning's optimization loop (automatic or manual, as the module says), read
     as one attribute rather than through the properties behind ``trainer.global_step`` (about
@@ -385,7 +388,7 @@ def step_progress(trainer: Any, module: Any) -> Any:
 class _GlobalStep:
     """``trainer.global_step`` as ``completed``."""
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: Foreign) -> None:
         self.trainer = trainer
 
     @property
@@ -393,11 +396,11 @@ class _GlobalStep:
         return int(self.trainer.global_step)
 
 
-def _hyperparameters(trainer: Any, module: Any) -> dict[str, Any]:
+def _hyperparameters(trainer: Foreign, module: Foreign) -> dict[str, Reported]:
     """What Lightning gives its loggers' ``log_hyperparams``: the module's and the datamodule's
     ``hparams_initial`` (each unless it was saved with ``logger=False``), without LightningCLI's
     ``_class_path``."""
-    values: dict[str, Any] = {}
+    values: dict[str, Reported] = {}
     datamodule = getattr(trainer, "datamodule", None)
     for owner in (module, datamodule):
         if owner is not None and getattr(owner, "_log_hyperparams", False):
@@ -430,7 +433,7 @@ def _callback_class(pl: ModuleType) -> type:
                     setattr(self, hook, None)
 
         @guarded("lightning.on_train_start", None)
-        def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        def on_train_start(self, trainer: Foreign, pl_module: Foreign) -> None:
             max_steps = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else None
             if max_steps is None:
                 try:
@@ -460,23 +463,23 @@ def _callback_class(pl: ModuleType) -> type:
             self.taps.start(trainer, pl_module)
 
         @guarded("lightning.on_train_epoch_start", None)
-        def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        def on_train_epoch_start(self, trainer: Foreign, pl_module: Foreign) -> None:
             self._record_checkpoints(trainer)
             self.reporter.progress(epoch=trainer.current_epoch)
 
         @guarded("lightning.on_validation_start", None)
-        def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        def on_validation_start(self, trainer: Foreign, pl_module: Foreign) -> None:
             self._record_checkpoints(trainer)
             self.taps.stepping = False  # what an evaluation logs is reported inside its phase
             if not trainer.sanity_checking:
                 self._eval = self.reporter.phase("eval")
 
         @guarded("lightning.on_validation_batch_end", None)
-        def on_validation_batch_end(self, trainer: Any, *args: Any, **kwargs: Any) -> None:
+        def on_validation_batch_end(self, trainer: Foreign, *args: object, **kwargs: object) -> None:
             self.reporter.heartbeat()
 
         @guarded("lightning.on_validation_end", None)
-        def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        def on_validation_end(self, trainer: Foreign, pl_module: Foreign) -> None:
             if self._eval is not None:
                 self._eval.end()
                 self._eval = None
@@ -484,20 +487,20 @@ def _callback_class(pl: ModuleType) -> type:
             self.taps.last_end = time.perf_counter()  # validation time is not step time
 
         @guarded("lightning.on_save_checkpoint", None)
-        def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: Any) -> None:
+        def on_save_checkpoint(self, trainer: Foreign, pl_module: Foreign, checkpoint: object) -> None:
             taps = self.taps
             if taps.save is None:  # ended once the file is seen, at the next batch hook
                 taps.save_at = time.perf_counter()
                 taps.save = self.reporter.phase("save")
 
         @guarded("lightning.on_train_end", None)
-        def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        def on_train_end(self, trainer: Foreign, pl_module: Foreign) -> None:
             self._record_checkpoints(trainer)
             self._close()
             self.reporter.flush(timeout_s=2.0)
 
         @guarded("lightning.on_exception", None)
-        def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        def on_exception(self, trainer: Foreign, pl_module: Foreign, exception: BaseException) -> None:
             if not isinstance(exception, (KeyboardInterrupt, SystemExit)):
                 self.reporter.progress(step=trainer.global_step)
                 self.reporter.failure(exception)
@@ -514,7 +517,7 @@ def _callback_class(pl: ModuleType) -> type:
         def _record_checkpoints_now(self) -> None:
             self._record_checkpoints(self.taps.trainer)
 
-        def _record_checkpoints(self, trainer: Any) -> None:
+        def _record_checkpoints(self, trainer: Foreign) -> None:
             """ModelCheckpoint writes after the hooks that see the save ran; pick up its new files
             at the next batch hook."""
             for cb in getattr(trainer, "checkpoint_callbacks", []) or []:
@@ -526,7 +529,7 @@ def _callback_class(pl: ModuleType) -> type:
                         continue  # (no stat() here: file I/O stays off the training thread)
                     self._seen.add(path)
                     score = (cb.best_k_models or {}).get(path)
-                    meta: dict[str, Any] = {"best": bool(cb.monitor) and path == cb.best_model_path}
+                    meta: dict[str, Reported] = {"best": bool(cb.monitor) and path == cb.best_model_path}
                     if cb.monitor:
                         meta.update(metric=cb.monitor, greater_is_better=cb.mode == "max")
                         if score is not None:
@@ -543,7 +546,7 @@ def _callback_class(pl: ModuleType) -> type:
 class LightningHandle:
     """Returned by :func:`traincard_otel.instrument` for a Lightning Trainer."""
 
-    def __init__(self, trainer: Any, callback: Any, taps: StepTaps) -> None:
+    def __init__(self, trainer: Foreign, callback: Foreign, taps: StepTaps) -> None:
         self.trainer, self.callback, self.taps = trainer, callback, taps
         self.closed = False  # instrument() attaches afresh once closed
 
@@ -558,7 +561,7 @@ class LightningHandle:
         reporter.remove_metric_source(self.taps.logged_metrics)
 
 
-def attach(trainer: Any, reporter: Reporter) -> LightningHandle:
+def attach(trainer: Foreign, reporter: Reporter) -> LightningHandle:
     """Add the callback to ``trainer`` and wrap its logger connector's ``log_metrics``.
 
     Raises:
