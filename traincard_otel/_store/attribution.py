@@ -19,7 +19,7 @@ import math
 import re
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 # The samplers' reading keys, ``name[hw.id]{attr=value,...}`` (telemetry._samples.Sample).
@@ -63,23 +63,29 @@ STRAGGLER_MIN_STEPS = 5  # ... over at least this many steps, is named as the sl
 RECENT_STEPS = 20
 
 
-def _latest_attempt_values(series: Any) -> list[float]:
+def _latest_attempt_values(series: Any) -> Sequence[float]:
+    """The set values of the series' latest attempt (a slice of its column: no copy per value
+    unless a value is missing)."""
     attempts = series.attempts
     if not attempts:
         return []
     latest = attempts[-1]
     start = 0 if attempts[0] == latest else attempts.index(latest)
-    return [v for v in series.values[start:] if v == v]
+    values = series.values[start:]
+    total = sum(values)
+    if total == total:  # no NaN (a C-speed scan)
+        return values  # type: ignore[no-any-return]
+    return [v for v in values if v == v]
 
 
-def _median(values: list[float]) -> float | None:
-    if not values:
+def _median(values: Sequence[float]) -> float | None:
+    if not len(values):
         return None
     try:
         import numpy as np
     except ImportError:
         return float(statistics.median(values))
-    return float(np.median(np.asarray(values, dtype=float)))
+    return float(np.median(np.asarray(values, dtype=float)))  # an array('d') is read in place
 
 
 def rank_table(data: Any, now: float) -> list[dict[str, Any]]:

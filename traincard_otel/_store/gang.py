@@ -26,6 +26,7 @@ from typing import Any
 
 from .attribution import analyze
 from .backends import Backend, LocalBackend, MetaflowBackend
+from .columns import concat
 from .reader import RunData, Series, StoreReader, _series_key
 
 GANG_FILE = "gang.json"
@@ -145,11 +146,11 @@ def _concat(a: Series, b: Series) -> Series:
     return Series(
         name=a.name,
         tags=a.tags,
-        steps=a.steps + b.steps,
-        values=a.values + b.values,
-        times=a.times + b.times,
-        attempts=a.attempts + b.attempts,
-        ranks=a.ranks + b.ranks,
+        steps=concat(a.steps, b.steps),
+        values=concat(a.values, b.values),
+        times=concat(a.times, b.times),
+        attempts=concat(a.attempts, b.attempts),
+        ranks=concat(a.ranks, b.ranks),
     )
 
 

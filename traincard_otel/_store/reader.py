@@ -10,13 +10,17 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
-from collections.abc import Callable
+import math
+import operator
+from array import array
+from collections.abc import Callable, MutableSequence, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._insights.goodput import Goodput, goodput
 from .._schema import Attr, Event
 from . import layout, segment
 from .backends import Backend
+from .columns import FLOAT, INT, SMALL, Column, extend, from_arrow_floats, from_arrow_ints, repeat
 
 if TYPE_CHECKING:
     from .frames import Kind
@@ -30,18 +34,35 @@ DATA_WAIT_TAIL = 1000
 
 @dataclasses.dataclass
 class Series:
-    """One metric's points in report order (rows from every attempt and rank, each labelled)."""
+    """One metric's points in report order (rows from every attempt and rank, each labelled).
+
+    Columns are lists, or for the per-rank series (step times, throughput, data wait) compact
+    typed columns (:class:`~traincard_otel._store.columns.Column`) that read like lists.
+    """
 
     name: str
     tags: dict[str, str] = dataclasses.field(default_factory=dict)
-    steps: list[int | None] = dataclasses.field(default_factory=list)
-    values: list[float] = dataclasses.field(default_factory=list)
-    times: list[float] = dataclasses.field(default_factory=list)
-    attempts: list[int] = dataclasses.field(default_factory=list)
-    ranks: list[int] = dataclasses.field(default_factory=list)
+    steps: MutableSequence[Any] = dataclasses.field(default_factory=list)
+    values: MutableSequence[float] = dataclasses.field(default_factory=list)
+    times: MutableSequence[float] = dataclasses.field(default_factory=list)
+    attempts: MutableSequence[int] = dataclasses.field(default_factory=list)
+    ranks: MutableSequence[int] = dataclasses.field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.values)
+
+
+def rank_series(name: str, rank: int) -> Series:
+    """An empty per-rank series with compact columns (a gang holds one per rank, each run long)."""
+    return Series(
+        name=name,
+        tags={"rank": str(rank)},
+        steps=Column(INT),
+        values=Column(FLOAT),
+        times=Column(FLOAT),
+        attempts=Column(SMALL),
+        ranks=Column(SMALL),
+    )
 
 
 @dataclasses.dataclass
@@ -248,7 +269,10 @@ def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: in
         table = table.filter(pc.invert(pc.is_in(table["seq"], value_set=pa.array(sorted(skip), pa.int64()))))
     kinds, whole = table["k"], pc.is_valid(table["rest"])  # a record kept whole is read as one
     columnar = pc.invert(whole)
-    metrics = table.filter(pc.and_(pc.equal(kinds, "m"), columnar))
+    # Filtering a table filters every column it has: select each kind's columns first.
+    have = set(table.column_names)
+    metrics = table.select([c for c in ("name", "g", "s", "value", "t") if c in have])
+    metrics = metrics.filter(pc.and_(pc.equal(kinds, "m"), columnar))
     for combo in metrics.group_by(["name", "g"]).aggregate([]).to_pylist():
         name, tags_json = combo["name"], combo["g"]
         tags = json.loads(tags_json) if tags_json else None
@@ -263,82 +287,121 @@ def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: in
             series, rows["s"].to_pylist(), rows["value"].to_pylist(), rows["t"].to_pylist(), attempt, rank
         )
     # A step end without a duration adds no point, as in a segment.
-    steps = table.filter(pc.and_(pc.and_(pc.equal(kinds, "st"), columnar), pc.is_valid(table["value"])))
+    steps = table.select([c for c in ("s", "value", "t", "w", "n", "tok") if c in have])
+    steps = steps.filter(pc.and_(pc.and_(pc.equal(kinds, "st"), columnar), pc.is_valid(table["value"])))
     if steps.num_rows:
         series = data.step_times.get(rank)
         if series is None:
-            series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
-        s, d, t = steps["s"].to_pylist(), steps["value"].to_pylist(), steps["t"].to_pylist()
-        _extend(series, s, d, t, attempt, rank)
+            series = data.step_times[rank] = rank_series("step_time", rank)
+        s = from_arrow_ints(steps["s"])
+        _extend(series, s, from_arrow_floats(steps["value"]), from_arrow_floats(steps["t"]), attempt, rank)
         waited = steps.filter(pc.is_valid(steps["w"])) if "w" in steps.column_names else None
         if waited is not None and waited.num_rows:
             waited_s = float(pc.sum(waited["w"]).as_py())
             data.data_wait_total[rank] = data.data_wait_total.get(rank, 0.0) + waited_s
             waits = data.data_wait.get(rank)
             if waits is None:
-                waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
+                waits = data.data_wait[rank] = rank_series("data_wait", rank)
             tail = waited.slice(max(0, waited.num_rows - DATA_WAIT_TAIL))
-            _extend(waits, tail["s"].to_pylist(), tail["w"].to_pylist(), tail["t"].to_pylist(), attempt, rank)
-            _trim(waits)
-        for column, tname in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
-            count = steps[column].to_pylist()
-            idx = [i for i, c in enumerate(count) if c and d[i]]
-            if idx:
-                key = f"{tname}{{rank={rank}}}"
-                tput = data.throughput.get(key)
-                if tput is None:
-                    tput = data.throughput[key] = Series(name=tname, tags={"rank": str(rank)})
-                _extend(
-                    tput,
-                    [s[i] for i in idx],
-                    [count[i] / d[i] for i in idx],
-                    [t[i] for i in idx],
-                    attempt,
-                    rank,
-                )
-    for rest in table.filter(whole)["rest"].to_pylist():
-        _add(data, json.loads(rest), attempt, rank)
-    return int(table.num_rows)  # pyarrow is untyped
-
-
-def _add_step_columns(data: RunData, rec: Record, attempt: int, rank: int) -> int:
-    """A packed run of step ends, as :func:`_add` adds each of its rows; returns its row count."""
-    s, t, d, w, n, tok = rec["s"], rec["t"], rec["d"], rec["w"], rec["n"], rec["tok"]
-    keep = [i for i, x in enumerate(d) if x == x and x]  # a step end without a duration adds no point
-    if keep:
-        whole = len(keep) == len(s)
-        ss = s if whole else [s[i] for i in keep]
-        tt = t.tolist() if whole else [t[i] for i in keep]
-        dd = d.tolist() if whole else [d[i] for i in keep]
-        series = data.step_times.get(rank)
-        if series is None:
-            series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
-        _extend(series, ss, dd, tt, attempt, rank)
-        waited = [j for j, i in enumerate(keep) if w[i] == w[i]]
-        if waited:
-            data.data_wait_total[rank] = data.data_wait_total.get(rank, 0.0) + sum(w[keep[j]] for j in waited)
-            waited = waited[-DATA_WAIT_TAIL:]
-            waits = data.data_wait.get(rank)
-            if waits is None:
-                waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
             _extend(
                 waits,
-                [ss[j] for j in waited],
-                [w[keep[j]] for j in waited],
-                [tt[j] for j in waited],
+                from_arrow_ints(tail["s"]),
+                from_arrow_floats(tail["w"]),
+                from_arrow_floats(tail["t"]),
                 attempt,
                 rank,
             )
             _trim(waits)
-        for column, tname in ((n, "samples_per_second"), (tok, "tokens_per_second")):
-            counted = [j for j, i in enumerate(keep) if column[i]]
-            if counted:
+        for column, tname in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
+            # a rate where a count and a duration are known (a step without a duration was dropped above)
+            has = pc.and_(pc.not_equal(steps[column], 0), pc.not_equal(steps["value"], 0))
+            counted = steps.filter(pc.fill_null(has, False))
+            if counted.num_rows:
                 key = f"{tname}{{rank={rank}}}"
                 tput = data.throughput.get(key)
                 if tput is None:
-                    tput = data.throughput[key] = Series(name=tname, tags={"rank": str(rank)})
-                rates = [column[keep[j]] / dd[j] for j in counted]
-                _extend(tput, [ss[j] for j in counted], rates, [tt[j] for j in counted], attempt, rank)
+                    tput = data.throughput[key] = rank_series(tname, rank)
+                rates = pc.divide(pc.cast(counted[column], pa.float64()), counted["value"])
+                _extend(
+                    tput,
+                    from_arrow_ints(counted["s"]),
+                    from_arrow_floats(rates),
+                    from_arrow_floats(counted["t"]),
+                    attempt,
+                    rank,
+                )
+    for rest in table["rest"].filter(whole).to_pylist():
+        _add(data, json.loads(rest), attempt, rank)
+    return int(table.num_rows)  # pyarrow is untyped
+
+
+def _no_gaps(column: Sequence[Any]) -> bool:
+    """Whether every value of a float column is set and non-zero (C-speed scans; a false "no" only
+    sends the caller down the per-value path)."""
+    if 0.0 in column:
+        return False
+    total = sum(column)
+    return bool(total == total)  # NaN anywhere makes the sum NaN
+
+
+def _all_nan(column: Any) -> bool:
+    """Whether a float array holds only the writer's NaN (no value recorded), compared as bytes."""
+    return (
+        isinstance(column, array) and column.tobytes() == (array(FLOAT, [math.nan]) * len(column)).tobytes()
+    )
+
+
+def _add_step_columns(data: RunData, rec: Record, attempt: int, rank: int) -> int:
+    """A packed run of step ends, as :func:`_add` adds each of its rows; returns its row count.
+
+    A run is usually whole (every step timed, every count set): then columns are added as they
+    are, without a Python object per value.
+    """
+    s, t, d, w, n, tok = rec["s"], rec["t"], rec["d"], rec["w"], rec["n"], rec["tok"]
+    whole = _no_gaps(d)
+    keep = range(len(s)) if whole else [i for i, x in enumerate(d) if x == x and x]
+    if not keep:  # a step end without a duration adds no point
+        return len(s)
+    ss = s if whole else [s[i] for i in keep]
+    tt = t if whole else [t[i] for i in keep]
+    dd = d if whole else [d[i] for i in keep]
+    series = data.step_times.get(rank)
+    if series is None:
+        series = data.step_times[rank] = rank_series("step_time", rank)
+    _extend(series, ss, dd, tt, attempt, rank)
+    if not _all_nan(w):
+        if whole and _no_gaps(w):
+            waited_s = float(sum(w))
+            cut = slice(-DATA_WAIT_TAIL, None)
+            tail_s, tail_w, tail_t = ss[cut], w[cut], tt[cut]
+        else:
+            waited = [j for j, i in enumerate(keep) if w[i] == w[i]]
+            waited_s, tail = sum(w[keep[j]] for j in waited), waited[-DATA_WAIT_TAIL:]
+            tail_s, tail_w, tail_t = [ss[j] for j in tail], [w[keep[j]] for j in tail], [tt[j] for j in tail]
+        if len(tail_s):
+            data.data_wait_total[rank] = data.data_wait_total.get(rank, 0.0) + waited_s
+            waits = data.data_wait.get(rank)
+            if waits is None:
+                waits = data.data_wait[rank] = rank_series("data_wait", rank)
+            _extend(waits, tail_s, tail_w, tail_t, attempt, rank)
+            _trim(waits)
+    for column, tname in ((n, "samples_per_second"), (tok, "tokens_per_second")):
+        if not any(column):
+            continue
+        if whole and 0 not in column and None not in column:
+            counted_steps, counted_times = ss, tt
+            rates: Sequence[float] = array(FLOAT, map(operator.truediv, column, dd))
+        else:
+            counted = [j for j, i in enumerate(keep) if column[i]]
+            if not counted:
+                continue
+            counted_steps, counted_times = [ss[j] for j in counted], [tt[j] for j in counted]
+            rates = [column[keep[j]] / dd[j] for j in counted]
+        key = f"{tname}{{rank={rank}}}"
+        tput = data.throughput.get(key)
+        if tput is None:
+            tput = data.throughput[key] = rank_series(tname, rank)
+        _extend(tput, counted_steps, rates, counted_times, attempt, rank)
     return len(s)
 
 
@@ -351,17 +414,17 @@ def _trim(series: Series, keep: int = DATA_WAIT_TAIL) -> None:
 
 
 def _extend(
-    series: Series, steps: list[Any], values: list[Any], times: list[Any], attempt: int, rank: int
+    series: Series, steps: Sequence[Any], values: Sequence[Any], times: Sequence[Any], attempt: int, rank: int
 ) -> None:
     n = len(values)
-    series.steps.extend(steps)
-    if None in values:  # a C-speed scan; the per-value rewrite only where a value is missing
-        series.values.extend(float("nan") if v is None else v for v in values)
-    else:
-        series.values.extend(values)
-    series.times.extend(times)
-    series.attempts.extend([attempt] * n)
-    series.ranks.extend([rank] * n)
+    series.steps = extend(series.steps, steps)
+    if not isinstance(values, array) and None in values:  # the per-value rewrite only where one is missing
+        values = [float("nan") if v is None else v for v in values]
+    series.values = extend(series.values, values)
+    series.times = extend(series.times, times)
+    typed = isinstance(series.attempts, array)
+    series.attempts = extend(series.attempts, repeat(SMALL, attempt, n) if typed else [attempt] * n)
+    series.ranks = extend(series.ranks, repeat(SMALL, rank, n) if typed else [rank] * n)
 
 
 def read_store(backend: Backend, source: str | None = None) -> RunData:
@@ -370,6 +433,9 @@ def read_store(backend: Backend, source: str | None = None) -> RunData:
 
 
 def _append(series: Series, step: Any, value: Any, t: float, attempt: int, rank: int) -> None:
+    if isinstance(series.steps, array):  # a typed column takes what fits its type, else becomes a list
+        _extend(series, [step], [value], [t], attempt, rank)
+        return
     series.steps.append(step)
     series.values.append(float(value) if value is not None else float("nan"))
     series.times.append(t)
@@ -403,14 +469,14 @@ def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
         if duration:
             series = data.step_times.get(rank)
             if series is None:
-                series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
+                series = data.step_times[rank] = rank_series("step_time", rank)
             _append(series, rec.get("s"), duration, t, attempt, rank)
             wait = rec.get("w")
             if wait is not None:
                 data.data_wait_total[rank] = data.data_wait_total.get(rank, 0.0) + wait
                 waits = data.data_wait.get(rank)
                 if waits is None:
-                    waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
+                    waits = data.data_wait[rank] = rank_series("data_wait", rank)
                 _append(waits, rec.get("s"), wait, t, attempt, rank)
                 if len(waits.values) > 2 * DATA_WAIT_TAIL:
                     _trim(waits)
@@ -419,7 +485,7 @@ def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
                     key = f"{name}{{rank={rank}}}"
                     tput = data.throughput.get(key)
                     if tput is None:
-                        tput = data.throughput[key] = Series(name=name, tags={"rank": str(rank)})
+                        tput = data.throughput[key] = rank_series(name, rank)
                     _append(tput, rec.get("s"), rec[field] / duration, t, attempt, rank)
     elif kind == "x":
         attrs = rec.get("a") or {}
