@@ -10,7 +10,8 @@ import pyarrow as pa
 from traincard_otel._card.payload.series import MAX_POINTS, RANK_MIN_POINTS, Mode, rank_points, xy
 from traincard_otel._store import segment
 from traincard_otel._store.columns import Column, column, concat, extend, from_arrow_floats, from_arrow_ints
-from traincard_otel._store.reader import RunData, _add_step_columns, rank_series
+from traincard_otel._store.records import add_step_columns
+from traincard_otel._store.rundata import RunData, rank_series
 
 
 def test_a_column_reads_like_a_list_and_stays_typed() -> None:
@@ -55,7 +56,7 @@ def test_a_packed_run_of_step_ends_is_read_as_typed_columns_with_exact_rates() -
     assert not corrupt
     rec = records[0]
     data = RunData(source="t")
-    _add_step_columns(data, rec, attempt=0, rank=3)
+    add_step_columns(data, rec, attempt=0, rank=3)
     times = data.step_times[3]
     assert isinstance(times.values, array) and times.steps == steps and times.ranks == [3] * 1000
     assert data.throughput["samples_per_second{rank=3}"].values == [64.0] * 1000

@@ -27,7 +27,8 @@ from typing import Any
 from .attribution import analyze
 from .backends import Backend, LocalBackend, MetaflowBackend
 from .columns import concat
-from .reader import RunData, Series, StoreReader, _series_key
+from .reader import StoreReader
+from .rundata import RunData, Series, series_key
 
 GANG_FILE = "gang.json"
 NODE_PREFIX = "gang/node-"
@@ -186,7 +187,7 @@ def merge(source: str, parts: list[tuple[dict[str, Any], RunData, list[dict[str,
         for series in data.system.values():
             tags = {**series.tags, "node": f"node {index}"}
             view = dataclasses.replace(series, tags=tags, ranks=[first_rank] * len(series.values))
-            key = _series_key(series.name, {k: v for k, v in tags.items() if k != "unit"})
+            key = series_key(series.name, {k: v for k, v in tags.items() if k != "unit"})
             out.system[key] = view
         for name in ("phases", "checkpoints", "logs", "events"):
             getattr(out, name).extend({**r, "node_index": index} for r in getattr(data, name))
