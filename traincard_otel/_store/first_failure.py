@@ -25,7 +25,12 @@ def elastic_failures(agents: list[dict[str, Any]], attempt: int) -> dict[int, di
         if int(agent.get("attempt") or 0) != attempt:
             continue
         for f in agent.get("failures") or []:
-            out[int(f["rank"])] = {**f, "agent_node": agent.get("node_rank"), "host": agent.get("host")}
+            out[int(f["rank"])] = {
+                **f,
+                "agent_node": agent.get("node_rank"),
+                "host": f.get("host") or agent.get("host"),
+                "source": agent.get("source"),
+            }
     return out
 
 
@@ -39,7 +44,8 @@ def _ending(
     if elastic is not None:
         code = int(elastic.get("exitcode") or 0)
         out.update(exit_code=code, pid=elastic.get("pid") or row.get("pid"))
-        out["evidence"].append(f"torch elastic agent: exit code {code} for pid {elastic.get('pid')}")
+        source = f" ({elastic['source']})" if elastic.get("source") else ""
+        out["evidence"].append(f"torch elastic agent{source}: exit code {code} for pid {elastic.get('pid')}")
         if code < 0:
             out.update(signal=-code, how=_how_signal(-code, memory_evidence))
             if -code == 9 and memory_evidence:
@@ -108,6 +114,8 @@ def first_failure(
             **{k: r.get(k) for k in ("rank", "node", "host", "step")},
             "how": waiting if e.get("hung") else e.get("how") or "ended",
             "time": e.get("time"),
+            "hung": bool(e.get("hung")),  # alive but not progressing: it has not ended
+            "signal": e.get("signal"),
         }
         for _t2, _s2, r, e in ended[1:]
     ]

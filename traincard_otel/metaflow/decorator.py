@@ -160,6 +160,7 @@ class TraincardDecorator(StepDecorator):
                 reader=reader,
                 emit=reporter.event if reader is not None and gang is not None and control else None,
                 publish=pipeline.insight_gauges.publish if control else None,
+                publish_gang=pipeline.insight_gauges.publish_gang if gang is not None and control else None,
             ).start()
 
     def task_exception(
