@@ -314,6 +314,45 @@ def test_a_hung_rank_is_named_within_one_rank_timeout(browser: Any, tmp_path: Pa
                     os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
+def test_under_plain_torchrun_the_killed_rank_is_named_from_torchruns_report(tmp_path: Path) -> None:
+    """Each node starts ``python -m torch.distributed.run`` itself (no agent record): the step's
+    console capture holds torchrun's failure report, and the card names rank 3 from it."""
+    root, proc = _start(tmp_path, "kill", GANG_LAUNCHER="plain")
+    out = _wait(proc, 240)
+    assert proc.returncode != 0
+    assert "Root Cause (first observed failure)" in out  # torchrun's own report, as a user sees it
+    assert not list(root.glob(".metaflow/GangFlow/*/train/*/traincard/elastic/*"))  # no agent record
+    control, worker = _train_dirs(root)
+    deadline = time.monotonic() + 30  # node 1's task may still be writing its last logs
+    first: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        section = gang_section(traincard_otel.load(control))
+        first = section["first_failure"] if section else None
+        if first and first.get("signal") and len(first["consequences"]) == 3:
+            break
+        time.sleep(1)
+    assert first is not None, out[-4000:]
+    assert (first["rank"], first["node"], first["step"], first["signal"], first["exit_code"]) == (
+        3,
+        1,
+        14,
+        9,
+        -9,
+    )
+    assert first["pid"] and first["how"] == "killed (signal 9, SIGKILL)"
+    assert any("torchrun's failure report" in e for e in first["evidence"]), first["evidence"]
+    assert sorted(c["rank"] for c in first["consequences"]) == [0, 1, 2]
+
+    html = tmp_path / "card.html"
+    _render(root, str(worker), html)
+    payload = card_payload(html.read_text())
+    assert payload["gang"]["first_failure"]["rank"] == 3
+    headline = " ".join(line["text"] for line in payload["gang"]["headline"])
+    assert "First failure: rank 3 on node 1" in headline and "killed (signal 9, SIGKILL)" in headline
+    assert payload["failure"]["message"].startswith("rank 3 on node 1")
+
+
 def test_torchrun_wrapper_keeps_torchruns_arguments() -> None:
     """`python -m traincard_otel.torchrun --help` is torch.distributed.run's own parser."""
     proc = subprocess.run(

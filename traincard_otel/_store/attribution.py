@@ -19,6 +19,7 @@ from typing import Any
 from .first_failure import first_failure, panel_failure
 from .node_readings import aggregates, host_oom_evidence, node_system
 from .ranks import hung_ranks, rank_table, stragglers
+from .torchrun_report import REPORT_MARK, agent_records
 
 __all__ = ["analyze", "host_oom_evidence"]
 
@@ -77,6 +78,23 @@ def _waits(nodes: list[dict[str, Any]], rows: list[dict[str, Any]], num_nodes: i
     return out
 
 
+def _with_console_reports(nodes: list[dict[str, Any]], logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Nodes without an agent record (plain ``torchrun``, not ``traincard_otel.torchrun``) get one
+    from torchrun's failure report in their captured console, where it printed one."""
+    if all(n.get("agents") for n in nodes) or not any(
+        REPORT_MARK in m for line in logs if isinstance(m := line.get("message"), str)
+    ):
+        return nodes
+    out = []
+    for n in nodes:
+        if not n.get("agents"):
+            index = int(n["node_index"])
+            mine = [line for line in logs if int(line.get("node_index") or 0) == index]
+            n = {**n, "agents": agent_records(mine, index)}
+        out.append(n)
+    return out
+
+
 def analyze(data: Any, now: float | None = None) -> dict[str, Any] | None:
     """Nodes, ranks, stragglers, the first failure, hung ranks and barrier waits of ``data``;
     ``None`` for a run with one rank and no gang."""
@@ -89,6 +107,7 @@ def analyze(data: Any, now: float | None = None) -> dict[str, Any] | None:
         {"node_index": n, "task_id": None, "host": None, "agents": [], "launcher": None, "last_system": {}}
         for n in sorted({int(r["node"] or 0) for r in rows})
     ]
+    raw_nodes = _with_console_reports(raw_nodes, data.logs)
     num_nodes = int(gang.get("num_nodes") or len(raw_nodes))
     attempt = max((int(s.get("attempt", 0)) for s in data.states), default=0)
     agents = [a for n in raw_nodes for a in n.get("agents") or []]
