@@ -378,12 +378,13 @@ def test_the_same_gang_on_the_s3_datastore(tmp_path: Path) -> None:
         shutil.copy(FLOWS / name, tmp_path / name)
     with s3_server() as endpoint:
         # Fewer steps and no live refreshes: the layout is what this variant checks, and every
-        # Metaflow S3 operation against the emulator costs a subprocess.
+        # Metaflow S3 read against the emulator costs a subprocess (the flow's own argument sets
+        # the refresh interval, so TRAINCARD_REFRESH_INTERVAL would not).
         env = {
             **_env(tmp_path, "healthy"),
             **metaflow_s3_env(endpoint),
             "GANG_STEPS": "20",
-            "TRAINCARD_REFRESH_INTERVAL": "60",
+            "GANG_REFRESH_INTERVAL": "60",
         }
         proc = subprocess.run(
             [sys.executable, "gang_flow.py", "--no-pylint", "--datastore=s3", "run"],
