@@ -1,4 +1,5 @@
-"""Goodput and MFU as OTel gauges, the same figures the live card shows.
+"""Goodput and MFU as OTel gauges, the same figures the live card shows; a gang's failed and hung
+ranks (:class:`GangGauges`) as metrics an alert can fire on.
 
 These are read-time insights (``traincard_otel._insights``): they need the whole run, restarts
 included, so they are computed from the store, not from the converter's stream. The process that
