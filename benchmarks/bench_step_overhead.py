@@ -21,8 +21,9 @@ How the tracker is switched, per framework, with everything else identical:
 * Hugging Face: a peer's ``TrainerCallback`` sits behind a gate that forwards its events only in
   "on" blocks; traincard's wrappers of the callback handler's events and of ``training_step`` are
   removed in "off" blocks;
-* Lightning: traincard's callback and the tracker's logger are removed from the Trainer in "off"
-  blocks;
+* Lightning: traincard's callback and its wrappers of the module's batch hooks and of the logger
+  connector's ``log_metrics`` (or a peer's logger) are removed in "off" blocks
+  (``bench_step_pairs.lightning_tracker``);
 * raw loop: "on" blocks step an instrumented optimizer and call the tracker, "off" blocks step a
   second, identical optimizer over the same model.
 
@@ -57,6 +58,7 @@ from benchmarks.bench_end_to_end import (
     raw_model,
     raw_step,
 )
+from benchmarks.bench_step_pairs import lightning_tracker
 
 WARMUP_STEPS = 50
 
@@ -190,23 +192,7 @@ def child_lightning(mode: str, steps: int, block: int, device: str) -> None:
     holder: dict[str, Blocks] = {}
 
     def setup(trainer: Any) -> None:
-        callback = None
-        if mode == "traincard":
-            import traincard_otel
-
-            handle: Any = traincard_otel.instrument(trainer)
-            callback = handle.callback
-        loggers = list(trainer.loggers)
-
-        def switch(on: bool) -> None:
-            trainer.loggers = loggers if on else []
-            if callback is not None:
-                if on and callback not in trainer.callbacks:
-                    trainer.callbacks.append(callback)
-                elif not on and callback in trainer.callbacks:
-                    trainer.callbacks.remove(callback)
-
-        holder["blocks"] = Blocks(block, switch)
+        holder["blocks"] = Blocks(block, lightning_tracker(mode, trainer))
 
     lightning_fit(mode, steps, lambda _trainer: holder["blocks"].tick(), setup, device)
     _emit(holder["blocks"])

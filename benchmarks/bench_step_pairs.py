@@ -1,8 +1,8 @@
 """Step pairs: the whole tracker, its background threads included, switched on and off per step.
 
     python -m benchmarks.bench_step_pairs [--steps 24000] [--processes 8] [--framework hf lightning raw]
-                                          [--intervals scaled default] [--control] [--batch N]
-                                          [--quick] [--json F]
+                                          [--intervals scaled default] [--control] [--before]
+                                          [--batch N] [--quick] [--json F]
     python -m benchmarks.bench_step_pairs --pool RUN.json [RUN.json ...] [--json F]
 
 Whole runs (``bench_end_to_end``) carry this machine's drift: adjacent 3 s runs differ by 5-9 %,
@@ -35,9 +35,13 @@ one step in a few hundred, and a median would leave it out. A process can favour
 throughout (the same code cost 5 µs a step in one process and 53 in another), so the steps are
 shared among ``--processes`` child processes, every case in turn, and the 95 % interval is a
 bootstrap that resamples processes, then blocks of 50 consecutive pairs within them. The median
-over pairs is shown beside it (the steady per-step cost, without the bursts), with the training
-thread's CPU time and the other threads' CPU per step. ``--control`` adds runs that switch the
+over pairs is shown beside it (the steady per-step cost, without the bursts; as a ratio and in
+µs), with the training thread's CPU time (the mean and the median of the pairs' differences)
+and the other threads' CPU per step. ``--control`` adds runs that switch the
 same way with no tracker behind the switch: what the harness reads when nothing differs.
+``--before`` adds, for Lightning, the adapter as it was before 2026-11-25 (a frozen copy in
+``benchmarks/_lightning_before.py``: a Callback with batch hooks and a Lightning Logger), run in
+turn with the current one in every process, so that before and after come from one run.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ import time
 import types
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmarks._harness import bootstrap_interval, report
 from benchmarks.bench_end_to_end import (
@@ -251,6 +255,52 @@ def child_hf(tracker: str, steps: int, batch: int) -> dict[str, Any]:
     return pairs.result()
 
 
+def lightning_tracker(tracker: str, trainer: Any) -> Callable[[bool], None]:
+    """Instrument ``trainer`` as ``tracker`` says and return the switch that takes the tracker's
+    per-step taps in ("on") and out ("off"):
+
+    * "traincard": the adapter's callback (from the Trainer's list), its wrappers of the logger
+      connector's ``log_metrics`` and of the module's batch hooks (from the instances; the latter
+      exist once the fit has started, so they are collected at the first switch);
+    * "before": the adapter as it was before 2026-11-25 (``benchmarks/_lightning_before.py``), its
+      callback and its Lightning Logger;
+    * "none", or a peer's name: only the Trainer's loggers (a peer's, or none: the control).
+    """
+    callback: Any = None
+    if tracker == "traincard":
+        import traincard_otel
+
+        callback = cast(Any, traincard_otel.instrument(trainer)).callback
+    elif tracker == "before":
+        import traincard_otel
+        from benchmarks._lightning_before import attach
+
+        callback = attach(trainer, traincard_otel.configure()).callback
+    loggers = list(trainer.loggers)
+    on_callbacks = list(trainer.callbacks)
+    off_callbacks = [cb for cb in on_callbacks if cb is not callback]
+    taps: list[tuple[Any, str, Any]] = []  # (object, attribute, traincard's wrapper)
+
+    def switch(on: bool) -> None:
+        if tracker == "traincard" and not taps:
+            from traincard_otel.adapters.lightning import CONNECTOR_METHOD, MODULE_HOOKS
+
+            for obj, names in (
+                (trainer._logger_connector, (CONNECTOR_METHOD,)),
+                (trainer.lightning_module, MODULE_HOOKS),
+            ):
+                taps.extend((obj, name, vars(obj)[name]) for name in names)
+        trainer.loggers = loggers if on else []
+        trainer.callbacks = on_callbacks if on else off_callbacks
+        for obj, name, wrapper in taps:  # in vars(): nn.Module.__setattr__ costs µs
+            if on:
+                vars(obj)[name] = wrapper
+            else:
+                vars(obj).pop(name, None)
+
+    return switch
+
+
 def child_lightning(tracker: str, steps: int, batch: int) -> dict[str, Any]:
     import torch
 
@@ -259,21 +309,7 @@ def child_lightning(tracker: str, steps: int, batch: int) -> dict[str, Any]:
     holder: dict[str, StepPairs] = {}
 
     def setup(trainer: Any) -> None:
-        callback, loggers = None, list(trainer.loggers)
-        if tracker == "traincard":
-            import traincard_otel
-
-            handle: Any = traincard_otel.instrument(trainer)
-            callback = handle.callback
-            loggers = list(trainer.loggers)
-        on_callbacks = list(trainer.callbacks)
-        off_callbacks = [cb for cb in on_callbacks if cb is not callback]
-
-        def switch(on: bool) -> None:
-            trainer.loggers = loggers if on else []
-            trainer.callbacks = on_callbacks if on else off_callbacks
-
-        holder["pairs"] = StepPairs(steps, switch, gate)
+        holder["pairs"] = StepPairs(steps, lightning_tracker(tracker, trainer), gate)
 
     with gate.installed():
         tick = lambda _trainer: holder["pairs"].tick()  # noqa: E731
@@ -379,7 +415,10 @@ def row(framework: str, tracker: str, intervals: str, results: list[dict[str, An
         "process_max_pct": max(wall["per_process_pct"]),
         "added_us": float(on[:, 0].mean() - off[:, 0].mean()) * 1e6,
         "median_pair_pct": wall["median_pair_pct"],
+        # Medians of the pairs' differences: the steady cost, robust to a loaded machine's bursts.
+        "median_pair_us": float(np.median(on[:, 0] - off[:, 0])) * 1e6,
         "thread_cpu_us": float(on[:, 1].mean() - off[:, 1].mean()) * 1e6,
+        "median_thread_cpu_us": float(np.median(on[:, 1] - off[:, 1])) * 1e6,
         # CPU of the process's other threads (the tracker's) per step, "on" and "off".
         "other_cpu_on_us": float(on[:, 2].mean()) * 1e6,
         "other_cpu_off_us": float(off[:, 2].mean()) * 1e6,
@@ -395,6 +434,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--framework", choices=sorted(CHILDREN), nargs="*", default=sorted(CHILDREN))
     parser.add_argument("--intervals", choices=["scaled", "default"], nargs="*", default=["scaled"])
     parser.add_argument("--control", action="store_true", help="also a run that switches nothing")
+    parser.add_argument(
+        "--before",
+        action="store_true",
+        help="Lightning: also the adapter as it was before 2026-11-25 (benchmarks/_lightning_before.py)",
+    )
     parser.add_argument("--batch", type=int, default=None, help="batch size (default: steps of 5-10 ms)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
@@ -419,11 +463,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     frameworks = ["raw"] if args.quick else args.framework
     cases = [(fw, "traincard", intervals) for fw in frameworks for intervals in args.intervals]
     cases += [(fw, "none", "scaled") for fw in frameworks] if args.control or args.quick else []
+    if args.before and "lightning" in frameworks:  # beside the current adapter, in the same run
+        cases += [("lightning", "before", intervals) for intervals in args.intervals]
     raw: dict[str, list[dict[str, Any]]] = {"/".join(case): [] for case in cases}
     with tempfile.TemporaryDirectory() as tmp:
         # Process by process, every case in turn: drift over the minutes falls on all of them.
+        # Every other process takes them in reverse order (ABBA over processes).
         for n in range(processes):
-            for case in cases:
+            for case in cases if n % 2 == 0 else cases[::-1]:
                 raw["/".join(case)].append(_run(*case, steps // processes, args.batch, f"{tmp}/{n}"))
     rows = [row(*case, raw["/".join(case)]) for case in cases]
     return report(

@@ -32,38 +32,20 @@ class EvalFlow(FlowSpec):
     @step
     def fit(self):
         """A model to evaluate: a short plain-PyTorch fit to the synthetic task."""
-        import io
+        from tiny_gpt2 import fitted_weights
 
-        import torch
-        from tiny_gpt2 import ProgressionDataset, tiny_gpt2
-
-        torch.manual_seed(0)
-        model, data = tiny_gpt2(), ProgressionDataset(2048)
-        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-        for _ in range(int(self.fit_steps)):
-            ids = data.ids[torch.randint(0, len(data), (16,))]
-            loss = model(input_ids=ids, labels=ids).loss
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        buffer = io.BytesIO()
-        torch.save(model.state_dict(), buffer)
-        self.weights = buffer.getvalue()
+        self.weights = fitted_weights(int(self.fit_steps))
         self.next(self.evaluate)
 
     @traincard(refresh_interval=2)
     @step
     def evaluate(self):
-        import io
-
         import torch
-        from tiny_gpt2 import ProgressionDataset, tiny_gpt2
+        from tiny_gpt2 import ProgressionDataset, from_weights
 
         torch.manual_seed(0)
         reporter = current.traincard
-        model = tiny_gpt2()
-        model.load_state_dict(torch.load(io.BytesIO(self.weights)))
-        model.eval()
+        model = from_weights(self.weights)
         data = ProgressionDataset(int(self.items), seed=1)
         every, corrupt = int(self.report_every), int(self.corrupt_every)
         reporter.progress(max_steps=int(self.items))

@@ -35,38 +35,20 @@ class InferenceFlow(FlowSpec):
     @step
     def fit(self):
         """A model to serve: a short plain-PyTorch fit to the synthetic task."""
-        import io
+        from tiny_gpt2 import fitted_weights
 
-        import torch
-        from tiny_gpt2 import ProgressionDataset, tiny_gpt2
-
-        torch.manual_seed(0)
-        model, data = tiny_gpt2(), ProgressionDataset(2048)
-        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-        for _ in range(int(self.fit_steps)):
-            ids = data.ids[torch.randint(0, len(data), (16,))]
-            loss = model(input_ids=ids, labels=ids).loss
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        buffer = io.BytesIO()
-        torch.save(model.state_dict(), buffer)
-        self.weights = buffer.getvalue()
+        self.weights = fitted_weights(int(self.fit_steps))
         self.next(self.generate)
 
     @traincard(refresh_interval=2)
     @step
     def generate(self):
-        import io
-
         import torch
-        from tiny_gpt2 import ProgressionDataset, tiny_gpt2
+        from tiny_gpt2 import ProgressionDataset, from_weights
 
         torch.manual_seed(0)
         reporter = current.traincard
-        model = tiny_gpt2()
-        model.load_state_dict(torch.load(io.BytesIO(self.weights)))
-        model.eval()
+        model = from_weights(self.weights)
         context = model.config.n_positions
         prompts = ProgressionDataset(int(self.prompts), seq_len=8, seed=2)
         long_prompt = ProgressionDataset(1, seq_len=context + 8, seed=3)[0]["input_ids"]

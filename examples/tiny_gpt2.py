@@ -83,3 +83,35 @@ def trainer(output_dir: str, max_steps: int = 200, **overrides: Any) -> Any:
         train_dataset=ProgressionDataset(2048),
         eval_dataset=ProgressionDataset(128, seed=1),
     )
+
+
+def fitted_weights(steps: int, seed: int = 0) -> bytes:
+    """A tiny GPT-2 fitted briefly to the progression task (plain PyTorch), as ``torch.save`` bytes:
+    a model for the evaluation and inference examples to load."""
+    import io
+
+    import torch
+
+    torch.manual_seed(seed)
+    model, data = tiny_gpt2(), ProgressionDataset(2048)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        ids = data.ids[torch.randint(0, len(data), (16,))]
+        loss = model(input_ids=ids, labels=ids).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    return buffer.getvalue()
+
+
+def from_weights(weights: bytes) -> Any:
+    """The tiny GPT-2 of :func:`fitted_weights`' bytes, in eval mode."""
+    import io
+
+    import torch
+
+    model = tiny_gpt2()
+    model.load_state_dict(torch.load(io.BytesIO(weights)))
+    return model.eval()

@@ -41,3 +41,31 @@ def metaflow_client(code: str, pathspec: str, cwd: Path, env: dict[str, str]) ->
     )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+#: The run-bookkeeping figures an HF Trainer logs (each belongs in the card's summary table).
+HF_BOOKKEEPING = (
+    "eval_runtime",
+    "eval_samples_per_second",
+    "eval_steps_per_second",
+    "total_flos",
+    "train_runtime",
+    "train_samples_per_second",
+    "train_steps_per_second",
+)
+
+
+def series(name: str, steps: list[int], value: float = 1.0) -> Any:
+    """A rank-0, attempt-0 :class:`traincard_otel.Series` at ``steps`` (values rising from ``value``,
+    times 1000 s + step)."""
+    from traincard_otel import Series
+
+    n = len(steps)
+    return Series(
+        name=name,
+        steps=list(steps),
+        values=[value + i / 100 for i in range(n)],
+        times=[1000.0 + s for s in steps],
+        attempts=[0] * n,
+        ranks=[0] * n,
+    )

@@ -14,10 +14,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from . import _targets
 from ._load import load
+from ._store.reader import RunData
 from .exceptions import TraincardError
 
 EXAMPLES = """examples:
@@ -34,7 +35,7 @@ def _note(message: str) -> None:
     print(f"traincard: {message}", file=sys.stderr)
 
 
-def _pick(target: str) -> Any:
+def _pick(target: str) -> object:
     """What to read for ``target``; says on stderr which run it took when there were several."""
     found, others = _targets.resolve_one(target)
     if others:
@@ -59,7 +60,7 @@ def _render(args: argparse.Namespace) -> int:
         time.sleep(args.interval)
 
 
-def _describe(data: Any) -> list[str]:
+def _describe(data: RunData) -> list[str]:
     lines = []
     for st in sorted(data.states, key=lambda s: (s.get("attempt", 0), s.get("rank", 0))):
         lines.append(
@@ -120,7 +121,7 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_rows(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
+def _write_rows(rows: list[dict[str, object]], fmt: str, out: TextIO) -> None:
     if fmt == "csv":
         writer = csv.DictWriter(out, fieldnames=_COLUMNS, extrasaction="ignore")
         writer.writeheader()

@@ -41,6 +41,7 @@ class Settings:
     metric_export_interval_ms: float = 60_000.0
     capture_console: bool = True
     anomalies: str = ""  # the anomaly rules' text, parsed by the pipeline at start (docs in README)
+    baseline: str = "auto"  # "auto", "none", or a run to compare with (normalized by baseline_spec)
 
 
 def _parse_bool(name: str, raw: str) -> bool:
@@ -81,6 +82,19 @@ def _parse_report_ranks(name: str, raw: str) -> str:
     return value
 
 
+def baseline_spec(raw: str | None) -> str:
+    """The ``baseline`` setting normalized: ``auto`` (also for None), ``none`` (also for ``off``
+    and an empty value), or the run as given (a pathspec, a run id, a store folder or URL)."""
+    if raw is None:
+        return "auto"
+    value = str(raw).strip()
+    if value.lower() in {"", "none", "off", "false"}:
+        return "none"
+    if value.lower() == "auto":
+        return "auto"
+    return value
+
+
 def _parse_level(name: str, raw: str) -> str:
     value = raw.strip().upper()
     if value not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "OFF"}:
@@ -110,7 +124,10 @@ _ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "metric_export_interval_ms": ("OTEL_METRIC_EXPORT_INTERVAL", _parse_positive(float)),
     "capture_console": (ev.TRAINCARD_CAPTURE_CONSOLE, _parse_bool),
     "anomalies": (ev.TRAINCARD_ANOMALIES, lambda n, r: r.strip()),
+    "baseline": (ev.TRAINCARD_BASELINE, lambda n, r: baseline_spec(r)),
 }
+# Settings whose variable set to an empty value means something (an empty baseline: none).
+_EMPTY_MEANS_SOMETHING = frozenset({"baseline"})
 
 
 def resolve(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
@@ -128,10 +145,10 @@ def resolve(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, st
     values: dict[str, Any] = {}
     for field, (var, parse) in _ENV.items():
         if overrides.get(field) is not None:
-            values[field] = overrides[field]
+            values[field] = baseline_spec(overrides[field]) if field == "baseline" else overrides[field]
             continue
         raw = env.get(var)
-        if raw is not None and raw.strip() != "":
+        if raw is not None and (raw.strip() != "" or field in _EMPTY_MEANS_SOMETHING):
             values[field] = parse(var, raw)
     # OTEL_SDK_DISABLED is the spec's kill switch; an explicit False argument must not undo it.
     if "OTEL_SDK_DISABLED" in env and env["OTEL_SDK_DISABLED"].strip():

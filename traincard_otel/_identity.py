@@ -7,9 +7,12 @@ import os
 import socket
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._schema import Attr
+
+if TYPE_CHECKING:
+    from opentelemetry.util.types import AttributeValue
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,13 +149,13 @@ def detect_metaflow() -> MetaflowIdentity | None:
 
 def resource_attributes(
     mf: MetaflowIdentity | None, rank: RankIdentity, service_name: str | None
-) -> dict[str, Any]:
+) -> dict[str, AttributeValue]:
     """Resource attributes set by code; ``OTEL_RESOURCE_ATTRIBUTES`` fills in the rest.
 
     ``service_name`` is the resolved setting (argument, else ``OTEL_SERVICE_NAME``); the flow name
     is only the default.
     """
-    attrs: dict[str, Any] = {
+    attrs: dict[str, AttributeValue] = {
         Attr.RANK: rank.rank,
         Attr.LOCAL_RANK: rank.local_rank,
         Attr.WORLD_SIZE: rank.world_size,

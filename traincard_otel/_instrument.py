@@ -7,10 +7,11 @@ is imported to check: whoever holds a Trainer has already imported its framework
 from __future__ import annotations
 
 import weakref
-from typing import Any, Protocol
+from typing import Protocol
 
 from ._reporter import configure
 from ._safety import warn_once
+from ._types import Reported
 
 SUPPORTED = (
     "transformers.Trainer (and subclasses such as trl.SFTTrainer), "
@@ -27,14 +28,14 @@ class Handle(Protocol):
     def close(self) -> None: ...
 
 
-_instrumented: weakref.WeakKeyDictionary[Any, Handle] = weakref.WeakKeyDictionary()
+_instrumented: weakref.WeakKeyDictionary[object, Handle] = weakref.WeakKeyDictionary()
 
 
 def _roots(obj: object) -> set[str]:
     return {cls.__module__.split(".", 1)[0] for cls in type(obj).__mro__}
 
 
-def instrument(obj: Any, *, model: Any = None, **settings: Any) -> Handle:
+def instrument(obj: object, *, model: object = None, **settings: Reported) -> Handle:
     """Report everything ``obj`` (a training framework object) does to the card and OTel.
 
     Args:

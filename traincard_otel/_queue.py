@@ -12,9 +12,9 @@ import collections
 import itertools
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from ._schema import Report, SourcedReport
+from ._types import Reported
 
 #: Returns the (values, step, phase) reports a framework recorded since its last call, in order.
 MetricSource = Callable[[], Iterable[SourcedReport]]
@@ -30,7 +30,7 @@ class ReportQueue:
         self.overflow = 0  # reports dropped because the queue was full
         self.step: int | None = None
         self.heartbeat_at: float = time.time()
-        self.progress: dict[str, Any] = {}
+        self.progress: dict[str, Reported] = {}
         self.metric_sources: tuple[MetricSource, ...] = ()
         self.open_phases: list[tuple[int, str]] = []  # (token, name), innermost last
         self.phase_tokens = itertools.count(1)

@@ -12,7 +12,6 @@ import time
 import traceback as tb_module
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any
 
 from . import _pipeline
 from ._config import Settings
@@ -31,6 +30,7 @@ from ._schema import (
     StepEnd,
     SystemReport,
 )
+from ._types import Reported
 
 _LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
 
@@ -90,7 +90,7 @@ class Reporter:
             already running with (call :func:`traincard_otel.shutdown` first to change them).
     """
 
-    def __init__(self, **settings: Any) -> None:
+    def __init__(self, **settings: Reported) -> None:
         pipeline = _pipeline.start(**settings)
         if pipeline is not None and not pipeline.card_refresher_started:
             _start_card_refresher(pipeline)
@@ -135,7 +135,7 @@ class Reporter:
         return self._queue.heartbeat_at
 
     @property
-    def progress_fields(self) -> dict[str, Any]:
+    def progress_fields(self) -> dict[str, Reported]:
         return self._queue.progress
 
     @property
@@ -146,7 +146,7 @@ class Reporter:
 
     # -- metrics -----------------------------------------------------------------------------
     def metric(
-        self, name: str, value: Any, step: int | None = None, tags: Mapping[str, str] | None = None
+        self, name: str, value: Reported, step: int | None = None, tags: Mapping[str, str] | None = None
     ) -> None:
         """Report one scalar (a float, int, 0-d tensor or numpy scalar) at ``step``.
 
@@ -164,7 +164,7 @@ class Reporter:
 
     def metrics(
         self,
-        values: Mapping[str, Any],
+        values: Mapping[str, Reported],
         step: int | None = None,
         phase: str | None = None,
         tags: Mapping[str, str] | None = None,
@@ -232,7 +232,7 @@ class Reporter:
             else:
                 q.overflow += 1
 
-    def progress(self, **fields: Any) -> None:
+    def progress(self, **fields: Reported) -> None:
         """Update status fields: ``step``, ``epoch``, ``max_steps``, ``num_epochs``,
         ``batch_size``, ``world_size`` (shown in the card's status panel, used for the ETA)."""
         if self._on:
@@ -283,7 +283,10 @@ class Reporter:
         return ItemMeter(self, every=every, phase=self.current_phase if phase is None else phase)
 
     def checkpoint(
-        self, path: str | os.PathLike[str], step: int | None = None, metadata: Mapping[str, Any] | None = None
+        self,
+        path: str | os.PathLike[str],
+        step: int | None = None,
+        metadata: Mapping[str, Reported] | None = None,
     ) -> None:
         """Record a saved checkpoint. Its size is measured off the training thread.
 
@@ -299,12 +302,14 @@ class Reporter:
         if self._on:
             self._queue.put(SystemReport(time.time(), dict(stats)))
 
-    def hyperparameters(self, values: Mapping[str, Any]) -> None:
+    def hyperparameters(self, values: Mapping[str, object]) -> None:
         """Record the run's hyperparameters (shown in the card, exported as an event)."""
         if self._on:
             self._queue.put(Hyperparameters(time.time(), {str(k): str(v) for k, v in values.items()}))
 
-    def event(self, name: str, attributes: Mapping[str, Any] | None = None, body: Any = None) -> None:
+    def event(
+        self, name: str, attributes: Mapping[str, Reported] | None = None, body: Reported = None
+    ) -> None:
         """Record a lifecycle event (an OTel log record with ``event_name``)."""
         if self._on:
             self._queue.put(LifecycleEvent(time.time(), name, dict(attributes or {}), body))
@@ -347,11 +352,13 @@ def _start_card_refresher(pipeline: _pipeline.Pipeline) -> None:
         settings.refresh_interval_s,
         hourly_cost=settings.hourly_cost,
         publish=pipeline.insight_gauges.publish,
+        baseline=settings.baseline,
+        pathspec=pipeline.mf.pathspec,
     ).start()
     pipeline.on_shutdown.append(refresher.stop)
 
 
-def configure(**settings: Any) -> Reporter:
+def configure(**settings: Reported) -> Reporter:
     """Set up telemetry for this process and return a :class:`Reporter`.
 
     Settings (keyword arguments beat ``OTEL_*``/``TRAINCARD_*`` environment variables, which beat

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Final, Literal, NamedTuple, TypedDict
+from typing import Final, Literal, NamedTuple, TypedDict
+
+from ._types import JsonObject, JsonValue, Reported
 
 # -- span names --------------------------------------------------------------------------------
 RUN_SPAN: Final = "training.run"
@@ -203,7 +205,7 @@ class Metric:
         "(published by the process that draws the live card; one per gang, from its control task)",
     )
     GOODPUT_RATIO: Final = MetricSpec(
-        "traincard.goodput.ratio", "gauge", "1", "", "productive share of the run's wall time so far"
+        "traincard.goodput.share", "gauge", "1", "", "productive share of the run's wall time so far"
     )
     MODEL_FLOPS: Final = MetricSpec(
         "traincard.model.flops",
@@ -335,21 +337,21 @@ class MetricsReport(NamedTuple):
     """Scalars reported together at one step (``Reporter.metric`` / ``metrics``)."""
 
     t: float
-    step: Any  # an int; numpy/tensor scalars are converted off the training thread
+    step: Reported  # an int; numpy/tensor scalars are converted off the training thread
     phase: str | None
-    values: dict[Any, Any]  # name -> number-like; checked and converted by the converter
-    tags: Any  # Mapping[str, str] | None, checked by the converter
+    values: dict[Reported, Reported]  # name -> number-like; checked and converted by the converter
+    tags: Reported  # Mapping[str, str] | None, checked by the converter
 
 
 class StepEnd(NamedTuple):
     """An optimizer step done (``Reporter.step_end``)."""
 
     t: float
-    step: Any
-    duration_s: Any
-    samples: Any
-    tokens: Any
-    data_wait_s: Any
+    step: Reported
+    duration_s: Reported
+    samples: Reported
+    tokens: Reported
+    data_wait_s: Reported
 
 
 class LogLine(NamedTuple):
@@ -379,14 +381,14 @@ class CheckpointSaved(NamedTuple):
     t: float
     path: str
     step: int | None
-    metadata: dict[str, Any]
+    metadata: dict[str, Reported]
 
 
 class SystemReport(NamedTuple):
     """The user's own system figures (``Reporter.system``)."""
 
     t: float
-    stats: dict[Any, Any]
+    stats: dict[Reported, Reported]
 
 
 class Hyperparameters(NamedTuple):
@@ -399,8 +401,8 @@ class LifecycleEvent(NamedTuple):
 
     t: float
     name: str
-    attributes: dict[str, Any]
-    body: Any
+    attributes: dict[str, Reported]
+    body: Reported
 
 
 class Failure(NamedTuple):
@@ -425,7 +427,7 @@ Report = (
 )
 
 #: What a metric source returns per report: (values, step, phase).
-SourcedReport = tuple[Mapping[str, Any], Any, str | None]
+SourcedReport = tuple[Mapping[str, Reported], Reported, str | None]
 
 
 # -- the status snapshot (state.json), emitted as a ``traincard.status`` event ------------------
@@ -445,7 +447,7 @@ class StatusSnapshot(TypedDict, total=False):
     updated_at: float
     heartbeat_at: float
     step: int | None
-    progress: dict[str, Any]
+    progress: dict[str, Reported]
     host: str
     pid: int
     rank: int
@@ -461,13 +463,15 @@ class StatusSnapshot(TypedDict, total=False):
     last_system: dict[str, float]
     last_metrics: dict[str, float]
     rejected: dict[str, int]
-    failure: dict[str, Any] | None
+    failure: JsonObject | None
     checkpoints: int
     phase: str | None
+    stalled: bool
     stalled_since: float | None
     stalls: int
-    lost_ranks: list[dict[str, Any]]
-    previous_attempt: dict[str, Any] | None
+    input_bound_share: float | None
+    lost_ranks: list[JsonObject]
+    previous_attempt: JsonObject | None
 
 
 # -- store records (one JSON object per line of a segment; ``k`` says which) --------------------
@@ -498,21 +502,21 @@ class StoredLog(TypedDict):
     t: float
     lvl: str
     msg: str
-    a: dict[str, Any]
+    a: JsonObject
 
 
 class StoredEvent(TypedDict, total=False):
     k: str
     t: float
     n: str
-    a: dict[str, Any]
-    b: Any
+    a: JsonObject
+    b: JsonValue
 
 
 class StoredSpanEvent(TypedDict):
     n: str
     t: float
-    a: dict[str, Any]
+    a: JsonObject
 
 
 class StoredSpan(TypedDict):
@@ -521,7 +525,7 @@ class StoredSpan(TypedDict):
     t0: float
     t1: float
     st: str
-    a: dict[str, Any]
+    a: JsonObject
     ev: list[StoredSpanEvent]
 
 
@@ -530,7 +534,7 @@ class StoredMetricPoint(TypedDict, total=False):
     t: float
     n: str
     u: str
-    a: dict[str, Any]
+    a: JsonObject
     v: float
     c: int
 

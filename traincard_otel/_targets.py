@@ -13,9 +13,9 @@ import dataclasses
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from ._store.backends import Backend, LocalBackend, MetaflowBackend, backend_from_spec
+from ._types import Foreign
 from .exceptions import ConfigError, TraincardError
 
 _ATTEMPT_DIR = re.compile(r"^a\d+$")
@@ -26,7 +26,7 @@ _MAX_DEPTH = 6
 PATHSPEC = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*/[^/]+/[^/]+/[^/]+$")
 
 
-def task_backend(task: Any) -> tuple[Backend, str]:
+def task_backend(task: Foreign) -> tuple[Backend, str]:
     """The store of a Metaflow task; a task cloned by ``resume`` points at its origin's store."""
     md = task.metadata_dict
     ds_type, ds_root = md.get("ds-type"), md.get("ds-root")
@@ -42,7 +42,7 @@ def task_backend(task: Any) -> tuple[Backend, str]:
     return backend, task.pathspec
 
 
-def backend_for(target: Any) -> tuple[Backend, str]:
+def backend_for(target: object) -> tuple[Backend, str]:
     """Resolve ``target`` (directory, pathspec string, ``metaflow.Task``) to a backend and a title."""
     if isinstance(target, (str, os.PathLike)):
         path = os.fspath(target)
@@ -72,7 +72,7 @@ class Found:
     """One store a target resolved to, with a label for listings (a path or a pathspec)."""
 
     label: str
-    target: Any  # what :func:`traincard_otel.load` reads: a path, a URL or a metaflow.Task
+    target: object  # what :func:`traincard_otel.load` reads: a path, a URL or a metaflow.Task
     updated: float = 0.0  # when it was last written (for "the latest")
 
 
@@ -121,7 +121,7 @@ def stores_under(root: Path) -> list[Found]:
     return sorted({f.label: f for f in found}.values(), key=lambda f: f.updated)
 
 
-def _metaflow() -> Any:
+def _metaflow() -> Foreign:
     from ._optional import require
 
     metaflow = require("metaflow", "metaflow")
@@ -129,7 +129,7 @@ def _metaflow() -> Any:
     return metaflow
 
 
-def _has_store(task: Any) -> bool:
+def _has_store(task: Foreign) -> bool:
     try:
         backend, _title = backend_for(task)
         return bool(backend.list())
@@ -137,7 +137,7 @@ def _has_store(task: Any) -> bool:
         return False
 
 
-def _tasks_of_step(step: Any) -> list[Found]:
+def _tasks_of_step(step: Foreign) -> list[Found]:
     """The step's task to read: a gang's control task stands for the gang; else each task."""
     tasks = list(step)
     ids = {t.id: t for t in tasks}
@@ -200,7 +200,7 @@ def _resolve_pathspec(spec: str) -> list[Found]:
     return [Found(task.pathspec, task)]
 
 
-def resolve(target: Any) -> list[Found]:
+def resolve(target: object) -> list[Found]:
     """Every store ``target`` names, oldest first (empty only if a folder holds none)."""
     if not isinstance(target, (str, os.PathLike)):
         return [Found(str(getattr(target, "pathspec", target)), target)]
@@ -221,16 +221,17 @@ def resolve(target: Any) -> list[Found]:
     )
 
 
-def resolve_one(target: Any) -> tuple[Found, list[Found]]:
+def resolve_one(target: object) -> tuple[Found, list[Found]]:
     """The store to read for ``target``: the only one, or the newest of several (with the others).
 
     Raises:
         TargetError: nothing there, or several stores of which none is clearly the one meant.
     """
     found = resolve(target)
-    if not found:
+    if not found:  # only a path finds nothing: any other target is read as it is
+        where = os.fspath(target) if isinstance(target, (str, os.PathLike)) else target
         raise TargetError(
-            f"no traincard telemetry under {os.fspath(target)!r}; give a run's folder, s3://bucket/prefix "
+            f"no traincard telemetry under {where!r}; give a run's folder, s3://bucket/prefix "
             "or a Metaflow pathspec (traincard ls <folder> lists what is there)"
         )
     if len(found) > 1 and _is_pathspec(target):
@@ -239,7 +240,7 @@ def resolve_one(target: Any) -> tuple[Found, list[Found]]:
     return found[-1], found[:-1]
 
 
-def _is_pathspec(target: Any) -> bool:
+def _is_pathspec(target: object) -> bool:
     if not isinstance(target, (str, os.PathLike)):
         return False
     text = os.fspath(target)

@@ -83,3 +83,11 @@ TRAINCARD_PEAK_FLOPS = "TRAINCARD_PEAK_FLOPS"
 """Peak FLOP/s of one accelerator (``3.12e14``), for the model FLOPs utilisation (MFU) of
 accelerators the built-in table of NVIDIA GPUs does not know, or to compare against another
 figure. Default: the table's dense figure for the GPU and the training dtype; unknown on a CPU."""
+
+TRAINCARD_BASELINE = "TRAINCARD_BASELINE"
+"""The run the card compares with (loss and eval curves overlaid, "ahead / behind baseline" in the
+status bar): ``auto`` for the latest earlier run of the same flow whose same step succeeded, in
+the run's own namespace and metadata; a Metaflow pathspec ``Flow/run[/step[/task]]`` or a run id of
+the same flow; a store folder or URL; ``none`` (or empty) for no comparison. ``@traincard(baseline=...)``
+beats it. A baseline that is missing or cannot be read is a note in the card, never an error.
+Default: auto."""

@@ -25,8 +25,8 @@ import contextlib
 import fnmatch
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
 
+from opentelemetry._logs import LogRecord
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.trace import ReadableSpan
@@ -38,6 +38,7 @@ from ._identity import MetaflowIdentity
 from ._reporter import Reporter
 from ._schema import StatusSnapshot
 from ._store.reader import RunData, read_store
+from ._types import Reported
 from .exceptions import ConfigError
 
 __all__ = ["Capture", "MemoryBackend", "capture"]
@@ -107,7 +108,7 @@ class Capture:
         """Every log record emitted so far, events included."""
         return list(self._logs.get_finished_logs())
 
-    def events(self, name: str | None = None) -> list[Any]:
+    def events(self, name: str | None = None) -> list[LogRecord]:
         """Log records that are events (``name`` given: only that event), as OTel SDK log records."""
         out = [r.log_record for r in self.logs if r.log_record.event_name]
         return [r for r in out if name is None or r.event_name == name]
@@ -131,7 +132,10 @@ class Capture:
 
 @contextlib.contextmanager
 def capture(
-    *, store: MemoryBackend | None = None, metaflow_identity: MetaflowIdentity | None = None, **settings: Any
+    *,
+    store: MemoryBackend | None = None,
+    metaflow_identity: MetaflowIdentity | None = None,
+    **settings: Reported,
 ) -> Iterator[Capture]:
     """Run a pipeline that reports into memory for the ``with`` block, then shut it down.
 

@@ -17,14 +17,18 @@ import os
 import socket
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._safety import report_internal_error
+from ._types import JsonObject
+
+if TYPE_CHECKING:
+    from ._store.backends import Backend
 
 ELASTIC_PREFIX = "elastic/"
 
 
-def _failures(exc: BaseException) -> list[dict[str, Any]]:
+def _failures(exc: BaseException) -> list[JsonObject]:
     out = []
     for rank, failure in sorted((getattr(exc, "failures", None) or {}).items()):
         data = failure.error_file_data if isinstance(failure.error_file_data, dict) else {}
@@ -49,14 +53,14 @@ def _failures(exc: BaseException) -> list[dict[str, Any]]:
 
 class _Record:
     def __init__(self, node_rank: int, nnodes: str, nproc: str) -> None:
-        self.backend: Any = None
+        self.backend: Backend | None = None
         spec = os.environ.get("TRAINCARD_STORE", "").strip()
         if spec:
             from ._store.backends import backend_from_spec
 
             self.backend = backend_from_spec(spec)
         self.name = f"{ELASTIC_PREFIX}node-{node_rank}-{os.getpid()}.json"
-        self.body: dict[str, Any] = {
+        self.body: JsonObject = {
             "node_rank": node_rank,
             "nnodes": nnodes,
             "nproc_per_node": nproc,

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 from browser_helpers import screenshot
+from helpers import HF_BOOKKEEPING, series
 
 from traincard_otel._card._html import assemble_html
 from traincard_otel._card.payload import build_payload
-from traincard_otel._store.reader import RunData, Series
+from traincard_otel._store.reader import RunData
 
 pytestmark = pytest.mark.browser
 
@@ -31,18 +32,6 @@ def _open_payload(browser: Any, tmp_path: Path, payload: dict[str, Any], name: s
     path.write_text(assemble_html(payload, live=False), encoding="utf-8")
     browser.get(path.as_uri())
     _wait_ready(browser)
-
-
-def _series(name: str, steps: list[int], value: float = 1.0) -> Series:
-    n = len(steps)
-    return Series(
-        name=name,
-        steps=steps,
-        values=[value + i / 100 for i in range(n)],
-        times=[1000.0 + s for s in steps],
-        attempts=[0] * n,
-        ranks=[0] * n,
-    )
 
 
 def _hf_like_run() -> RunData:
@@ -63,14 +52,14 @@ def _hf_like_run() -> RunData:
         }
     ]
     steps = list(range(5, 151, 5))
-    data.metrics["loss"] = _series("loss", steps)
-    data.metrics["eval_loss"] = _series("eval_loss", [40, 80, 120])
+    data.metrics["loss"] = series("loss", steps)
+    data.metrics["eval_loss"] = series("eval_loss", [40, 80, 120])
     for name in ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second"):
-        data.metrics[name] = _series(name, [40, 80, 120], 3.0)
+        data.metrics[name] = series(name, [40, 80, 120], 3.0)
     for name in ("total_flos", "train_runtime", "train_samples_per_second", "train_steps_per_second"):
-        data.metrics[name] = _series(name, [150], 7.0)
-    data.metrics["train_loss"] = _series("train_loss", [150], 0.9)
-    data.step_times[0] = _series("step_time", list(range(1, 151)), 0.02)
+        data.metrics[name] = series(name, [150], 7.0)
+    data.metrics["train_loss"] = series("train_loss", [150], 0.9)
+    data.step_times[0] = series("step_time", list(range(1, 151)), 0.02)
     return data
 
 
@@ -112,16 +101,7 @@ def test_summary_table_units_epoch_and_empty_reasons(browser: Any, tmp_path: Pat
     assert units == ["no unit", "seconds"]
     rows = browser.find_elements(By.CSS_SELECTOR, "#tc-summary-table tbody tr")
     by_name = {r.get_attribute("data-name"): r.text for r in rows}
-    assert set(by_name) == {
-        "eval_runtime",
-        "eval_samples_per_second",
-        "eval_steps_per_second",
-        "total_flos",
-        "train_runtime",
-        "train_samples_per_second",
-        "train_steps_per_second",
-        "train_loss",
-    }
+    assert set(by_name) == {*HF_BOOKKEEPING, "train_loss"}
     assert "samples/s" in by_name["eval_samples_per_second"] and "3 times" in by_name["eval_runtime"]
     assert "FLOP" in by_name["total_flos"] and "once" in by_name["train_runtime"]
     assert browser.find_element(By.CSS_SELECTOR, "#tc-epoch dd").text == "3.75 / 3.75"

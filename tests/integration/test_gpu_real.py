@@ -194,3 +194,60 @@ def test_reporting_cuda_tensors_never_makes_the_training_thread_wait_for_the_gpu
     assert run.metrics["loss"].values == [v.item() for v in losses]
     assert run.metrics["grad_norm"].steps == list(range(1, 11))
     assert all(v > 0 for v in run.metrics["grad_norm"].values)
+
+
+def test_mfu_of_a_tiny_gpt2_on_the_gpu_matches_a_hand_calculation(tmp_path: Path, cuda: Any) -> None:
+    """The card's MFU against tokens counted and timed by hand around the same loop."""
+    pytest.importorskip("transformers")
+    from traincard_otel._card.payload.insights import efficiency
+    from traincard_otel._insights.flops import peak_flops
+
+    store = tmp_path / "store"
+    script = tmp_path / "mfu.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import json, sys, time, torch, traincard_otel
+            sys.path.insert(0, sys.argv[1])
+            from tiny_gpt2 import tiny_gpt2
+
+            model = tiny_gpt2(vocab=512, n_layer=4, n_embd=256, n_head=4, n_positions=128).cuda()
+            model = model.to(torch.bfloat16)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            tracker = traincard_otel.instrument(opt, model=model)
+            batch, seq = 32, 128
+            for step in range(1, 401):
+                if step == 101:  # after warm-up: the hand count covers the steps the card's median sees
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                ids = torch.randint(0, 512, (batch, seq), device="cuda")
+                loss = model(input_ids=ids, labels=ids).loss
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                tracker.log(loss=loss.detach(), batch={"input_ids": ids})
+            torch.cuda.synchronize()
+            tokens_per_s = 300 * batch * seq / (time.perf_counter() - t0)
+            params = sum(p.numel() for p in model.parameters())
+            print(json.dumps({"tokens_per_s": tokens_per_s, "params": params,
+                              "device": torch.cuda.get_device_name(0)}), flush=True)
+            """
+        )
+    )
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    env = subprocess_env(TRAINCARD_DIR=str(store), TRAINCARD_SYSTEM="false")
+    proc = subprocess.run(
+        [sys.executable, str(script), str(examples)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    hand = json.loads(proc.stdout.strip().splitlines()[-1])
+    peak = peak_flops(hand["device"], "bf16").flops
+    if peak is None:
+        pytest.skip(f"{hand['device']} is not in the peak table")
+    per_token = 6 * hand["params"] + 12 * 4 * 256 * 128  # dense + attention (L x d x T)
+    expected = per_token * hand["tokens_per_s"] / peak
+
+    e = efficiency(traincard_otel.load(store))
+    assert e is not None and e["peak_flops"] == peak and e["dtype"] == "bf16"
+    assert e["flops_per_token"] == pytest.approx(per_token, rel=1e-6)
+    assert e["mfu"] == pytest.approx(expected, rel=0.10)

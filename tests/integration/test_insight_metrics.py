@@ -88,5 +88,5 @@ def test_goodput_and_mfu_gauges_match_the_card(tmp_path: Path) -> None:
     assert set(seconds) == set(card["goodput"]["seconds"])  # every category, zeros included
     assert seconds["productive"] == pytest.approx(card["goodput"]["seconds"]["productive"], rel=0.1)
     assert seconds["productive"] > 2.0 and seconds["startup"] > 0
-    (ratio,) = _last(got.metrics, "traincard.goodput.ratio").values()
+    (ratio,) = _last(got.metrics, "traincard.goodput.share").values()
     assert 0 < ratio < 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import HF_BOOKKEEPING
 
 import traincard_otel
 
@@ -40,16 +41,7 @@ def test_hf_run_with_max_steps_shows_real_epochs_and_one_summary_table(
     assert run["epoch"] == pytest.approx(3.75) and run["num_epochs"] == pytest.approx(3.75)
     charts = {c["id"]: c for c in payload["charts"]}
     summary = {row["name"] for row in payload["summary"]}
-    bookkeeping = {
-        "eval_runtime",
-        "eval_samples_per_second",
-        "eval_steps_per_second",
-        "total_flos",
-        "train_runtime",
-        "train_samples_per_second",
-        "train_steps_per_second",
-        "train_loss",
-    }
+    bookkeeping = {*HF_BOOKKEEPING, "train_loss"}
     assert bookkeeping <= summary
     assert not bookkeeping & set(charts) and "runtime" not in charts and "samples_per_second" not in charts
     assert {"loss", "learning_rate", "grad_norm"} <= set(charts)

@@ -10,34 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO
+from helpers import HF_BOOKKEEPING, REPO, series
 
 from traincard_otel._card.payload import build_payload
 from traincard_otel._card.payload.status import epoch_progress
 from traincard_otel._card.payload.system import readable_note
-from traincard_otel._store.reader import RunData, Series
-
-HF_BOOKKEEPING = (
-    "eval_runtime",
-    "eval_samples_per_second",
-    "eval_steps_per_second",
-    "total_flos",
-    "train_runtime",
-    "train_samples_per_second",
-    "train_steps_per_second",
-)
-
-
-def _series(name: str, steps: list[int], value: float = 1.0) -> Series:
-    n = len(steps)
-    return Series(
-        name=name,
-        steps=list(steps),
-        values=[value + i / 100 for i in range(n)],
-        times=[1000.0 + s for s in steps],
-        attempts=[0] * n,
-        ranks=[0] * n,
-    )
+from traincard_otel._store.reader import RunData
 
 
 def _hf_run() -> RunData:
@@ -55,15 +33,15 @@ def _hf_run() -> RunData:
             "progress": {"epoch": 3.75, "num_epochs": 3, "max_steps": 150},
         }
     ]
-    data.metrics["loss"] = _series("loss", list(range(5, 151, 5)))
-    data.metrics["learning_rate"] = _series("learning_rate", list(range(5, 151, 5)), 1e-4)
-    data.metrics["eval_loss"] = _series("eval_loss", [40, 80, 120])
+    data.metrics["loss"] = series("loss", list(range(5, 151, 5)))
+    data.metrics["learning_rate"] = series("learning_rate", list(range(5, 151, 5)), 1e-4)
+    data.metrics["eval_loss"] = series("eval_loss", [40, 80, 120])
     for name in ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second"):
-        data.metrics[name] = _series(name, [40, 80, 120], 3.0)
+        data.metrics[name] = series(name, [40, 80, 120], 3.0)
     for name in ("total_flos", "train_runtime", "train_samples_per_second", "train_steps_per_second"):
-        data.metrics[name] = _series(name, [150], 7.0)
-    data.metrics["train_loss"] = _series("train_loss", [150], 0.9)
-    data.metrics["epoch"] = _series("epoch", list(range(5, 151, 5)))
+        data.metrics[name] = series(name, [150], 7.0)
+    data.metrics["train_loss"] = series("train_loss", [150], 0.9)
+    data.metrics["epoch"] = series("epoch", list(range(5, 151, 5)))
     return data
 
 
@@ -93,15 +71,15 @@ def test_hf_bookkeeping_series_go_to_one_summary_table_not_charts() -> None:
 
 def test_a_figure_reported_once_beside_curves_is_a_summary_row_and_every_chart_has_a_unit() -> None:
     data = _hf_run()
-    data.metrics["final_accuracy"] = _series("final_accuracy", [150], 0.8)
-    data.step_times[0] = _series("step_time", list(range(1, 151)), 0.02)
+    data.metrics["final_accuracy"] = series("final_accuracy", [150], 0.8)
+    data.step_times[0] = series("step_time", list(range(1, 151)), 0.02)
     payload = build_payload(data, final=True)
     assert "final_accuracy" in {r["name"] for r in payload["summary"]}
     assert all(c["unit"] for c in payload["charts"])
     assert {c["id"]: c["unit"] for c in payload["charts"]}["step_time"] == "s"
     # At the start of a run a single point is still a chart: nothing to compare it with yet.
     early = RunData(source="early")
-    early.metrics["loss"] = _series("loss", [1])
+    early.metrics["loss"] = series("loss", [1])
     assert [c["id"] for c in build_payload(early)["charts"]] == ["loss"]
 
 
@@ -112,9 +90,9 @@ def _loop_run(phase: str, *, timed: bool = False) -> RunData:
         {"attempt": 0, "rank": 0, "status": "finished", "step": 100, "progress": {"max_steps": 100}}
     ]
     for name in ("items_per_s", "latency_p50_s", "latency_p99_s", "latency_p90_s", "loss"):
-        data.metrics[name] = _series(name, list(range(10, 101, 10)))
+        data.metrics[name] = series(name, list(range(10, 101, 10)))
     if timed:
-        data.step_times[0] = _series("step_time", list(range(1, 101)), 0.02)
+        data.step_times[0] = series("step_time", list(range(1, 101)), 0.02)
     return data
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import traincard_otel
 from traincard_otel._card.payload.insights import insights_section
+from traincard_otel._card.payload.status import run_status
 from traincard_otel._store.reader import read_store
 from traincard_otel.testing import capture
 
@@ -49,3 +50,5 @@ def test_a_gang_pays_for_every_node(tmp_path: Path) -> None:
     assert cost["nodes"] == 2
     assert cost["badput"] == pytest.approx(10.0 * 2 * g["badput_s"] / 3600)
     assert g["seconds"]["data_wait"] == pytest.approx(10 * 0.01)  # rank 0's whole-run wait
+    status_cost = run_status(run, time.time(), hourly_cost=10.0)["cost"]  # the status bar agrees
+    assert status_cost["nodes"] == 2 and status_cost["hourly"] == 20.0

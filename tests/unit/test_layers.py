@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_safety",
             "_optional",
             "_schema",
+            "_types",
             "_config",
             "_identity",
             "_queue",

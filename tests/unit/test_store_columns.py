@@ -52,7 +52,7 @@ def test_a_packed_run_of_step_ends_is_read_as_typed_columns_with_exact_rates() -
     run = segment.step_run(
         steps, [s / 10 for s in steps], [0.5] * 1000, [0.1] * 1000, [32] * 1000, [0] * 1000
     )
-    records, corrupt = segment.decode_columns(segment.encode([run]))
+    records, corrupt = segment.decode(segment.encode([run]), step_columns_kept=True)
     assert not corrupt
     rec = records[0]
     data = RunData(source="t")

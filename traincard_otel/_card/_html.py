@@ -9,7 +9,8 @@ import math
 import re
 from collections.abc import Mapping
 from importlib.resources import files
-from typing import Any
+
+from .._types import JsonValue
 
 # Metaflow replaces the bracketed placeholder with the reload token of the card it serves.
 RELOAD_TOKEN_JS = 'var METAFLOW_RELOAD_TOKEN = "[METAFLOW_RELOAD_TOKEN]";'
@@ -32,7 +33,7 @@ def encodable(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def scrub(value: Any) -> Any:
+def scrub(value: object) -> JsonValue:
     """A copy of a JSON-like ``value`` whose every string is :func:`encodable` (keys included)."""
     if isinstance(value, str):
         return encodable(value)
@@ -55,7 +56,7 @@ def _asset(name: str) -> str:
     return text
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> object:
     """A copy of ``value`` with NaN and infinities as null (``JSON.parse`` rejects them)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
@@ -66,7 +67,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _default(value: Any) -> Any:
+def _default(value: object) -> object:
     """Numbers from numpy and friends become plain numbers; anything else becomes its string."""
     item = getattr(value, "item", None)
     if callable(item):
@@ -81,7 +82,11 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-def embed_json(payload: Any) -> str:
+def _dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_default)
+
+
+def embed_json(payload: object) -> str:
     """JSON text that is safe inside ``<script type="application/json">``.
 
     ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e`` and ``\\u0026`` (so no ``</script>`` or
@@ -89,11 +94,10 @@ def embed_json(payload: Any) -> str:
     code points become U+FFFD (the page would show that glyph anyway), so the text always encodes
     as UTF-8.
     """
-    options: dict[str, Any] = {"separators": (",", ":"), "ensure_ascii": False, "default": _default}
     try:
-        text = json.dumps(payload, allow_nan=False, **options)
+        text = _dumps(payload)
     except ValueError:  # NaN or infinity somewhere
-        text = json.dumps(_jsonable(payload), allow_nan=False, **options)
+        text = _dumps(_jsonable(payload))
     text = encodable(text)
     # str.replace per character, not str.translate: translate has a fast path only for ASCII text,
     # and one non-ASCII character anywhere (a banner icon, a user's label) makes it ~10x slower.
@@ -103,7 +107,7 @@ def embed_json(payload: Any) -> str:
     return text
 
 
-def assemble_html(payload: Mapping[str, Any], *, live: bool) -> str:
+def assemble_html(payload: Mapping[str, object], *, live: bool) -> str:
     """Return the card page for ``payload`` (``docs/card-payload.md``) as one self-contained HTML string.
 
     The page inlines the uPlot and card styles, the payload (as ``<script type="application/json"

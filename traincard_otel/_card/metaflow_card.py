@@ -8,17 +8,21 @@ downsamples, and writes a static page. Errors become a readable error card, neve
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections.abc import Mapping
-from typing import Any
 
 from metaflow.cards import MetaflowCard
 
+from .. import environment_variables as ev
+from .._types import Foreign, JsonObject, JsonValue
 from .render import error_html, render_target
 
 
 class TraincardCard(MetaflowCard):
-    """Live training dashboard. Options: ``hourly_cost`` (price per hour, shows cost and cost at ETA)."""
+    """Live training dashboard. Options: ``hourly_cost`` (price per hour, shows cost and cost at ETA),
+    ``baseline`` (the run to compare with; default: ``TRAINCARD_BASELINE``, which ``@traincard``
+    sets for the step, else ``auto``)."""
 
     type = "traincard"  # type: ignore[assignment]
     ALLOW_USER_COMPONENTS = False
@@ -27,11 +31,11 @@ class TraincardCard(MetaflowCard):
 
     def __init__(
         self,
-        options: Mapping[str, Any] | None = None,
-        components: Any = None,
-        graph: Any = None,
-        flow: Any = None,
-        **kwargs: Any,
+        options: Mapping[str, JsonValue] | None = None,  # the decorator's options, JSON
+        components: object = None,
+        graph: object = None,
+        flow: object = None,
+        **kwargs: object,
     ) -> None:
         self._options = dict(options or {})
 
@@ -42,19 +46,27 @@ class TraincardCard(MetaflowCard):
         except (TypeError, ValueError):
             return None
 
-    def _render(self, task: Any, *, live: bool, final: bool) -> str:
+    def _baseline(self) -> str:
+        raw = self._options.get("baseline")
+        if raw is None:
+            raw = os.environ.get(ev.TRAINCARD_BASELINE)
+        return "auto" if raw is None else str(raw)
+
+    def _render(self, task: Foreign, *, live: bool, final: bool) -> str:
         try:
-            return render_target(task, live=live, final=final, hourly_cost=self._hourly())
+            return render_target(
+                task, live=live, final=final, hourly_cost=self._hourly(), baseline=self._baseline()
+            )
         except Exception:
             return error_html("traincard could not read this task's telemetry", traceback.format_exc())
 
-    def render_runtime(self, task: Any, data: Any) -> str:
+    def render_runtime(self, task: Foreign, data: JsonObject | None) -> str:
         return self._render(task, live=True, final=False)
 
-    def refresh(self, task: Any, data: Any) -> Any:
+    def refresh(self, task: Foreign, data: JsonObject | None) -> JsonValue:
         return (data or {}).get("user")
 
-    def render(self, task: Any) -> str:
+    def render(self, task: Foreign) -> str:
         return self._render(task, live=False, final=True)
 
 

@@ -7,26 +7,51 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
+from .._insights.baseline import Baseline
 from .._store.reader import RunData
 from ._html import assemble_html
 from .payload import build_payload
 
+#: The longest a card render waits for its baseline: Metaflow gives a card render 45 s in all.
+BASELINE_TIMEOUT_S = 20.0
 
-def render_data(data: RunData, *, live: bool, final: bool, hourly_cost: float | None = None) -> str:
-    """The card HTML for already-loaded ``data``."""
-    payload = build_payload(data, live=False, final=final, hourly_cost=hourly_cost)
+
+def render_data(
+    data: RunData,
+    *,
+    live: bool,
+    final: bool,
+    hourly_cost: float | None = None,
+    baseline: Baseline | None = None,
+) -> str:
+    """The card HTML for already-loaded ``data`` (compared with ``baseline``, else ``data.baseline``)."""
+    payload = build_payload(data, live=False, final=final, hourly_cost=hourly_cost, baseline=baseline)
     return assemble_html(payload, live=live)
 
 
 def render_target(
-    target: Any, *, live: bool = False, final: bool = True, hourly_cost: float | None = None
+    target: object,
+    *,
+    live: bool = False,
+    final: bool = True,
+    hourly_cost: float | None = None,
+    baseline: str | None = None,
 ) -> str:
-    """Load ``target`` (see :func:`traincard_otel.load`) and render its card."""
-    from .._load import load
+    """Load ``target`` (see :func:`traincard_otel.load`, ``baseline`` included) and render its card.
 
-    return render_data(load(target), live=live, final=final, hourly_cost=hourly_cost)
+    A baseline that cannot be found or read (within ``BASELINE_TIMEOUT_S``) is a note in the card:
+    only ``target`` itself can fail.
+    """
+    from .._load import load, load_baseline
+
+    data = load(target)
+    if baseline is not None:
+        pathspec = getattr(target, "pathspec", None)
+        data.baseline = load_baseline(
+            pathspec if isinstance(pathspec, str) else None, baseline, timeout_s=BASELINE_TIMEOUT_S
+        )
+    return render_data(data, live=live, final=final, hourly_cost=hourly_cost)
 
 
 def write_card(path: str | os.PathLike[str], page: str) -> int:

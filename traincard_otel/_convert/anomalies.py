@@ -11,16 +11,17 @@ becomes a ``traincard.anomaly`` event right after the rows that revealed it, and
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from opentelemetry.metrics import Meter
+from opentelemetry.util.types import AnyValue
 
 from .._insights.anomalies import KINDS, Anomaly, AnomalyDetector, AnomalyRules
 from .._safety import internal_error
 from .._schema import Attr, Event, Metric
+from .._types import JsonObject, JsonValue
 from ..exceptions import ConfigError
 
-Emit = Callable[[float, str, Any, Mapping[str, Any]], None]
+Emit = Callable[[float, str, AnyValue, Mapping[str, AnyValue]], None]
 
 
 def parse_rules(text: str) -> AnomalyRules | None:
@@ -50,8 +51,9 @@ class AnomalyWatch:
             for kind in KINDS:
                 self._counter.add(0, {Attr.ANOMALY_KIND: kind})
 
-    def emit(self, t: float, event: str, body: Any, attributes: Mapping[str, Any]) -> None:
-        """Emit the event, then judge the rows it carried."""
+    def emit(self, t: float, event: str, body: JsonValue, attributes: Mapping[str, AnyValue]) -> None:
+        """Emit the event, then judge the rows it carried (``body``: the converter's own batch for
+        ``event``, read by key)."""
         self._emit(t, event, body, attributes)
         if self.detector is None:
             return
@@ -65,7 +67,7 @@ class AnomalyWatch:
         except Exception as exc:  # a bug in a rule never costs the rows
             internal_error("anomaly detection", exc)
 
-    def _metric_runs(self, runs: list[dict[str, Any]]) -> None:
+    def _metric_runs(self, runs: list[JsonObject]) -> None:
         detector = self.detector
         assert detector is not None
         for run in runs:
@@ -82,7 +84,7 @@ class AnomalyWatch:
                     if found:
                         self._record(times[i], found)
 
-    def _step_columns(self, body: Mapping[str, Any]) -> None:
+    def _step_columns(self, body: Mapping[str, JsonValue]) -> None:
         detector = self.detector
         assert detector is not None
         for step, t, d, tok, n in zip(
@@ -95,7 +97,7 @@ class AnomalyWatch:
 
     def _record(self, t: float, found: list[Anomaly]) -> None:
         for a in found:
-            attributes: dict[str, Any] = {
+            attributes: dict[str, AnyValue] = {
                 Attr.ANOMALY_KIND: a.kind,
                 Attr.METRIC_NAME: a.name,
                 Attr.STEP: a.step if a.step is not None else -1,

@@ -13,7 +13,9 @@ import math
 import operator
 from collections.abc import Iterable, Sequence
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from opentelemetry.util.types import AnyValue
 
 from .._schema import MetricsReport, StepEnd
 
@@ -36,8 +38,8 @@ class MetricRun:
         self.steps.append(step)
         self.values.extend(values)
 
-    def body(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def body(self) -> dict[str, AnyValue]:
+        out: dict[str, AnyValue] = {
             "phase": self.phase,
             "names": list(self.names),
             "steps": self.steps,
@@ -89,7 +91,7 @@ class StepColumns:
     def __len__(self) -> int:
         return len(self.steps)
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> dict[str, AnyValue]:
         return {
             "steps": self.steps,
             "times": self.times,

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from opentelemetry import trace
 from opentelemetry._logs import Logger
 from opentelemetry.metrics import Meter
 from opentelemetry.trace import Span
+from opentelemetry.util.types import AnyValue
 
 from .._insights.anomalies import AnomalyRules
 from .._queue import ReportQueue
@@ -32,6 +32,7 @@ from .._schema import (
     PhaseEnd,
     PhaseStart,
     Report,
+    StatusSnapshot,
     StepEnd,
     SystemReport,
 )
@@ -84,7 +85,7 @@ class Converter:
             lambda: self.rows.last_metrics,
             lambda: queue.step,
         )
-        self._last_step_end: tuple[Any, float] | None = None  # (step, time), kept for metric sources
+        self._last_step_end: tuple[object, float] | None = None  # (step, time), kept for metric sources
         self._lock = threading.Lock()
 
     def _record_durations(self, durations: list[float]) -> None:
@@ -135,7 +136,7 @@ class Converter:
         """A report other than per-step rows (those are batched)."""
         emit = self.spans.emit
         if type(item) is LogLine:
-            attrs: dict[str, Any] = safe_value(dict(item.attributes or {}))
+            attrs: dict[str, str] = safe_value(dict(item.attributes or {}))
             if item.traceback:
                 attrs[Attr.EXCEPTION_STACKTRACE] = safe_text(str(item.traceback))
             level = item.level
@@ -162,7 +163,7 @@ class Converter:
         with self._lock:
             self.spans.close_all(t)
 
-    def status_fields(self) -> dict[str, Any]:
+    def status_fields(self) -> StatusSnapshot:
         """This converter's part of the rank's status snapshot."""
         return {
             "last_metrics": dict(self.rows.last_metrics),
@@ -173,9 +174,9 @@ class Converter:
         }
 
 
-def _attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+def _attributes(attributes: Mapping[str, object]) -> dict[str, AnyValue]:
     """Event attributes as OTel takes them: text keys; a value OTel cannot hold becomes its text."""
-    out: dict[str, Any] = {}
+    out: dict[str, AnyValue] = {}
     for key, value in attributes.items():
         value = safe_value(value)
         if not isinstance(value, (str, bool, int, float)) and not (

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from opentelemetry._logs import SeverityNumber
 from opentelemetry.metrics import Counter
 from opentelemetry.trace import Status, StatusCode
+from opentelemetry.util.types import AnyValue
 
 from .._schema import Attr, CheckpointSaved, Event, Failure
 from .._telemetry.failure import classify
+from .._types import JsonObject
 from .spans import PhaseSpans, ns
 from .values import dir_size, safe_text, to_float
 
@@ -24,7 +25,7 @@ class Checkpoints:
         self.last_size: int | None = None
         self._best: tuple[str, float, bool] | None = None  # metric, value, greater_is_better
 
-    def _is_best(self, meta: Mapping[str, Any], metric: Any, value: float | None) -> bool:
+    def _is_best(self, meta: Mapping[str, object], metric: object, value: float | None) -> bool:
         best = meta.get("best")
         if best is not None:
             return bool(best)
@@ -44,7 +45,7 @@ class Checkpoints:
         size = dir_size(path)
         metric, value = meta.get("metric"), to_float(meta.get("value"))
         best = self._is_best(meta, metric, value)
-        attrs: dict[str, Any] = {
+        attrs: dict[str, AnyValue] = {
             Attr.CHECKPOINT_PATH: path,
             Attr.STEP: step if type(step) is int else -1,
             Attr.CHECKPOINT_BEST: best,
@@ -75,7 +76,7 @@ class FailureRecorder:
     ) -> None:
         self._spans, self._counter = spans, counter
         self._last_system, self._last_metrics, self._step = last_system, last_metrics, step
-        self.summary: dict[str, Any] | None = None
+        self.summary: JsonObject | None = None
 
     def record(self, item: Failure) -> None:
         if self.summary is not None:

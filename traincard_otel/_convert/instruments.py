@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Counter, Histogram, Meter, Observation
 
@@ -78,7 +77,7 @@ class ConverterInstruments:
         _gauge(meter, Metric.THROUGHPUT_TOKENS, lambda _o: _one(throughput("tok")))
         _gauge(meter, Metric.THROUGHPUT_SAMPLES, lambda _o: _one(throughput("n")))
 
-    def observe_health(self, meter: Meter, health: Callable[[], Mapping[str, Any]]) -> None:
+    def observe_health(self, meter: Meter, health: Callable[[], Mapping[str, object]]) -> None:
         """The watchdog's figures (stalled, lost ranks), once it exists."""
 
         def flag(field: str) -> Observe:
@@ -92,5 +91,5 @@ class ConverterInstruments:
         _gauge(meter, Metric.RANKS_LOST, flag("lost_ranks"))
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None

@@ -12,18 +12,19 @@ import collections
 import operator
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from .._queue import MetricSource
 from .._safety import internal_error
 from .._schema import MetricsReport, Report, StepEnd
+from .._types import Reported
 from .values import as_step
 
 _INT = {int}
 
 
 class SourcedRead(NamedTuple):
-    values: dict[Any, Any]
+    values: dict[Reported, Reported]
     step: int | None
     phase: str | None
     t: float  # when it was read
@@ -52,7 +53,7 @@ def read_sources(
 
 
 def place_after_step_ends(
-    items: list[Report], read: list[SourcedRead], last_end: tuple[Any, float] | None
+    items: list[Report], read: list[SourcedRead], last_end: tuple[object, float] | None
 ) -> list[Report]:
     """``items`` with the reports read from sources, each placed and timed at its step's end.
 
@@ -100,7 +101,7 @@ def _with_int_step(item: Report) -> Report:
 
 
 def _walk_step_ends(
-    items: list[Report], read: list[SourcedRead], last_end: tuple[Any, float] | None
+    items: list[Report], read: list[SourcedRead], last_end: tuple[object, float] | None
 ) -> list[Report]:
     """:func:`place_after_step_ends` for any ``items``, a step end at a time."""
     if not {type(item.step) for item in items if type(item) is StepEnd} <= _INT:

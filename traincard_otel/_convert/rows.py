@@ -13,7 +13,8 @@ import collections
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+
+from opentelemetry.util.types import AnyValue
 
 from .._schema import Attr, Event, MetricsReport, StepEnd
 from .columns import NAN, MetricRun, StepColumns, metric_columns, step_columns
@@ -26,7 +27,7 @@ MAX_ROWS_PER_EVENT = 2000
 METRIC_JITTER_STEPS = 32
 _FLOAT = {float}
 
-Emit = Callable[[float, str, Any, Mapping[str, Any]], None]  # (time, event, body, attributes)
+Emit = Callable[[float, str, AnyValue, Mapping[str, AnyValue]], None]  # (time, event, body, attributes)
 
 
 class RowBatcher:

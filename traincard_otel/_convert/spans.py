@@ -8,12 +8,12 @@ ends them likewise: real durations, no OTel call on the training thread, and sti
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry._logs import Logger, SeverityNumber
 from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.util.types import AnyValue
 
 from .._schema import PHASE_SPAN_PREFIX, Attr
 
@@ -74,8 +74,8 @@ class PhaseSpans:
         self,
         t: float,
         event: str | None,
-        body: Any,
-        attributes: Mapping[str, Any] | None = None,
+        body: AnyValue,
+        attributes: Mapping[str, AnyValue] | None = None,
         severity: SeverityNumber = SeverityNumber.INFO,
         severity_text: str = "INFO",
     ) -> None:

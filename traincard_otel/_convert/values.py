@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from .._safety import warn_once
+from .._types import Reported
 
 
-def to_float(value: Any) -> float | None:
+def to_float(value: object) -> float | None:
     """A reported value as a float, or None if it is not a number (tensors, numpy included).
 
     An int too large for a float (``10**400``) or an object whose ``__float__``/``item()`` raises
@@ -45,7 +45,7 @@ def safe_text(text: str) -> str:
     return text
 
 
-def safe_value(value: Any) -> Any:
+def safe_value(value: Reported) -> Reported:
     """An attribute or body value with every string in it made :func:`safe_text`."""
     if isinstance(value, str):
         return safe_text(value)
@@ -56,7 +56,7 @@ def safe_value(value: Any) -> Any:
     return value
 
 
-def as_step(value: Any) -> int | None:
+def as_step(value: object) -> int | None:
     """A reported step as an int (numpy and tensor scalars included), or None if it is not one."""
     f = to_float(value)
     return int(f) if f is not None and math.isfinite(f) else None
@@ -96,7 +96,7 @@ class Rejections:
         )
 
     def clean(
-        self, values: Mapping[Any, Any], step: int | None, known: Mapping[str, float] | None = None
+        self, values: Mapping[object, object], step: int | None, known: Mapping[str, float] | None = None
     ) -> dict[str, float]:
         """The valid values of a report as floats; the rest is rejected and counted by reason.
 
@@ -141,7 +141,7 @@ class Rejections:
             clean[name] = value
         return clean
 
-    def measure(self, value: Any, field: str) -> float | None:
+    def measure(self, value: object, field: str) -> float | None:
         """A step end's time in seconds as a float; None (not measured) if it is not a number."""
         f = to_float(value)
         if f is None:
@@ -150,7 +150,7 @@ class Rejections:
             )
         return f
 
-    def count(self, value: Any, field: str) -> int:
+    def count(self, value: object, field: str) -> int:
         """A step end's sample or token count as an int; 0 (not counted) if it is not a count."""
         if value is None:
             return 0

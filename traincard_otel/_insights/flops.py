@@ -30,8 +30,9 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
+from .._types import Foreign
 from ..environment_variables import TRAINCARD_PEAK_FLOPS
 
 # Dense peak TFLOP/s per GPU from NVIDIA's datasheets and architecture whitepapers, by the dtype
@@ -160,7 +161,7 @@ _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 _HIDDEN = ("hidden_size", "n_embd", "d_model", "dim")
 
 
-def _config_int(config: Any, names: tuple[str, ...]) -> int | None:
+def _config_int(config: object, names: tuple[str, ...]) -> int | None:
     for name in names:
         value = getattr(config, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -168,7 +169,7 @@ def _config_int(config: Any, names: tuple[str, ...]) -> int | None:
     return None
 
 
-def model_flops(model: Any, *, params: int | None = None) -> ModelFlops | None:
+def model_flops(model: Foreign, *, params: int | None = None) -> ModelFlops | None:
     """:class:`ModelFlops` of a torch module (its trainable parameters, its ``config``'s layers and
     hidden size when it has one, as HF models do) or of a config object with ``params`` given.
     None when neither tells the parameter count."""
@@ -188,7 +189,7 @@ def model_flops(model: Any, *, params: int | None = None) -> ModelFlops | None:
     return ModelFlops(params, _config_int(config, _LAYERS), _config_int(config, _HIDDEN), frozen)
 
 
-def device_name(model: Any) -> str | None:
+def device_name(model: object) -> str | None:
     """The CUDA device name of ``model``'s first parameter (None on a CPU or without torch)."""
     parameters = getattr(model, "parameters", None)
     first = next(iter(parameters()), None) if callable(parameters) else None
@@ -203,7 +204,7 @@ def device_name(model: Any) -> str | None:
 _DTYPES: Final = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float8_e4m3fn": "fp8"}
 
 
-def compute_dtype(model: Any, mixed_precision: str | None = None) -> str:
+def compute_dtype(model: object, mixed_precision: str | None = None) -> str:
     """The dtype ``model``'s matrix multiplications run in, for the peak table: ``mixed_precision``
     (Accelerate's ``"bf16"``, ``"fp16"``, ``"fp8"``) when set, else its first parameter's dtype,
     float32 counting as ``"tf32"`` where torch lets CUDA matmuls use TF32."""
@@ -227,7 +228,7 @@ def mfu(flops_per_token: float, tokens_per_s: float, peak: float, accelerators: 
     return flops_per_token * tokens_per_s / (peak * max(accelerators, 1))
 
 
-def training_fields(model: Any, dtype: str) -> dict[str, Any]:
+def training_fields(model: Foreign, dtype: str) -> dict[str, float | str | None]:
     """Progress fields an adapter reports at the start of training (``Reporter.progress``):
     ``flops_per_token`` (the dense term), ``attention_flops_per_position`` (12 x L x d, times the
     sequence length the card measures), ``compute_dtype`` (``dtype``: fp32, tf32, bf16, fp16,

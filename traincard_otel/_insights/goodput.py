@@ -46,9 +46,10 @@ import itertools
 import math
 import operator
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from .._schema import PHASE_SPAN_PREFIX, Attr, Event
+from .._types import JsonObject, JsonValue
 
 CATEGORIES: Final = (
     "productive",
@@ -102,11 +103,11 @@ class RunRecords(Protocol):
     @property
     def data_wait_total(self) -> Mapping[int, float]: ...
     @property
-    def phases(self) -> Sequence[Mapping[str, Any]]: ...
+    def phases(self) -> Sequence[Mapping[str, JsonValue]]: ...
     @property
-    def events(self) -> Sequence[Mapping[str, Any]]: ...
+    def events(self) -> Sequence[Mapping[str, JsonValue]]: ...
     @property
-    def states(self) -> Sequence[Mapping[str, Any]]: ...
+    def states(self) -> Sequence[Mapping[str, JsonValue]]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +130,7 @@ class Goodput:
         """Everything that was not productive training."""
         return self.wall_s - self.seconds["productive"]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "wall_s": self.wall_s,
             "seconds": dict(self.seconds),
@@ -141,13 +142,13 @@ class Goodput:
         }
 
 
-def _num(value: Any) -> float | None:
+def _num(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return float(value)
 
 
-def _int(value: Any) -> int:
+def _int(value: object) -> int:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
 

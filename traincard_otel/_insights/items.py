@@ -24,14 +24,14 @@ import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 RESERVOIR = 10_000
 
 
 class _Reports(Protocol):
     def metrics(
-        self, values: Mapping[str, Any], step: int | None = None, phase: str | None = None
+        self, values: Mapping[str, float], step: int | None = None, phase: str | None = None
     ) -> None: ...
 
 

@@ -12,14 +12,14 @@ gauges stay silent rather than report a made-up zero.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from .._schema import Attr, Metric
+from .._types import JsonValue
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         return None
     return float(value)
@@ -29,7 +29,7 @@ class InsightGauges:
     """Observable gauges over the last published ``insights`` section of the card payload."""
 
     def __init__(self, meter: Meter) -> None:
-        self._latest: Mapping[str, Any] = {}
+        self._latest: Mapping[str, JsonValue] = {}
         self.gang = GangGauges(meter)
         for spec, observe in (
             (Metric.GOODPUT_TIME, self._goodput_time),
@@ -41,15 +41,15 @@ class InsightGauges:
                 spec.name, callbacks=[observe], unit=spec.unit, description=spec.meaning
             )
 
-    def publish(self, insights: Mapping[str, Any]) -> None:
+    def publish(self, insights: Mapping[str, JsonValue]) -> None:
         """Keep ``insights`` (the payload's section) for the next export; one reference swap."""
         self._latest = insights
 
-    def publish_gang(self, gang: Mapping[str, Any]) -> None:
+    def publish_gang(self, gang: Mapping[str, JsonValue]) -> None:
         """Keep the gang's first failure and hung ranks (the payload's ``gang`` section)."""
         self.gang.publish(gang)
 
-    def _goodput(self) -> Mapping[str, Any]:
+    def _goodput(self) -> Mapping[str, JsonValue]:
         return self._latest.get("goodput") or {}
 
     def _goodput_time(self, _options: CallbackOptions) -> Iterable[Observation]:
@@ -79,7 +79,10 @@ class InsightGauges:
         return self._per_rank("mfu")
 
 
-def _rank_attributes(facts: Mapping[str, Any]) -> dict[str, Any]:
+_Attrs = dict[str, str | int | bool]  # a metric point's attributes
+
+
+def _rank_attributes(facts: Mapping[str, JsonValue]) -> _Attrs:
     return {
         Attr.RANK: int(facts["rank"]),
         Attr.GANG_NODE_INDEX: int(facts.get("node") or 0),
@@ -93,8 +96,8 @@ class GangGauges:
     control node's refresher from the card's gang section, so the gang is counted once."""
 
     def __init__(self, meter: Meter) -> None:
-        self._failed: dict[int, dict[str, Any]] = {}  # rank -> its attributes, kept once seen
-        self._hung: list[dict[str, Any]] = []
+        self._failed: dict[int, _Attrs] = {}  # rank -> its attributes, kept once seen
+        self._hung: list[_Attrs] = []
         m = Metric.GANG_RANK_FAILURES
         meter.create_observable_counter(
             m.name, callbacks=[self._failures], unit=m.unit, description=m.meaning
@@ -104,7 +107,7 @@ class GangGauges:
             m.name, callbacks=[self._hung_ranks], unit=m.unit, description=m.meaning
         )
 
-    def publish(self, gang: Mapping[str, Any]) -> None:
+    def publish(self, gang: Mapping[str, JsonValue]) -> None:
         """Take the latest analysis: a rank once counted stays counted; its attributes (which rank
         is first, the signal) are the newest, as evidence arrives (an agent's record comes after
         the exceptions of the ranks that a killed rank took down with it)."""
@@ -114,7 +117,7 @@ class GangGauges:
             for facts, is_first in ended:
                 if facts.get("hung"):  # stopped waiting for the hung one, still alive
                     continue
-                attrs = {**_rank_attributes(facts), Attr.GANG_FIRST: is_first}
+                attrs: _Attrs = {**_rank_attributes(facts), Attr.GANG_FIRST: is_first}
                 if facts.get("signal"):
                     attrs[Attr.SIGNAL] = int(facts["signal"])
                 self._failed[int(facts["rank"])] = attrs

@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from opentelemetry import context as otel_context
 from opentelemetry._logs import SeverityNumber
@@ -30,11 +30,15 @@ from .._schema import RUN_SPAN, Attr, Event, Failure, LifecycleEvent, LogLine, M
 from .._store.backends import Backend
 from .._store.writer import StoreWriter
 from .._telemetry.health import Watchdog
+from .._types import JsonObject, Reported
 from .._version import __version__
 from .bounded import bounded, left
 from .insight_gauges import InsightGauges
 from .providers import build_providers
 from .schedule import FlushSchedule
+
+if TYPE_CHECKING:
+    from .._telemetry import SystemSampler
 
 logger = logging.getLogger("traincard_otel")
 _SCOPE = "traincard_otel"
@@ -83,7 +87,7 @@ class Pipeline:
         # they serve metric backends only, and collecting them for the store alone would double
         # the metric reader's work (docs/schema.md).
         run_meter: Meter = meter if self.providers.exports_metrics else NoOpMeter(_SCOPE, __version__)
-        self.sampler: Any = None
+        self.sampler: SystemSampler | None = None
         try:
             self._start_sampler(meter)
         except Exception as exc:
@@ -194,7 +198,7 @@ class Pipeline:
     def gpu_utilization(self) -> list[float]:
         return [v for k, v in self.last_system().items() if k.startswith("hw.gpu.utilization")]
 
-    def event(self, name: str, attributes: Mapping[str, Any], body: Any = None) -> None:
+    def event(self, name: str, attributes: Mapping[str, Reported], body: Reported = None) -> None:
         """Queue a lifecycle event (the watchdog's and the pipeline's own)."""
         self.queue.put(LifecycleEvent(time.time(), name, dict(attributes), body))
 
@@ -207,7 +211,7 @@ class Pipeline:
 
     def state(self) -> StatusSnapshot:
         q = self.queue
-        st: dict[str, Any] = {
+        st: StatusSnapshot = {
             "status": self.status,
             "terminated_by": self.terminated_by,
             "started_at": self.started_at,
@@ -230,12 +234,12 @@ class Pipeline:
         }
         st.update(self.converter.status_fields())
         st.update(self.watchdog.status_fields())
-        return st  # type: ignore[return-value]
+        return st
 
     # -- the schedule -----------------------------------------------------------------------------
     def emit_status(self) -> None:
         """The rank's status panel as a ``traincard.status`` event (the store keeps it as state)."""
-        body: Any = dict(self.state())  # JSON-like values all through: an OTel AnyValue map
+        body: JsonObject = dict(self.state())  # JSON-like values all through: an OTel AnyValue map
         self.logger.emit(
             timestamp=int(time.time() * 1e9),
             context=set_span_in_context(self.run_span),

@@ -15,20 +15,30 @@ import sys
 import threading
 from collections.abc import Callable
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Protocol
 
 from .bounded import bounded
 
 _installed = False
 _terminate_hooks: list[Callable[[], None]] = []
-_prev_sigterm: Any = None
-_prev_excepthook: Any = None
+_prev_sigterm: Callable[[int, FrameType | None], object] | int | signal.Handlers | None = None
+_prev_excepthook: Callable[[type[BaseException], BaseException, TracebackType | None], object] | None = None
+
+
+class Exiting(Protocol):
+    """What the hooks need of a pipeline (the pipeline module imports this one, not back)."""
+
+    terminated_by: str | None
+
+    def shutdown(self, timeout_s: float | None = None, status: str | None = None) -> None: ...
+
+    def record_failure(self, exc: BaseException) -> None: ...
 
 
 class Exits:
     """What the hooks act on: the running pipeline (looked up when the hook fires)."""
 
-    active: Callable[[], Any] = staticmethod(lambda: None)
+    active: Callable[[], Exiting | None] = staticmethod(lambda: None)
 
 
 def add_terminate_hook(fn: Callable[[], None]) -> None:
@@ -66,7 +76,7 @@ def _on_uncaught(exc_type: type[BaseException], exc: BaseException, tb: Tracebac
     (_prev_excepthook or sys.__excepthook__)(exc_type, exc, tb)
 
 
-def install(active: Callable[[], Any]) -> None:
+def install(active: Callable[[], Exiting | None]) -> None:
     """Install the hooks once per process; ``active()`` returns the pipeline to act on."""
     global _installed, _prev_sigterm, _prev_excepthook
     Exits.active = staticmethod(active)

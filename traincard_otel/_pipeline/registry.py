@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Any
+from collections.abc import Mapping
 
 from .. import _config
 from .._identity import MetaflowIdentity, detect_metaflow, detect_rank
 from .._store.backends import Backend
 from .._store.locate import resolve_backend
+from .._types import Reported
 from ..exceptions import ConfigError
 from . import process_exit
 from .lifecycle import Pipeline
@@ -38,7 +39,7 @@ def _metaflow_datastore(mf: MetaflowIdentity) -> MetaflowIdentity:
 
 
 def _check_same(
-    running: Pipeline, settings: dict[str, Any], resolved: _config.Settings, backend: Backend | None
+    running: Pipeline, settings: Mapping[str, object], resolved: _config.Settings, backend: Backend | None
 ) -> None:
     """Settings given again must be the running pipeline's: a silent mismatch hides a mistake."""
     for name, value in settings.items():
@@ -61,7 +62,7 @@ def start(
     *,
     backend: Backend | None = None,
     metaflow_identity: MetaflowIdentity | None = None,
-    **settings: Any,
+    **settings: Reported,
 ) -> Pipeline | None:
     """The running pipeline, started with ``settings`` if there is none (None when disabled).
 

@@ -11,10 +11,11 @@ import io
 import itertools
 import os
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from .._types import Foreign
 from ..exceptions import ConfigError
 
 
@@ -120,9 +121,9 @@ class MetaflowBackend:
 
     def __init__(self, ds_type: str, ds_root: str, prefix: str) -> None:
         self.ds_type, self.ds_root, self.prefix = ds_type, ds_root.rstrip("/"), prefix.strip("/")
-        self._storage: Any = None
-        self._put: Any = None
-        self._lister: Any = None
+        self._storage: Foreign = None  # Metaflow's datastore storage for ds_type
+        self._put: Callable[[str, bytes], None] | None = None
+        self._lister: Foreign = None  # Metaflow's S3 client, for listings
 
     @property
     def spec(self) -> str:
@@ -132,7 +133,7 @@ class MetaflowBackend:
         return f"{self.prefix}/{name}" if self.prefix else name
 
     @property
-    def storage(self) -> Any:
+    def storage(self) -> Foreign:
         if self._storage is None:
             from metaflow.plugins import DATASTORES
 
@@ -187,7 +188,7 @@ class MetaflowBackend:
         return out
 
 
-def _s3_keys(client: Any, ds_root: str, prefix: str) -> list[str]:
+def _s3_keys(client: Foreign, ds_root: str, prefix: str) -> list[str]:
     """Every object under ``prefix`` in one paginated listing, in this process: Metaflow's
     ``list_content`` lists a level at a time, each through a child process (``s3op``), and the
     rank watchdog and the live card list every few seconds."""
@@ -205,7 +206,7 @@ def _s3_keys(client: Any, ds_root: str, prefix: str) -> list[str]:
     return out
 
 
-def _bounded_put(ds_type: str, ds_root: str, storage: Any) -> Any:
+def _bounded_put(ds_type: str, ds_root: str, storage: Foreign) -> Callable[[str, bytes], None]:
     """A ``put(key, data)`` for ``key`` under ``ds_root`` that tries once, with short timeouts."""
     if ds_type == "s3":
         from urllib.parse import urlparse
@@ -259,7 +260,7 @@ def _bounded_put(ds_type: str, ds_root: str, storage: Any) -> Any:
     return put_other
 
 
-def _quick_s3_client() -> Any:
+def _quick_s3_client() -> Foreign:
     """Metaflow's S3 client with a bounded botocore policy: one attempt, connect within
     ``CONNECT_TIMEOUT_S``, each read within ``READ_TIMEOUT_S``. A ``config`` the user set in
     ``METAFLOW_DATATOOLS_CLIENT_PARAMS`` wins key by key."""

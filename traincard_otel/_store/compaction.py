@@ -13,11 +13,10 @@ import io
 import json
 import sys
 from array import array
-from typing import Any
+from collections.abc import Iterable
 
-from .segment import PACKED_METRICS, PACKED_STEPS
-
-Record = dict[str, Any]
+from .._types import Foreign
+from .segment import PACKED_METRICS, PACKED_STEPS, Record
 
 SCHEMA_FIELDS = (
     ("seq", "int64"),
@@ -43,19 +42,19 @@ class _Columns:
     """The per-row columns of one kind, extended a whole packed run at a time."""
 
     def __init__(self, *names: str) -> None:
-        self.lists: dict[str, list[Any]] = {name: [] for name in names}
+        self.lists: dict[str, list[object]] = {name: [] for name in names}
         self.floats: dict[str, array[float]] = {}
 
-    def repeat(self, name: str, value: Any, rows: int) -> None:
+    def repeat(self, name: str, value: object, rows: int) -> None:
         self.lists[name] += [value] * rows
 
-    def extend(self, name: str, values: Any) -> None:
+    def extend(self, name: str, values: Iterable[object]) -> None:
         if isinstance(values, array):
             self.floats.setdefault(name, array("d")).extend(values)
         else:
             self.lists[name].extend(values)
 
-    def arrays(self, schema: Any) -> dict[str, Any]:
+    def arrays(self, schema: Foreign) -> dict[str, Foreign]:  # pyarrow's schema and arrays
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -66,7 +65,7 @@ class _Columns:
         return out
 
 
-def _float64(values: array[float]) -> Any:
+def _float64(values: array[float]) -> Foreign:
     """An Arrow float64 array sharing ``values``' memory (Arrow is little-endian, as the hosts are)."""
     import pyarrow as pa
 
@@ -115,7 +114,7 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
                 other.extend("t", [float(rec.get("t") or 0.0)])
                 other.extend("rest", [json.dumps(rec, default=str)])
 
-    def table(columns: dict[str, Any], size: int) -> Any:
+    def table(columns: dict[str, Foreign], size: int) -> Foreign:
         """``size`` rows; the columns a kind does not use are null."""
         arrays = [columns[f.name] if f.name in columns else pa.nulls(size, f.type) for f in schema]
         return pa.Table.from_arrays(arrays, schema=schema)
@@ -145,7 +144,7 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
     return out.getvalue()
 
 
-def read_parquet(data: bytes) -> Any:
+def read_parquet(data: bytes) -> Foreign:  # a pyarrow Table
     import pyarrow.parquet as pq
 
     # ParquetFile, not read_table: read_table imports pyarrow.dataset and pandas (0.3 s a process)

@@ -79,7 +79,7 @@ class StoreReader:
             if p.kind == "part":
                 self._add_part(p, name, fetched[name])
                 continue
-            records, corrupt = segment.decode_columns(fetched[name])
+            records, corrupt = segment.decode(fetched[name], step_columns_kept=True)
             if corrupt:
                 self._corrupt.add(name)
             for rec in records:

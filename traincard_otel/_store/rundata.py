@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Callable, MutableSequence
 from typing import TYPE_CHECKING, Any
 
+from .._insights.baseline import Baseline, Comparison, compare
 from .._insights.goodput import Goodput, goodput
 from .columns import FLOAT, INT, SMALL, Column
 
@@ -78,6 +79,8 @@ class RunData:
     states: list[Record] = dataclasses.field(default_factory=list)
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
     gang: dict[str, Any] = dataclasses.field(default_factory=dict)  # see :mod:`.gang`
+    #: the run this one is compared with, set by ``load(target, baseline=...)`` (see :meth:`compare`)
+    baseline: Baseline | None = None
 
     def to_rows(self, kind: Kind = "metrics") -> list[dict[str, Any]]:
         """One dict per metric point, step time, log line, checkpoint or event (``kind``)."""
@@ -142,6 +145,26 @@ class RunData:
     @property
     def failure(self) -> Record | None:
         return self.status.get("failure")
+
+    def compare(self, other: RunData | None = None, *, label: str | None = None) -> Comparison | None:
+        """Where this run stands against ``other`` (default: :attr:`baseline`) at its latest step.
+
+        Compares the training loss (lower is better) and the time per step over the last 20 steps
+        up to this run's latest one; :mod:`traincard_otel._insights.baseline` defines both.
+        None when there is nothing to compare with (no baseline, or one that could not be read:
+        ``run.baseline.note`` says why).
+
+        Example::
+
+            run = traincard_otel.load("TrainFlow/12/train/3", baseline="auto")
+            print(run.baseline.label)          # TrainFlow/11/train/2: the latest earlier good run
+            print(run.compare().metric.text)   # loss ahead of baseline at step 400: 0.41 vs 0.45 (...)
+        """
+        if other is None:
+            if self.baseline is None or self.baseline.data is None:
+                return None
+            other, label = self.baseline.data, label or self.baseline.label
+        return compare(self, other, label or other.source)
 
     def series(self, name: str) -> Series:
         return self.metrics[name]

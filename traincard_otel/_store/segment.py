@@ -25,9 +25,10 @@ import json
 import sys
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
-Record = dict[str, Any]
+from .._types import JsonObject, JsonValue
+
+Record = JsonObject
 
 PACKED_METRICS = "m*"
 PACKED_STEPS = "st*"
@@ -48,7 +49,7 @@ _encode = json.JSONEncoder(separators=(",", ":"), default=_json_default).encode
 def metric_run(
     phase: str | None,
     names: Sequence[str],
-    steps: list[Any],
+    steps: Sequence[int | None],
     times: Iterable[float],
     values: Iterable[float],
     tags: Mapping[str, str] | None = None,
@@ -64,7 +65,7 @@ def metric_run(
 
 
 def step_run(
-    steps: list[Any],
+    steps: Sequence[int | None],
     times: Iterable[float],
     durations: Iterable[float],
     waits: Iterable[float],
@@ -111,55 +112,34 @@ def encode(records: list[Record]) -> bytes:
     return "".join(_line(rec) + "\n" for rec in records).encode()
 
 
-def decode(data: bytes) -> tuple[list[Record], bool]:
-    """The records of a segment, and whether any line of it was corrupt (and skipped)."""
+def _records(data: bytes) -> tuple[list[Record], bool]:
+    """The JSON objects of a segment's lines, and whether any line was corrupt (and skipped)."""
     lines = [line for line in data.splitlines() if line.strip()]
     try:  # one parse for the whole segment; line by line only when something is wrong
         parsed = json.loads(b"[" + b",".join(lines) + b"]")
     except ValueError:
         parsed = None
-    corrupt = False
-    if not isinstance(parsed, list) or not all(isinstance(r, dict) for r in parsed):
-        parsed, corrupt = _parse_lines(lines)
-    out: list[Record] = []
-    for rec in parsed:
-        kind = rec.get("k")
-        if kind in PACKED:
-            try:
-                out.extend(_unpack_metrics(rec) if kind == PACKED_METRICS else _unpack_steps(rec))
-            except (ValueError, TypeError, KeyError):
-                corrupt = True
-        else:
-            out.append(rec)
-    return out, corrupt
+    if isinstance(parsed, list) and all(isinstance(r, dict) for r in parsed):
+        return parsed, False
+    return _parse_lines(lines)
 
 
-def step_columns(rec: Record) -> Record:
-    """A packed run of step ends with its float columns decoded (raises on ragged columns):
-    for readers that add whole columns rather than one row at a time."""
-    cols = {**rec, "t": _unf64(rec["t"]), "d": _unf64(rec["d"]), "w": _unf64(rec["w"])}
-    n = len(rec["s"])
-    if not len(cols["t"]) == len(cols["d"]) == len(cols["w"]) == len(rec["n"]) == len(rec["tok"]) == n:
-        raise ValueError("packed step ends: column lengths differ")
-    return cols
+def decode(data: bytes, *, step_columns_kept: bool = False) -> tuple[list[Record], bool]:
+    """The records of a segment, and whether any line of it was corrupt (and skipped).
 
-
-def decode_columns(data: bytes) -> tuple[list[Record], bool]:
-    """Like :func:`decode`, but packed step ends stay one record of columns (:func:`step_columns`)."""
-    lines = [line for line in data.splitlines() if line.strip()]
-    try:
-        parsed = json.loads(b"[" + b",".join(lines) + b"]")
-    except ValueError:
-        parsed = None
-    corrupt = False
-    if not isinstance(parsed, list) or not all(isinstance(r, dict) for r in parsed):
-        parsed, corrupt = _parse_lines(lines)
+    ``step_columns_kept``: packed step ends stay one record of columns (:func:`step_columns`),
+    for readers that add whole columns rather than one row at a time.
+    """
+    parsed, corrupt = _records(data)
     out: list[Record] = []
     for rec in parsed:
         kind = rec.get("k")
         try:
             if kind == PACKED_STEPS:
-                out.append(step_columns(rec))
+                if step_columns_kept:
+                    out.append(step_columns(rec))
+                else:
+                    out.extend(_unpack_steps(rec))
             elif kind == PACKED_METRICS:
                 out.extend(_unpack_metrics(rec))
             else:
@@ -167,6 +147,15 @@ def decode_columns(data: bytes) -> tuple[list[Record], bool]:
         except (ValueError, TypeError, KeyError):
             corrupt = True
     return out, corrupt
+
+
+def step_columns(rec: Record) -> Record:
+    """A packed run of step ends with its float columns decoded (raises on ragged columns)."""
+    cols = {**rec, "t": _unf64(rec["t"]), "d": _unf64(rec["d"]), "w": _unf64(rec["w"])}
+    n = len(rec["s"])
+    if not len(cols["t"]) == len(cols["d"]) == len(cols["w"]) == len(rec["n"]) == len(rec["tok"]) == n:
+        raise ValueError("packed step ends: column lengths differ")
+    return cols
 
 
 def _parse_lines(lines: list[bytes]) -> tuple[list[Record], bool]:
@@ -186,7 +175,7 @@ def _parse_lines(lines: list[bytes]) -> tuple[list[Record], bool]:
 
 def _unpack_metrics(rec: Record) -> list[Record]:
     names: list[str] = rec["n"]
-    steps: list[Any] = rec["s"]
+    steps: list[JsonValue] = rec["s"]
     times, values = _unf64(rec["t"]), _unf64(rec["v"])
     width = len(names)
     if len(times) != len(steps) or len(values) != width * len(steps):
@@ -208,10 +197,10 @@ def _unpack_metrics(rec: Record) -> list[Record]:
 
 
 def _unpack_steps(rec: Record) -> list[Record]:
-    steps: list[Any] = rec["s"]
+    steps: list[JsonValue] = rec["s"]
     times, durations, waits = _unf64(rec["t"]), _unf64(rec["d"]), _unf64(rec["w"])
-    samples: list[Any] = rec["n"]
-    tokens: list[Any] = rec["tok"]
+    samples: list[JsonValue] = rec["n"]
+    tokens: list[JsonValue] = rec["tok"]
     n = len(steps)
     if not len(times) == len(durations) == len(waits) == len(samples) == len(tokens) == n:
         raise ValueError("packed step ends: column lengths differ")

@@ -17,19 +17,30 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
 
 from .._safety import internal_error
+from .._types import JsonObject, JsonValue
 from . import layout, segment
 from .backends import Backend
 from .retry import Backoff
+from .segment import Record
 
 logger = logging.getLogger("traincard_otel")
 
-Record = dict[str, Any]
 
 COMPACT_SEGMENTS = 64  # closed segments per Parquet part...
 COMPACT_RECORDS = 100_000  # ...or fewer, once they hold this many rows (bounds the writer's memory)
+
+
+class StoreHealth(TypedDict):
+    """How writing to the store goes (``store_health`` in the state file)."""
+
+    write_errors: int
+    last_error: str | None
+    last_error_at: float | None
+    pending_rows: int
+    retrying: bool
 
 
 class StoreWriter:
@@ -49,7 +60,7 @@ class StoreWriter:
         self.writer_id = f"w{int(time.time()):x}{secrets.token_hex(3)}"
         self.flush_interval_s = flush_interval_s
         self.max_pending = max_pending
-        self._state: dict[str, Any] = {}  # the latest status snapshot (a ``traincard.status`` event)
+        self._state: JsonObject = {}  # the latest status snapshot (a ``traincard.status`` event)
         self.dropped: dict[str, int] = {}
         self.segments_written = 0
         self.records_written = 0
@@ -94,7 +105,7 @@ class StoreWriter:
                     lost += size
             self.dropped["buffer_full"] = self.dropped.get("buffer_full", 0) + lost
 
-    def set_state(self, state: Mapping[str, Any]) -> None:
+    def set_state(self, state: Mapping[str, JsonValue]) -> None:
         """Keep ``state`` as what the next flush writes to the state file (with our counts)."""
         with self._lock:
             self._state = dict(state)
@@ -122,7 +133,7 @@ class StoreWriter:
         self._wake.set()
 
     @property
-    def store_health(self) -> dict[str, Any]:
+    def store_health(self) -> StoreHealth:
         """How writing to the store goes: failures so far, the last one, and what waits to be written."""
         with self._lock:
             pending = self._buffered + self._pending_unwritten()

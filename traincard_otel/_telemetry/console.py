@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
 from .._safety import internal_error
 
@@ -220,7 +220,7 @@ class _StreamTee:
             internal_error("console capture", exc)
         return n
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         return getattr(self.original, name)
 
     def stop(self, timeout_s: float) -> None:

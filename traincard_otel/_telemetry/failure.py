@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
 
 _CUDA_OOM = re.compile(
     r"CUDA out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|"
@@ -18,7 +18,7 @@ _NCCL = re.compile(r"NCCL|Watchdog caught collective operation timeout|ProcessGr
 _NEAR_LIMIT = 0.9
 
 
-def _vram_near_limit(last_system: Mapping[str, Any]) -> list[str]:
+def _vram_near_limit(last_system: Mapping[str, object]) -> list[str]:
     out = []
     for key, value in last_system.items():
         if (
@@ -30,9 +30,17 @@ def _vram_near_limit(last_system: Mapping[str, Any]) -> list[str]:
     return out
 
 
+class Verdict(TypedDict):
+    """What a failure probably was: ``kind`` (None without a verdict), a headline, the evidence."""
+
+    kind: str | None
+    text: str
+    evidence: list[str]
+
+
 def classify(
-    exc_type: str, message: str, traceback: str, last_system: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+    exc_type: str, message: str, traceback: str, last_system: Mapping[str, object] | None = None
+) -> Verdict:
     """Return ``{"kind", "text", "evidence"}``; ``kind`` is None when there is no verdict."""
     last_system = last_system or {}
     evidence: list[str] = []

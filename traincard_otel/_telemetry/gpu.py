@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
 
 from .._schema import GPU_TORCH_MEMORY, Attr
+from .._types import Foreign
 from ._samples import Sample
 
 _NO_PYNVML = "No GPU figures: NVML is not available (pip install 'traincard-otel[gpu]')"
@@ -42,9 +43,9 @@ def visible_devices(spec: str | None, count: int, uuids: list[str]) -> list[int]
 class GpuSampler:
     """Per-GPU utilization, memory, temperature, power, energy and ECC errors."""
 
-    def __init__(self, nvml: Any = None) -> None:
+    def __init__(self, nvml: Foreign = None) -> None:
         self._nvml = nvml
-        self.handles: list[tuple[str, Any, str]] = []  # (hw.id, handle, name)
+        self.handles: list[tuple[str, object, str]] = []  # (hw.id, NVML's opaque handle, name)
         self.notes: list[str] = []
         self.active = False
 
@@ -92,7 +93,7 @@ class GpuSampler:
             self.notes.append(f"GPU figures stopped: NVML failed mid-run ({exc}); training continues")
             return []
 
-    def _device(self, hw_id: str, handle: Any, name: str) -> list[Sample]:
+    def _device(self, hw_id: str, handle: object, name: str) -> list[Sample]:
         nvml = self._nvml
         base = {"hw.id": hw_id, "hw.name": name, "hw.vendor": "nvidia"}
         typed = {**base, "hw.type": "gpu"}
@@ -133,7 +134,7 @@ class GpuSampler:
                 )
         return out
 
-    def _query(self, fn: Any, *args: Any) -> Any:
+    def _query(self, fn: Callable[..., Foreign], *args: object) -> Foreign:
         nvml = self._nvml
         try:
             return fn(*args)
@@ -150,7 +151,7 @@ class _Fatal(Exception):
     pass
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

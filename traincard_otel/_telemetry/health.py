@@ -16,22 +16,22 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from .._safety import internal_error
-from .._schema import Attr, Event
+from .._schema import Attr, Event, StatusSnapshot
 from .._store import layout
 from .._store.attribution import host_oom_evidence
 from .._store.backends import Backend
+from .._types import JsonObject
 
-Emit = Callable[[str, Mapping[str, Any]], None]
+Emit = Callable[[str, Mapping[str, object]], None]
 
 STALL_FACTOR = 20.0  # a step 20x slower than the recent median is not a slow step any more
 GPU_IDLE = 0.1
 INPUT_BOUND_SHARE = 0.5
 
 
-def read_states(backend: Backend) -> list[dict[str, Any]]:
+def read_states(backend: Backend) -> list[JsonObject]:
     names = [n for n in backend.list() if (p := layout.parse(n)) is not None and p.kind == "state"]
     out = []
     for raw in backend.read_many(names).values():
@@ -42,14 +42,14 @@ def read_states(backend: Backend) -> list[dict[str, Any]]:
     return out
 
 
-def previous_attempt_end(states: list[dict[str, Any]], attempt: int) -> dict[str, Any] | None:
+def previous_attempt_end(states: list[JsonObject], attempt: int) -> JsonObject | None:
     """How attempt ``attempt - 1`` ended: exception, signal, finished, or vanished (killed)."""
     prev = [s for s in states if s.get("attempt") == attempt - 1]
     if not prev:
         return None
     rank0 = min(prev, key=lambda s: s.get("rank", 0))
     failed = next((s for s in prev if s.get("failure")), None)
-    info: dict[str, Any] = {"previous_attempt": attempt - 1, "previous_step": rank0.get("step")}
+    info: JsonObject = {"previous_attempt": attempt - 1, "previous_step": rank0.get("step")}
     if failed is not None:
         failure = failed["failure"]
         info.update(
@@ -100,8 +100,8 @@ class Watchdog:
         self.period_s, self.rank_check_s = period_s, rank_check_s
         self.stalled_since: float | None = None
         self.stalls = 0
-        self.lost_ranks: dict[int, dict[str, Any]] = {}
-        self.previous_attempt: dict[str, Any] | None = None
+        self.lost_ranks: dict[int, JsonObject] = {}
+        self.previous_attempt: JsonObject | None = None
         self._last_step: int | None = None
         self._last_change = time.time()
         self._next_rank_check = 0.0
@@ -179,7 +179,7 @@ class Watchdog:
         if self._backend is None:
             return
         now = time.time() if now is None else now
-        latest: dict[int, dict[str, Any]] = {}
+        latest: dict[int, JsonObject] = {}
         for s in read_states(self._backend):
             if s.get("attempt") != self.attempt or s.get("rank") == self.rank:
                 continue
@@ -219,7 +219,7 @@ class Watchdog:
         self.previous_attempt = info
         self._emit(Event.RUN_RESUMED, {f"traincard.{k}": v for k, v in info.items() if v is not None})
 
-    def status_fields(self) -> dict[str, Any]:
+    def status_fields(self) -> StatusSnapshot:
         return {
             "stalled": self.stalled_since is not None,
             "stalled_since": self.stalled_since,

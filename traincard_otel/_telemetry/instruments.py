@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
@@ -32,7 +31,7 @@ def register_system_instruments(meter: Meter, sampler: SystemSampler) -> None:
     the metric reader a callback at each collection, observations or not.
     """
     gpus = sampler.gpu is not None and sampler.gpu.active
-    create: dict[str, Any] = {
+    create: dict[str, Callable[..., object]] = {
         "gauge": meter.create_observable_gauge,
         "counter": meter.create_observable_counter,
         "updowncounter": meter.create_observable_up_down_counter,

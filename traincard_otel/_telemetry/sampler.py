@@ -11,9 +11,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from .._safety import report_internal_error
+from .._types import Foreign
 from ._samples import Snapshot
 from .gpu import GpuSampler
 from .host import HostSampler
@@ -22,7 +22,7 @@ from .host import HostSampler
 class SystemSampler:
     """Samples every ``interval_s`` on a daemon thread; :meth:`latest` returns the last snapshot."""
 
-    def __init__(self, interval_s: float = 2.0, *, gpu: bool = True, nvml: Any = None) -> None:
+    def __init__(self, interval_s: float = 2.0, *, gpu: bool = True, nvml: Foreign = None) -> None:
         self.interval_s = interval_s
         self.host = HostSampler()
         self.gpu = GpuSampler(nvml) if gpu else None

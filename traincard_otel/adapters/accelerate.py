@@ -8,13 +8,14 @@ step ends and heartbeats of the other ranks come from the optimizer hooks of
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from .._insights.flops import compute_dtype, training_fields
 from .._optional import require
 from .._reporter import Reporter
 from .._safety import guarded
 from .._schema import Event
+from .._types import Foreign, Reported
 from ..exceptions import TraincardError
 
 accelerate_tracking = require("accelerate.tracking", "accelerate")
@@ -39,7 +40,7 @@ class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name
     requires_logging_directory = False
     main_process_only = True
 
-    def __init__(self, reporter: Reporter | None = None, **settings: Any) -> None:
+    def __init__(self, reporter: Reporter | None = None, **settings: Reported) -> None:
         super().__init__()
         self._reporter = reporter
         self._settings = settings
@@ -57,11 +58,11 @@ class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name
         return self.reporter
 
     @guarded("accelerate.store_init_configuration", None)
-    def store_init_configuration(self, values: dict[str, Any]) -> None:
+    def store_init_configuration(self, values: Mapping[str, object]) -> None:
         self.reporter.event(Event.HYPERPARAMS, body={str(k): str(v) for k, v in values.items()})
 
     @guarded("accelerate.log", None)
-    def log(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
+    def log(self, values: Mapping[str, Reported], step: int | None = None, **kwargs: object) -> None:
         scalars = {k: v for k, v in values.items() if not isinstance(v, (str, dict, list))}
         if scalars:
             phase = "eval" if any(k.startswith(("eval", "val")) for k in scalars) else "train"
@@ -78,7 +79,7 @@ class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name
 class AccelerateHandle:
     """Returned by :func:`traincard_otel.instrument` for an ``Accelerator``."""
 
-    def __init__(self, accelerator: Any, tracker: TraincardTracker) -> None:
+    def __init__(self, accelerator: Foreign, tracker: TraincardTracker) -> None:
         self.accelerator, self.tracker = accelerator, tracker
         self.closed = False  # instrument() attaches afresh once closed
 
@@ -90,7 +91,7 @@ class AccelerateHandle:
         self.tracker.reporter.flush()
 
 
-def attach(accelerator: Any, reporter: Reporter, model: Any = None) -> AccelerateHandle:
+def attach(accelerator: Foreign, reporter: Reporter, model: Foreign = None) -> AccelerateHandle:
     """Add a :class:`TraincardTracker` to ``accelerator`` (on the main process, like Accelerate does).
 
     ``model`` (else the first model ``accelerator.prepare`` has seen) gives the FLOPs per token

@@ -27,14 +27,15 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable, Mapping
 from itertools import chain
-from typing import Any
 
 from .._insights.flops import training_fields
 from .._optional import require
 from .._reporter import Phase, Reporter
 from .._safety import guarded, internal_error
 from .._schema import Attr, Event
+from .._types import Foreign, Reported
 from ..exceptions import TraincardError
 
 transformers = require("transformers", "hf")
@@ -54,8 +55,29 @@ def _check_version() -> None:
 _NUMBER = {float, int}
 
 
-def _numeric(logs: dict[str, Any]) -> dict[str, Any]:
+def _numeric(logs: Mapping[str, object]) -> dict[str, float]:
     return {k: v for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+#: What a Trainer logs: one dict per ``Trainer.log`` call (its step under ``"step"``), holding
+#: whatever the Trainer and the user's callbacks logged.
+LogHistory = list[dict[str, Reported]]
+
+#: A logged dict read as a report: (values, step, phase), as a metric source returns it.
+LoggedReport = tuple[dict[str, Reported], Reported, str]
+
+#: A method of the Trainer's callback handler, called with (args, state, control).
+HandlerEvent = Callable[..., Foreign]
+
+
+class _Cursor:
+    """The log history followed and the next entry to read, replaced as one object: the source
+    may be mid-read when :meth:`TraincardCallback.follow` moves to a new history."""
+
+    __slots__ = ("history", "next")
+
+    def __init__(self, history: LogHistory, next: int) -> None:
+        self.history, self.next = history, next
 
 
 class TraincardCallback:
@@ -66,7 +88,7 @@ class TraincardCallback:
 
     def __init__(self, reporter: Reporter) -> None:
         self.reporter = reporter
-        self.model: Any = None  # the Trainer's, for the model FLOPs per token
+        self.model: Foreign = None  # the Trainer's, for the model FLOPs per token
         self._train: Phase | None = None
         self._eval: Phase | None = None
         self._save: Phase | None = None
@@ -78,17 +100,17 @@ class TraincardCallback:
         self._last_eval: dict[str, float] = {}
         self.data_wait: float | None = None
         self._history_lock = threading.Lock()
-        self._history: list[Any] = [[], 0]  # the log history followed and the next entry to read
-        self._unread: list[tuple[dict[str, Any], Any, str]] = []  # read by report_logged, for the source
+        self._history = _Cursor([], 0)
+        self._unread: list[LoggedReport] = []  # read by report_logged, for the source
         self._eval_keys: dict[tuple[str, ...], bool] = {}  # a logged dict's names -> any eval_ metric
 
     # -- logged metrics ------------------------------------------------------------------------
-    def follow(self, history: list[dict[str, Any]]) -> None:
+    def follow(self, history: LogHistory) -> None:
         """Report what is appended to ``history`` (a ``TrainerState.log_history``) from now on;
         what it holds already (a resumed run's) was reported by the run that logged it."""
-        self._history = [history, len(history)]  # one assignment: the source may be mid-read
+        self._history = _Cursor(history, len(history))  # one assignment: the source may be mid-read
 
-    def logged_metrics(self) -> list[tuple[dict[str, Any], Any, str]]:
+    def logged_metrics(self) -> list[LoggedReport]:
         """The reporter's metric source: the dicts logged since the last read, as reports.
 
         While an eval phase is open in training, reading stops at the first dict with ``eval_``
@@ -111,15 +133,15 @@ class TraincardCallback:
                 else:
                     self._unread.append((values, step, phase))
 
-    def _read_history(self, *, in_phase: bool) -> list[tuple[dict[str, Any], Any, str]]:
+    def _read_history(self, *, in_phase: bool) -> list[LoggedReport]:
         """The dicts appended since the last read (the caller holds the lock); ``in_phase``: not
         those from the first with ``eval_`` metrics on, while an eval phase is open in training."""
         cursor = self._history
-        history, start = cursor
+        history, start = cursor.history, cursor.next
         end = len(history)
         # Read after the end: an eval dict up to there was logged with its phase open already.
         hold_eval = in_phase and self._eval is not None and self._train is not None
-        reports = []
+        reports: list[LoggedReport] = []
         for entry in history[start:end]:
             values = dict(entry)
             step = values.pop("step", None)
@@ -132,7 +154,7 @@ class TraincardCallback:
             if evaluating and hold_eval:
                 break
             reports.append((values, step, "eval" if evaluating else "train"))
-        cursor[1] = start + len(reports)
+        cursor.next = start + len(reports)
         # Numbers only: one pass over all the values in the common case.
         if not set(map(type, chain.from_iterable(values.values() for values, _s, _p in reports))) <= _NUMBER:
             reports = [(_numeric(values), step, phase) for values, step, phase in reports]
@@ -140,7 +162,7 @@ class TraincardCallback:
 
     # -- Trainer events --------------------------------------------------------------------------
     @guarded("hf.on_train_begin", None)
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_train_begin(self, args: Foreign, state: Foreign, control: Foreign, **kwargs: object) -> None:
         self.follow(state.log_history)  # a new TrainerState: loaded from the checkpoint on resume
         world = max(int(getattr(args, "world_size", 1) or 1), 1)
         batch = int(args.per_device_train_batch_size) * int(args.gradient_accumulation_steps) * world
@@ -166,11 +188,11 @@ class TraincardCallback:
     # -- the per-step event ---------------------------------------------------------------------
     # This builds the handler's wrapped method itself rather than a hook for _tap() to call: on a
     # step's cold caches every Python call layer costs µs (about 2 µs here, in training).
-    def tap_step_end(self, original: Any) -> Any:
+    def tap_step_end(self, original: HandlerEvent) -> HandlerEvent:
         """``handler.on_step_end`` that reports the step after the registered callbacks ran."""
         perf_counter, step_end = time.perf_counter, self.reporter.step_end
 
-        def on_step_end(args: Any, state: Any, control: Any) -> Any:
+        def on_step_end(args: object, state: Foreign, control: Foreign) -> Foreign:
             control = original(args, state, control)
             try:
                 now = perf_counter()
@@ -199,7 +221,7 @@ class TraincardCallback:
         return on_step_end
 
     @guarded("hf.on_epoch_end", None)
-    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_epoch_end(self, args: object, state: Foreign, control: Foreign, **kwargs: object) -> None:
         self.reporter.progress(epoch=state.epoch)
         self._pending_save = self._pending_save or bool(control.should_save)
         if control.should_evaluate and self._eval is None:
@@ -216,12 +238,19 @@ class TraincardCallback:
             self._save = self.reporter.phase("save")
 
     @guarded("hf.on_prediction_step", None)
-    def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_prediction_step(self, args: object, state: object, control: object, **kwargs: object) -> None:
         self._open_eval()  # trainer.evaluate() called directly, outside the training loop
         self.reporter.heartbeat()
 
     @guarded("hf.on_evaluate", None)
-    def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any) -> None:
+    def on_evaluate(
+        self,
+        args: object,
+        state: object,
+        control: object,
+        metrics: Mapping[str, object] | None = None,
+        **kwargs: object,
+    ) -> None:
         self.report_logged()  # the eval metrics, logged just before, timed and placed in the phase
         if metrics:
             self._last_eval.update({k: float(v) for k, v in _numeric(metrics).items()})
@@ -233,9 +262,9 @@ class TraincardCallback:
         self.last_step_end = time.perf_counter()  # evaluation time is not step time
 
     @guarded("hf.on_save", None)
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_save(self, args: Foreign, state: Foreign, control: Foreign, **kwargs: object) -> None:
         path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
-        meta: dict[str, Any] = {}
+        meta: dict[str, object] = {}
         metric = getattr(args, "metric_for_best_model", None)
         if metric:
             key = metric if metric.startswith("eval_") else f"eval_{metric}"
@@ -252,7 +281,7 @@ class TraincardCallback:
         self.last_step_end = time.perf_counter()
 
     @guarded("hf.on_train_end", None)
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_train_end(self, args: object, state: object, control: object, **kwargs: object) -> None:
         for ph in (self._save, self._eval, self._train):
             if ph is not None:
                 ph.end()
@@ -273,13 +302,13 @@ TAPPED_EVENTS = (
 )
 
 
-def _tap(handler: Any, event: str, callback: TraincardCallback) -> Any:
+def _tap(handler: Foreign, event: str, callback: TraincardCallback) -> HandlerEvent:
     original = getattr(handler, event)
     if event == "on_step_end":
         return callback.tap_step_end(original)
     hook = getattr(callback, event)
 
-    def tapped(*args: Any) -> Any:  # the events of a run's start, end, epochs, evals and saves
+    def tapped(*args: object) -> object:  # the events of a run's start, end, epochs, evals and saves
         control = original(*args)
         hook(*args)
         return control
@@ -291,7 +320,10 @@ class HFHandle:
     """Returned by :func:`traincard_otel.instrument` for a Trainer."""
 
     def __init__(
-        self, trainer: Any, callback: TraincardCallback, wrapped: list[tuple[Any, dict[str, Any]]]
+        self,
+        trainer: Foreign,
+        callback: TraincardCallback,
+        wrapped: list[tuple[object, Mapping[str, object]]],
     ) -> None:
         self.trainer, self.callback = trainer, callback
         self._wrapped = wrapped  # (object, {attribute: our wrapper set on it})
@@ -311,7 +343,7 @@ class HFHandle:
         reporter.remove_metric_source(self.callback.logged_metrics)
 
 
-def attach(trainer: Any, reporter: Reporter) -> HFHandle:
+def attach(trainer: Foreign, reporter: Reporter) -> HFHandle:
     """Tap ``trainer.callback_handler`` and wrap ``train``/``training_step`` on the instance."""
     _check_version()
     callback = TraincardCallback(reporter)
@@ -324,7 +356,7 @@ def attach(trainer: Any, reporter: Reporter) -> HFHandle:
     perf_counter = time.perf_counter
 
     @functools.wraps(step_fn)
-    def training_step(model: Any, inputs: Any, *rest: Any, **kwargs: Any) -> Any:
+    def training_step(model: object, inputs: object, *rest: object, **kwargs: object) -> object:
         # The data wait (at a step's first micro-batch) and the batch's sample and token counts,
         # inline rather than in a method: this runs once per micro-batch, on the step's cold caches.
         cb = callback
@@ -346,7 +378,7 @@ def attach(trainer: Any, reporter: Reporter) -> HFHandle:
         return step_fn(model, inputs, *rest, **kwargs)
 
     @functools.wraps(train_fn)
-    def train(*args: Any, **kwargs: Any) -> Any:
+    def train(*args: object, **kwargs: object) -> object:
         try:
             return train_fn(*args, **kwargs)
         except BaseException as exc:

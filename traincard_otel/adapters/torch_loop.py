@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from .._insights.flops import compute_dtype, training_fields
 from .._optional import require
 from .._reporter import Reporter
 from .._safety import guarded
+from .._types import Foreign, Reported
 
 torch = require("torch", "torch")
 
 
-def _batch_counts(batch: Any) -> tuple[int | None, int | None]:
+def _batch_counts(batch: object) -> tuple[int | None, int | None]:
     """(samples, tokens) of a batch: the leading dimension, and the element count of token ids."""
     if isinstance(batch, Mapping):
         ids = batch.get("input_ids")
@@ -42,7 +42,7 @@ class LoopTracker:
     """Reports a raw loop through optimizer hooks; see the module docstring."""
 
     def __init__(
-        self, optimizer: Any, reporter: Reporter, *, model: Any = None, grad_norm_every: int = 0
+        self, optimizer: Foreign, reporter: Reporter, *, model: Foreign = None, grad_norm_every: int = 0
     ) -> None:
         self.optimizer, self.reporter = optimizer, reporter
         self.model, self.grad_norm_every = model, grad_norm_every
@@ -57,7 +57,7 @@ class LoopTracker:
             reporter.progress(**training_fields(model, compute_dtype(model)))
 
     @guarded("torch_loop.pre_step", None)
-    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _before_step(self, optimizer: object, args: object, kwargs: object) -> None:
         if (self.step + 1) % self.grad_norm_every:
             return
         grads = [p.grad.detach() for p in self.model.parameters() if p.grad is not None]
@@ -66,7 +66,7 @@ class LoopTracker:
             self.reporter.metrics({"grad_norm": norm}, step=self.step + 1)  # a tensor: .item() off-thread
 
     @guarded("torch_loop.post_step", None)
-    def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _after_step(self, optimizer: object, args: object, kwargs: object) -> None:
         now = time.perf_counter()
         self._emit_pending()
         self.step += 1
@@ -80,14 +80,14 @@ class LoopTracker:
             self._pending = None
 
     @guarded("torch_loop.log", None)
-    def log(self, batch: Any = None, step: int | None = None, **values: Any) -> None:
+    def log(self, batch: object = None, step: int | None = None, **values: Reported) -> None:
         """Report scalars (floats or tensors) at the current step; ``batch`` gives the throughput."""
         samples, tokens = _batch_counts(batch) if batch is not None else (None, None)
         self._emit_pending(samples, tokens)
         if values:
             self.reporter.metrics(values, step=self.step if step is None else step)
 
-    def save(self, obj: Any, path: str, **metadata: Any) -> None:
+    def save(self, obj: object, path: str, **metadata: Reported) -> None:
         """``torch.save(obj, path)`` inside a ``save`` phase, recorded as a checkpoint."""
         with self.reporter.phase("save"):
             torch.save(obj, path)
@@ -103,12 +103,14 @@ class LoopTracker:
         self.reporter.flush()
 
 
-def track(optimizer: Any, *, model: Any = None, grad_norm_every: int = 0, **settings: Any) -> LoopTracker:
+def track(
+    optimizer: Foreign, *, model: Foreign = None, grad_norm_every: int = 0, **settings: Reported
+) -> LoopTracker:
     """Track a raw loop driven by ``optimizer`` (configures telemetry if needed)."""
     from .._reporter import configure
 
     return LoopTracker(optimizer, configure(**settings), model=model, grad_norm_every=grad_norm_every)
 
 
-def attach(optimizer: Any, reporter: Reporter, model: Any = None) -> LoopTracker:
+def attach(optimizer: Foreign, reporter: Reporter, model: Foreign = None) -> LoopTracker:
     return LoopTracker(optimizer, reporter, model=model)

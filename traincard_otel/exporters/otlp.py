@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 from importlib.metadata import entry_points
-from typing import Any
 
+from .._types import Foreign
 from ..exceptions import ConfigError, MissingDependencyError
 
 _GROUPS = {
@@ -34,8 +34,9 @@ def _protocol(signal: str) -> str:
     return proto
 
 
-def exporter_classes(signal: str, names: tuple[str, ...]) -> list[Any]:
-    """Classes for the exporter ``names`` of ``signal`` (traces, metrics, logs), store excluded."""
+def exporter_classes(signal: str, names: tuple[str, ...]) -> list[Foreign]:
+    """Classes for the exporter ``names`` of ``signal`` (traces, metrics, logs), store excluded: the
+    span, log or metric exporter (or metric reader) classes other packages register by name."""
     group = entry_points(group=_GROUPS[signal])
     out = []
     for name in names:

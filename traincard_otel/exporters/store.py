@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
@@ -29,7 +28,8 @@ from opentelemetry.trace import StatusCode
 from .._safety import internal_error
 from .._schema import NOT_STORED_METRICS, Event, StoreKind
 from .._store import segment
-from .._store.writer import Record, StoreWriter
+from .._store.segment import Record
+from .._store.writer import StoreWriter
 
 _default_writer: StoreWriter | None = None
 _default_lock = threading.Lock()
@@ -82,11 +82,11 @@ def _seconds(ns: int | None) -> float:
     return (ns or 0) / 1e9
 
 
-def _attrs(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+def _attrs(attributes: Mapping[str, object] | None) -> dict[str, object]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in (attributes or {}).items()}
 
 
-def _runs(event: str | None, body: Any) -> list[Record] | None:
+def _runs(event: str | None, body: object) -> list[Record] | None:
     """The packed runs of a pump's batched per-step event, or None if ``body`` is not one."""
     if not isinstance(body, Mapping):
         return None
@@ -117,7 +117,7 @@ def log_record_to_records(item: ReadableLogRecord) -> list[Record]:
 def log_record_to_record(item: ReadableLogRecord) -> Record:
     rec = item.log_record
     t = _seconds(rec.timestamp or rec.observed_timestamp)
-    body: Any = rec.body
+    body = rec.body
     if rec.event_name:
         out: Record = {"k": StoreKind.EVENT, "t": t, "n": rec.event_name, "a": _attrs(rec.attributes)}
         if body is not None:
@@ -228,7 +228,7 @@ class TraincardMetricExporter(MetricExporter):
         self._writer = _writer_or_default(writer)
 
     def export(
-        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object
     ) -> MetricExportResult:
         try:
             self._writer.add_many(metrics_to_records(metrics_data))
@@ -240,5 +240,5 @@ class TraincardMetricExporter(MetricExporter):
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         return _flush_if_owned(self._writer)
 
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
         _flush_if_owned(self._writer)

@@ -42,7 +42,8 @@ _ENV_SYSTEM_BEFORE = "TRAINCARD_LAUNCHER_SYSTEM_BEFORE"
 class TraincardDecorator(StepDecorator):
     """Step decorator. Attributes: ``refresh_interval`` (s, live card), ``flush_interval`` (s,
     store), ``system`` (sample host/GPU), ``attach_card`` (add ``@card(type="traincard")`` if absent),
-    ``hourly_cost``."""
+    ``hourly_cost``, ``baseline`` (the run the card compares with: ``auto``, the default, for the
+    latest earlier run of this flow whose step succeeded; ``Flow/run/step``, a run id, or ``none``)."""
 
     name = "traincard"
     # None means: the TRAINCARD_* environment variable, else the package default.
@@ -52,6 +53,7 @@ class TraincardDecorator(StepDecorator):
         "system": None,
         "attach_card": True,
         "hourly_cost": None,
+        "baseline": None,
     }
 
     def step_init(
@@ -134,6 +136,8 @@ class TraincardDecorator(StepDecorator):
             settings["system"] = _as_bool(attrs["system"])
         if attrs["hourly_cost"] is not None:
             settings["hourly_cost"] = float(attrs["hourly_cost"])
+        if attrs["baseline"] is not None:
+            settings["baseline"] = str(attrs["baseline"])
         reporter = configure(backend=backend, metaflow_identity=mf, **settings)
         reader = None
         if gang is not None:
@@ -146,6 +150,8 @@ class TraincardDecorator(StepDecorator):
         # Child processes (torchrun, accelerate launch) inherit where to write and which attempt.
         os.environ["TRAINCARD_STORE"] = backend.spec
         os.environ["TRAINCARD_ATTEMPT"] = str(retry_count)
+        if reporter.settings is not None:  # the card's own subprocesses compare with the same run
+            os.environ["TRAINCARD_BASELINE"] = reporter.settings.baseline
         current._update_env({"traincard": reporter})
         # Killed by SIGTERM (preemption, eviction), task_finished never runs: draw the final card then.
         add_terminate_hook(_render_final_cards)
@@ -160,6 +166,8 @@ class TraincardDecorator(StepDecorator):
                 reader=reader,
                 emit=reporter.event if reader is not None and gang is not None and control else None,
                 publish=pipeline.insight_gauges.publish if control else None,
+                baseline=pipeline_settings.baseline,
+                pathspec=mf.pathspec,
                 publish_gang=pipeline.insight_gauges.publish_gang if gang is not None and control else None,
             ).start()
 

@@ -12,15 +12,19 @@ and the refresher checks again shortly after rather than a whole interval later.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from .._card.payload import build_payload
+from .._insights.baseline import Baseline
+from .._load import load_baseline
 from .._safety import report_internal_error
 from .._schema import Attr, Event
 from .._store.backends import Backend
 from .._store.reader import StoreReader
+from ..environment_variables import TRAINCARD_BASELINE
 
 
 def traincard_cards() -> list[Any]:
@@ -65,6 +69,8 @@ class Refresher:
         reader: Any = None,
         emit: Callable[[str, dict[str, Any]], None] | None = None,
         publish: Callable[[dict[str, Any]], None] | None = None,
+        baseline: str = "none",
+        pathspec: str | None = None,
         publish_gang: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
@@ -79,10 +85,29 @@ class Refresher:
         self._told: set[tuple[str, int]] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-refresher", daemon=True)
+        # The baseline is a finished run: found and read once, on its own thread (a slow metadata
+        # service or datastore delays only the overlay), then kept for every later payload.
+        self._baseline_spec, self._pathspec = baseline, pathspec
+        self.baseline: Baseline | None = None
+        self._baseline_thread = threading.Thread(
+            target=self._find_baseline, name="traincard-baseline", daemon=True
+        )
 
     def start(self) -> Refresher:
         self._thread.start()
+        if self._baseline_spec != "none":
+            self._baseline_thread.start()
         return self
+
+    def _find_baseline(self) -> None:
+        try:
+            self.baseline = load_baseline(self._pathspec, self._baseline_spec, slim=True)
+            if self._baseline_spec == "auto" and self.baseline is not None and self.baseline.data is not None:
+                # The card's later subprocesses (the final render among them) inherit this: they
+                # compare with the same run as the live card, and skip the search.
+                os.environ[TRAINCARD_BASELINE] = self.baseline.label
+        except Exception as exc:  # load_baseline says why in a note; this is a bug of ours
+            report_internal_error("finding the baseline run", exc)
 
     def _run(self) -> None:
         wait = self.interval_s
@@ -98,7 +123,7 @@ class Refresher:
             return False
         try:
             data = self._reader.read()
-            payload = build_payload(data, live=True, hourly_cost=self.hourly_cost)
+            payload = build_payload(data, live=True, hourly_cost=self.hourly_cost, baseline=self.baseline)
             for card in cards:
                 card.refresh(payload)
             if self._publish is not None and payload.get("insights"):

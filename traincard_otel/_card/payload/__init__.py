@@ -11,10 +11,12 @@ import json
 import time
 from typing import Any
 
+from ..._insights.baseline import Baseline
 from ..._store.reader import RunData
 from .._html import scrub
 from ..gang import gang_section
 from .banners import all_banners, lost_ranks
+from .baseline import baseline_section
 from .checkpoints import checkpoint_rows
 from .health import loss_counters
 from .insights import anomaly_markers, insights_section, mfu_charts
@@ -55,10 +57,18 @@ def build_payload(
     final: bool = False,
     now: float | None = None,
     hourly_cost: float | None = None,
+    baseline: Baseline | None = None,
 ) -> dict[str, Any]:
-    """The card payload for ``data``; ``live`` makes a small tail-only update (< ``LIVE_MAX_BYTES``)."""
+    """The card payload for ``data``; ``live`` makes a small tail-only update (< ``LIVE_MAX_BYTES``).
+
+    ``baseline`` (default: ``data.baseline``) is the run overlaid on the charts and compared with in
+    the status bar (:mod:`.baseline`).
+    """
+    baseline = baseline if baseline is not None else data.baseline
     if not live:
-        return _build(data, Mode(live=False), final=final, now=now, hourly_cost=hourly_cost)
+        return _build(
+            data, Mode(live=False), final=final, now=now, hourly_cost=hourly_cost, baseline=baseline
+        )
     for tail, log_tail, heads in (
         (LIVE_TAIL, LIVE_LOG_TAIL, True),
         (20, 40, True),
@@ -67,7 +77,12 @@ def build_payload(
         (2, 10, False),
     ):
         payload = _build(
-            data, Mode(True, tail, log_tail, heads), final=final, now=now, hourly_cost=hourly_cost
+            data,
+            Mode(True, tail, log_tail, heads),
+            final=final,
+            now=now,
+            hourly_cost=hourly_cost,
+            baseline=baseline,
         )
         if len(json.dumps(payload)) <= LIVE_MAX_BYTES:
             break
@@ -97,7 +112,13 @@ def _empty_reasons(data: RunData, system: dict[str, Any]) -> dict[str, str]:
 
 
 def _build(
-    data: RunData, mode: Mode, *, final: bool, now: float | None, hourly_cost: float | None
+    data: RunData,
+    mode: Mode,
+    *,
+    final: bool,
+    now: float | None,
+    hourly_cost: float | None,
+    baseline: Baseline | None = None,
 ) -> dict[str, Any]:
     now = time.time() if now is None else now
     kind = run_kind(data)
@@ -121,6 +142,7 @@ def _build(
         "summary": summary_table(data),
         "markers": discontinuities(data) + anomaly_markers(data),
         "insights": insights_section(data, now, hourly_cost),
+        "baseline": baseline_section(data, baseline, mode),
         "checkpoints": checkpoint_rows(data, 20 if mode.live else 500),
         "logs": lines,
         "log_info": log_info,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from ..._store.reader import RunData
+from ..._types import JsonObject
 from .health import store_health_banner
 
 Banner = dict[str, str]
@@ -24,7 +24,7 @@ def _clock(t: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t)) if t else "never"
 
 
-def lost_ranks(data: RunData, now: float | None = None) -> list[dict[str, Any]]:
+def lost_ranks(data: RunData, now: float | None = None) -> list[JsonObject]:
     """Ranks of the latest attempt still marked running whose heartbeat is older than the timeout.
 
     Computed from the states at render time too, so a lost rank is named even when rank 0 (which
@@ -48,7 +48,7 @@ def lost_ranks(data: RunData, now: float | None = None) -> list[dict[str, Any]]:
     return [found[r] for r in sorted(found)]
 
 
-def _resumed_text(data: RunData, status: dict[str, Any]) -> str:
+def _resumed_text(data: RunData, status: JsonObject) -> str:
     text = f"Attempt {status['attempt']}: restarted {status['restarts']} time(s); earlier attempts are kept"
     prev = data.status.get("previous_attempt") or {}
     end = prev.get("previous_end")
@@ -65,7 +65,7 @@ def _resumed_text(data: RunData, status: dict[str, Any]) -> str:
     return text
 
 
-def _run_banners(data: RunData, status: dict[str, Any], now: float) -> list[Banner]:
+def _run_banners(data: RunData, status: JsonObject, now: float) -> list[Banner]:
     out = []
     st = data.status
     failure = st.get("failure")
@@ -97,7 +97,7 @@ def _run_banners(data: RunData, status: dict[str, Any], now: float) -> list[Bann
     return out
 
 
-def _data_banners(data: RunData, status: dict[str, Any], now: float) -> list[Banner]:
+def _data_banners(data: RunData, status: JsonObject, now: float) -> list[Banner]:
     out = []
     share = data.status.get("input_bound_share")
     if share:
@@ -122,7 +122,7 @@ def _data_banners(data: RunData, status: dict[str, Any], now: float) -> list[Ban
     return out
 
 
-def all_banners(data: RunData, status: dict[str, Any], now: float | None = None) -> list[Banner]:
+def all_banners(data: RunData, status: JsonObject, now: float | None = None) -> list[Banner]:
     """Every banner that applies, in the order the run's story reads (the page sorts by severity)."""
     now = time.time() if now is None else now
     return _run_banners(data, status, now) + _data_banners(data, status, now)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..._store.reader import RunData
+from ..._types import JsonObject
 
 
-def checkpoint_rows(data: RunData, limit: int) -> list[dict[str, Any]]:
+def checkpoint_rows(data: RunData, limit: int) -> list[JsonObject]:
     """The latest ``limit`` saves. Each save says whether it was the best *so far*; the card marks
     only the latest such one."""
     out = [dict(c) for c in data.checkpoints]

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from ..._insights.flops import mfu
 from ..._insights.goodput import CATEGORIES, goodput
 from ..._schema import Attr, Event
 from ..._store.reader import RunData, Series
+from ..._types import JsonObject, JsonValue
 from .series import Mode, xy
 
 MAX_ATTENTION: Final = 50  # the panel lists the newest; the count says how many there were
@@ -46,19 +47,19 @@ CATEGORY_LABELS: Final = {
 }
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         return None
     return float(value)
 
 
-def anomalies(data: RunData) -> list[dict[str, Any]]:
+def anomalies(data: RunData) -> list[JsonObject]:
     """Every recorded anomaly, oldest first."""
     out = []
     for e in data.events:
         if e.get("name") != Event.ANOMALY:
             continue
-        a: Mapping[str, Any] = e.get("attributes") or {}
+        a: Mapping[str, JsonValue] = e.get("attributes") or {}
         kind = str(a.get(Attr.ANOMALY_KIND, ""))
         step = a.get(Attr.STEP)
         out.append(
@@ -77,9 +78,9 @@ def anomalies(data: RunData) -> list[dict[str, Any]]:
     return out
 
 
-def anomaly_markers(data: RunData) -> list[dict[str, Any]]:
+def anomaly_markers(data: RunData) -> list[JsonObject]:
     """Vertical lines on the step charts at the newest anomalies (one per step and kind)."""
-    seen: dict[tuple[int, str], dict[str, Any]] = {}
+    seen: dict[tuple[int, str], JsonObject] = {}
     for a in anomalies(data):
         if a["step"] is not None:
             seen[(a["step"], a["kind"])] = {"x": a["step"], "label": a["label"], "kind": "anomaly"}
@@ -98,7 +99,7 @@ def _recent_median(series: Series | None) -> float | None:
     return statistics.median(values) if values else None
 
 
-def efficiency(data: RunData) -> dict[str, Any] | None:
+def efficiency(data: RunData) -> JsonObject | None:
     """Model FLOPs per token, achieved FLOP/s and MFU (None when no adapter reported FLOPs)."""
     progress = data.status.get("progress") or {}
     dense = _number(progress.get("flops_per_token"))
@@ -107,7 +108,7 @@ def efficiency(data: RunData) -> dict[str, Any] | None:
     attention = _number(progress.get("attention_flops_per_position")) or 0.0
     peak = _number(progress.get("peak_flops"))
     ranks = sorted(int(k) for k in data.step_times)
-    per_rank: list[dict[str, Any]] = []
+    per_rank: list[JsonObject] = []
     for rank in ranks:
         tokens = _recent_median(data.throughput.get(f"tokens_per_second{{rank={rank}}}"))
         samples = _recent_median(data.throughput.get(f"samples_per_second{{rank={rank}}}"))
@@ -141,7 +142,7 @@ def efficiency(data: RunData) -> dict[str, Any] | None:
     }
 
 
-def mfu_charts(data: RunData, mode: Mode) -> list[dict[str, Any]]:
+def mfu_charts(data: RunData, mode: Mode) -> list[JsonObject]:
     """An MFU chart by step in percent, per rank (tokens/s x FLOPs per token / peak); none without a
     known peak."""
     e = efficiency(data)
@@ -181,7 +182,7 @@ def _tokens(data: RunData) -> float:
     return total
 
 
-def cost(data: RunData, wall_s: float, badput_s: float | None, hourly: float | None) -> dict[str, Any] | None:
+def cost(data: RunData, wall_s: float, badput_s: float | None, hourly: float | None) -> JsonObject | None:
     """Cost so far for ``wall_s`` at ``hourly`` per node, per 1k training tokens, and of badput."""
     if not hourly:
         return None
@@ -198,7 +199,7 @@ def cost(data: RunData, wall_s: float, badput_s: float | None, hourly: float | N
     }
 
 
-def insights_section(data: RunData, now: float, hourly_cost: float | None = None) -> dict[str, Any]:
+def insights_section(data: RunData, now: float, hourly_cost: float | None = None) -> JsonObject:
     """The ``insights`` object of the payload (``docs/card-payload.md``)."""
     found = anomalies(data)
     g = goodput(data, now)

@@ -3,10 +3,9 @@ store of a million lines still makes a small payload; what was left out is count
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..._schema import Attr
 from ..._store.reader import RunData
+from ..._types import JsonObject
 from .series import Mode
 
 LOG_TAIL = 300  # lines of the tail in a full render
@@ -28,13 +27,13 @@ LEVELS = {
 _QUIET = frozenset(k for k, v in LEVELS.items() if v < WARNING)
 _TRACEBACK = "Traceback (most recent call last):"
 
-Record = dict[str, Any]
+Record = JsonObject
 
 # id(list) -> (the list, length scanned, indices of error / warning lines (newest), ranks)
 _scan_cache: dict[int, tuple[list[Record], int, list[int], list[int], set[int]]] = {}
 
 
-def level_number(level: Any) -> int:
+def level_number(level: object) -> int:
     """Severity of a level name (unknown names count as INFO)."""
     return LEVELS.get(str(level).upper(), 20)
 
@@ -94,7 +93,7 @@ def _line(r: Record) -> Record:
     return out
 
 
-def log_lines(data: RunData, mode: Mode) -> tuple[list[Record], dict[str, Any]]:
+def log_lines(data: RunData, mode: Mode) -> tuple[list[Record], JsonObject]:
     """(lines, info): the tail and the latest warning/error lines by time; info counts the rest."""
     records = data.logs
     n = mode.log_tail if mode.live else LOG_TAIL

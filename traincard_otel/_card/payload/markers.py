@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..._schema import Attr, Event
 from ..._store.reader import RunData
+from ..._types import JsonObject
 
 
 def _first_step(data: RunData, attempt: int) -> int | None:
@@ -18,7 +17,7 @@ def _first_step(data: RunData, attempt: int) -> int | None:
     return min(steps) if steps else None
 
 
-def discontinuities(data: RunData) -> list[dict[str, Any]]:
+def discontinuities(data: RunData) -> list[JsonObject]:
     """``restart`` markers at each retry's first step, ``rewind`` markers where a run resumed."""
     out = []
     for ev in data.events:

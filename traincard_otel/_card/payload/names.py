@@ -3,8 +3,7 @@ kinds and metric names it treats specially. ``card.js`` keeps no copies of its o
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..._types import JsonObject
 from .logs import LEVELS
 from .system import RATIO_METRICS, TORCH_MEMORY
 
@@ -64,7 +63,7 @@ BYTE_METRICS = [
 ]
 
 
-def wire_names() -> dict[str, Any]:
+def wire_names() -> JsonObject:
     """The ``names`` object of every payload."""
     return {
         "sections": REPLACED_SECTIONS,

@@ -48,9 +48,11 @@ def epoch_progress(
     return e, total
 
 
-def _cost(hourly: float, elapsed: float, eta: float | None) -> dict[str, float]:
-    so_far = hourly * elapsed / 3600
-    return {"hourly": hourly, "so_far": so_far, "at_eta": so_far + hourly * (eta or 0) / 3600}
+def _cost(hourly: float, nodes: int, elapsed: float, eta: float | None) -> dict[str, float]:
+    """The price is per node (machine): a gang costs it times its nodes."""
+    rate = hourly * nodes
+    so_far = rate * elapsed / 3600
+    return {"hourly": rate, "nodes": nodes, "so_far": so_far, "at_eta": so_far + rate * (eta or 0) / 3600}
 
 
 def run_status(data: RunData, now: float, hourly_cost: float | None = None) -> dict[str, Any]:
@@ -83,5 +85,5 @@ def run_status(data: RunData, now: float, hourly_cost: float | None = None) -> d
         "attempt": st.get("attempt", 0),
         "restarts": st.get("restarts", 0),
         "heartbeat_age_s": (now - st["heartbeat_at"]) if running and st.get("heartbeat_at") else None,
-        "cost": _cost(hourly, elapsed, eta) if hourly else None,
+        "cost": _cost(hourly, max(len(data.gang.get("nodes") or []), 1), elapsed, eta) if hourly else None,
     }

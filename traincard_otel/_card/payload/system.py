@@ -4,14 +4,14 @@ latest-readings tiles, and the sampler's notes in words a user can act on."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from ..._schema import SYSTEM_METRICS, Attr
 from ..._store.reader import RunData, Series
 from ..._telemetry._samples import split_reading_key
+from ..._types import JsonObject
 from .series import Mode, subset, xy
 
-Chart = dict[str, Any]
+Chart = JsonObject
 
 # The torch allocator's gauge: the system metric whose attributes carry the memory kind.
 TORCH_MEMORY = next(m.name for m in SYSTEM_METRICS if Attr.TORCH_MEMORY_KIND in m.attributes)
@@ -108,7 +108,7 @@ def _node_names(data: RunData) -> dict[int, str]:
     return {int(st.get("rank", 0)): str(st.get("host") or f"rank {st.get('rank', 0)}") for st in data.states}
 
 
-def _total(per_node: list[tuple[str, list[float], list[float | None]]], name: str) -> dict[str, Any]:
+def _total(per_node: list[tuple[str, list[float], list[float | None]]], name: str) -> JsonObject:
     """Sum (or mean, for utilizations) across nodes, aligned on whole seconds."""
     buckets: dict[int, list[float]] = {}
     for _node, xs, ys in per_node:
@@ -131,7 +131,7 @@ def system_charts(data: RunData, mode: Mode) -> list[Chart]:
     out = []
     for chart_id, title, unit, names in SYSTEM_CHARTS:
         scale = _SCALE.get(unit, 1.0)
-        series_out: list[dict[str, Any]] = []
+        series_out: list[JsonObject] = []
         by_metric: dict[tuple[str, str], list[tuple[str, list[float], list[float | None]]]] = {}
         for _key, series in sorted(data.system.items()):
             if series.name not in names:
@@ -175,7 +175,7 @@ def system_charts(data: RunData, mode: Mode) -> list[Chart]:
     return out
 
 
-def system_section(data: RunData) -> dict[str, Any]:
+def system_section(data: RunData) -> JsonObject:
     """Notes (why figures are missing), the latest-readings tiles, and each metric's unit."""
     notes: list[str] = []
     for s in data.states:
