@@ -1,12 +1,15 @@
 """A whole gang at scale: 64 ranks x 100k steps on 8 nodes, side by side with one rank as long.
 
     python -m benchmarks.bench_gang_scale [--ranks 64] [--nodes 8] [--steps 100000] [--json F] [--quick]
+                                          [--store DIR]
 
 The gang store is laid out as a Metaflow ``@parallel`` step writes it (one task folder per node,
 ``gang.json`` and the control task's ``gang/node-<i>.json``), through the real StoreWriter: rank 0
 reports 8 metrics per step, every rank its step times; each node's step process its state. Each
 case is then measured in a fresh process: ``load()`` of a worker task (the whole gang comes with
 it), the final card render, the HTML size, and the process's peak memory (max RSS).
+``--store DIR`` keeps the written stores in ``DIR`` and reuses them when the same shape is asked
+for again (writing 64 x 100k steps takes longer than measuring them).
 
 Targets (issue 30): the 64-rank card renders in <= 3 s and <= 2 MB, load() <= 5 s, memory <= 1 GB.
 """
@@ -137,14 +140,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--json", default=None)
     ap.add_argument("--quick", action="store_true", help="8 ranks on 2 nodes x 2000 steps (a smoke run)")
+    ap.add_argument("--store", default=None, help="keep the stores here and reuse them for the same shape")
     args = ap.parse_args(argv)
     if args.quick:
         args.ranks, args.nodes, args.steps = 8, 2, 2000
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+        shape = f"{args.ranks}x{args.nodes}x{args.steps}"
+        root = Path(args.store) / shape if args.store else Path(tmp)
+        done = root / "written"
         t0 = time.perf_counter()
-        worker = write_gang(root, args.ranks, args.nodes, args.steps)
-        single = write_single(root, args.steps)
+        if done.exists():
+            worker, single = Path(done.read_text()), root / "single"
+        else:
+            root.mkdir(parents=True, exist_ok=True)
+            worker = write_gang(root, args.ranks, args.nodes, args.steps)
+            single = write_single(root, args.steps)
+            done.write_text(str(worker))
         write_s = time.perf_counter() - t0
         stored = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
         results = {"gang": measure(worker), "single": measure(single)}

@@ -12,7 +12,7 @@ from ._instrument import instrument
 from ._load import load
 from ._pipeline import shutdown
 from ._reporter import Phase, Reporter, active_reporter, configure
-from ._store import reader as _reader
+from ._store import rundata as _rundata
 from ._store.reader import RunData, Series
 from ._version import __version__
 from .exceptions import ConfigError, MissingDependencyError, TraincardError
@@ -24,7 +24,7 @@ def _card_html(data: RunData) -> str:
     return render_data(data, live=False, final=True)
 
 
-_reader.html_renderer = _card_html
+_rundata.html_renderer = _card_html
 
 __all__ = [
     "ConfigError",

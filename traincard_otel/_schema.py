@@ -75,6 +75,7 @@ class Attr:
     GANG_HEARTBEAT_AT: Final = "traincard.heartbeat_at"
     GANG_FAILURE_HOW: Final = "traincard.failure.how"
     GANG_CONSEQUENCES: Final = "traincard.consequences"
+    GANG_FIRST: Final = "traincard.failure.first"  # the gang's first failure (else a consequence)
     HOST_NAME: Final = "host.name"
     ERROR_TYPE: Final = "error.type"
     EXCEPTION_TYPE: Final = "exception.type"
@@ -220,6 +221,23 @@ class Metric:
         "1",
         "`traincard.rank`",
         "model FLOPs utilisation of each rank's accelerator (only where its peak is known)",
+    )
+    GANG_RANK_FAILURES: Final = MetricSpec(
+        "traincard.gang.rank_failures",
+        "counter",
+        "{rank}",
+        f"`{Attr.RANK}`, `{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`, `{Attr.GANG_FIRST}` (true for the "
+        f"first failure, false for a rank that ended after it), `{Attr.SIGNAL}` (when a signal ended it)",
+        "ranks of a `@parallel` gang that ended in failure, each counted once, the first failure "
+        "marked (published by the control node's live card refresher: one per gang)",
+    )
+    GANG_RANKS_HUNG: Final = MetricSpec(
+        "traincard.gang.ranks_hung",
+        "gauge",
+        "{rank}",
+        f"`{Attr.RANK}`, `{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`",
+        "1 for each rank of a gang that is hung now (heartbeat older than the rank timeout while "
+        "nothing says it ended); published like `traincard.gang.rank_failures`",
     )
     STORE_WRITE_ERRORS: Final = MetricSpec(
         "traincard.store.write_errors",

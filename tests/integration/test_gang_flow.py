@@ -33,6 +33,7 @@ import pytest
 from browser.conftest import browser  # noqa: F401  (the headless Chromium fixture)
 from browser_helpers import open_html, screenshot
 from helpers import REPO, card_payload, metaflow_client, subprocess_env
+from otlp_receiver import Received, http_receiver
 
 import traincard_otel
 from traincard_otel._card.gang import gang_section
@@ -50,23 +51,53 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _env(root: Path, mode: str) -> dict[str, str]:
-    return subprocess_env(
+def _env(root: Path, mode: str, **extra: str) -> dict[str, str]:
+    env: dict[str, str] = subprocess_env(
         METAFLOW_DATASTORE_SYSROOT_LOCAL=str(root),
         GANG_MODE=mode,
         GANG_MASTER_PORT=str(_free_port()),
         TRAINCARD_RANK_TIMEOUT="3",
         TRAINCARD_SYSTEM_INTERVAL="0.5",
+        **extra,
     )
+    return env
 
 
-def _start(tmp_path: Path, mode: str) -> tuple[Path, subprocess.Popen[str]]:
+def _otlp(endpoint: str) -> dict[str, str]:
+    """Metrics of every process of the flow to the test's OTLP receiver, exported every 0.5 s."""
+    return {
+        "OTEL_METRICS_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_METRIC_EXPORT_INTERVAL": "500",
+    }
+
+
+def _points(got: Received, name: str) -> list[dict[str, Any]]:
+    """The attributes of every point of metric ``name`` received, with its value."""
+    with got.lock:
+        return [
+            {**p["attributes"], "value": p["value"]}
+            for m in got.metrics
+            if m["name"] == name
+            for p in m["points"]
+        ]
+
+
+def _latest_points(got: Received, name: str) -> list[dict[str, Any]]:
+    """The points of the last export of metric ``name``, with their values."""
+    with got.lock:
+        found = [m for m in got.metrics if m["name"] == name]
+    return [{**p["attributes"], "value": p["value"]} for p in (found[-1]["points"] if found else [])]
+
+
+def _start(tmp_path: Path, mode: str, **extra: str) -> tuple[Path, subprocess.Popen[str]]:
     for name in ("gang_flow.py", "gang_train.py"):
         shutil.copy(FLOWS / name, tmp_path / name)
     proc = subprocess.Popen(
         [sys.executable, "gang_flow.py", "--no-pylint", "run"],
         cwd=tmp_path,
-        env=_env(tmp_path, mode),
+        env=_env(tmp_path, mode, **extra),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -174,9 +205,19 @@ def test_healthy_gang_with_a_slow_rank(browser: Any, tmp_path: Path) -> None:  #
 
 @pytest.mark.slow
 def test_a_rank_killed_on_node_1_is_the_first_failure(browser: Any, tmp_path: Path) -> None:  # noqa: F811
-    root, proc = _start(tmp_path, "kill")
-    out = _wait(proc, 240)
+    with http_receiver() as (endpoint, got):
+        root, proc = _start(tmp_path, "kill", **_otlp(endpoint))
+        out = _wait(proc, 240)
+        time.sleep(0.2)
     assert proc.returncode != 0
+    # The metric an alert fires on: each failed rank counted once, the first one marked. Its last
+    # export holds the settled analysis (a rank that rank 3 took down can look first for a moment).
+    failed = _latest_points(got, "traincard.gang.rank_failures")
+    assert all(p["value"] == 1 and p["host.name"] for p in failed), failed
+    ranks = {p["traincard.rank"]: p for p in failed}
+    assert set(ranks) <= {0, 1, 2, 3} and 3 in ranks, failed
+    assert [r for r, p in ranks.items() if p["traincard.failure.first"]] == [3]
+    assert (ranks[3]["traincard.node_index"], ranks[3]["traincard.signal"]) == (1, 9)
     control, worker = _train_dirs(root)
     deadline = time.monotonic() + 30  # node 1's task may still be writing its agent's record
     first: dict[str, Any] | None = None
@@ -228,7 +269,9 @@ def test_a_rank_killed_on_node_1_is_the_first_failure(browser: Any, tmp_path: Pa
 
 @pytest.mark.slow
 def test_a_hung_rank_is_named_within_one_rank_timeout(browser: Any, tmp_path: Path) -> None:  # noqa: F811
-    root, proc = _start(tmp_path, "hang")
+    receiver = http_receiver()
+    endpoint, got = receiver.__enter__()
+    root, proc = _start(tmp_path, "hang", **_otlp(endpoint))
     try:
         deadline = time.monotonic() + 150
         section: dict[str, Any] | None = None
@@ -253,7 +296,14 @@ def test_a_hung_rank_is_named_within_one_rank_timeout(browser: Any, tmp_path: Pa
         card = _card(browser, html, tmp_path, "gang-hung")
         assert "Rank 3 on node 1" in card["first"] and "hung" in card["first"] and "step 14" in card["first"]
         assert card["ranks"]["3"][1][4] == "hung"
+        # The hung rank as a metric an alert fires on (the refresher publishes every few seconds).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _points(got, "traincard.gang.ranks_hung"):
+            time.sleep(0.5)
+        hung = _points(got, "traincard.gang.ranks_hung")
+        assert {(p["traincard.rank"], p["traincard.node_index"], p["value"]) for p in hung} == {(3, 1, 1)}
     finally:
+        receiver.__exit__(None, None, None)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         # torch elastic starts each rank in a session of its own: killing the flow's process group
@@ -262,6 +312,45 @@ def test_a_hung_rank_is_named_within_one_rank_timeout(browser: Any, tmp_path: Pa
             with contextlib.suppress(OSError):  # only a rank of this flow, never a reused pid
                 if b"gang_train.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
                     os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_under_plain_torchrun_the_killed_rank_is_named_from_torchruns_report(tmp_path: Path) -> None:
+    """Each node starts ``python -m torch.distributed.run`` itself (no agent record): the step's
+    console capture holds torchrun's failure report, and the card names rank 3 from it."""
+    root, proc = _start(tmp_path, "kill", GANG_LAUNCHER="plain")
+    out = _wait(proc, 240)
+    assert proc.returncode != 0
+    assert "Root Cause (first observed failure)" in out  # torchrun's own report, as a user sees it
+    assert not list(root.glob(".metaflow/GangFlow/*/train/*/traincard/elastic/*"))  # no agent record
+    control, worker = _train_dirs(root)
+    deadline = time.monotonic() + 30  # node 1's task may still be writing its last logs
+    first: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        section = gang_section(traincard_otel.load(control))
+        first = section["first_failure"] if section else None
+        if first and first.get("signal") and len(first["consequences"]) == 3:
+            break
+        time.sleep(1)
+    assert first is not None, out[-4000:]
+    assert (first["rank"], first["node"], first["step"], first["signal"], first["exit_code"]) == (
+        3,
+        1,
+        14,
+        9,
+        -9,
+    )
+    assert first["pid"] and first["how"] == "killed (signal 9, SIGKILL)"
+    assert any("torchrun's failure report" in e for e in first["evidence"]), first["evidence"]
+    assert sorted(c["rank"] for c in first["consequences"]) == [0, 1, 2]
+
+    html = tmp_path / "card.html"
+    _render(root, str(worker), html)
+    payload = card_payload(html.read_text())
+    assert payload["gang"]["first_failure"]["rank"] == 3
+    headline = " ".join(line["text"] for line in payload["gang"]["headline"])
+    assert "First failure: rank 3 on node 1" in headline and "killed (signal 9, SIGKILL)" in headline
+    assert payload["failure"]["message"].startswith("rank 3 on node 1")
 
 
 def test_torchrun_wrapper_keeps_torchruns_arguments() -> None:
@@ -289,12 +378,13 @@ def test_the_same_gang_on_the_s3_datastore(tmp_path: Path) -> None:
         shutil.copy(FLOWS / name, tmp_path / name)
     with s3_server() as endpoint:
         # Fewer steps and no live refreshes: the layout is what this variant checks, and every
-        # Metaflow S3 operation against the emulator costs a subprocess.
+        # Metaflow S3 read against the emulator costs a subprocess (the flow's own argument sets
+        # the refresh interval, so TRAINCARD_REFRESH_INTERVAL would not).
         env = {
             **_env(tmp_path, "healthy"),
             **metaflow_s3_env(endpoint),
             "GANG_STEPS": "20",
-            "TRAINCARD_REFRESH_INTERVAL": "60",
+            "GANG_REFRESH_INTERVAL": "60",
         }
         proc = subprocess.run(
             [sys.executable, "gang_flow.py", "--no-pylint", "--datastore=s3", "run"],

@@ -115,13 +115,15 @@ class MetaflowBackend:
     Credentials and endpoints are Metaflow's own configuration (``METAFLOW_S3_ENDPOINT_URL``,
     ``METAFLOW_DATATOOLS_CLIENT_PARAMS``, ``METAFLOW_AZURE_STORAGE_BLOB_SERVICE_ENDPOINT``, the
     Google and AWS default credential chains...). Reads and listings go through Metaflow's datastore
-    storage classes; a write is one attempt bounded by ``CONNECT_TIMEOUT_S`` and ``READ_TIMEOUT_S``.
+    storage classes (an S3 listing through Metaflow's S3 client, in one call in this process); a
+    write is one attempt bounded by ``CONNECT_TIMEOUT_S`` and ``READ_TIMEOUT_S``.
     """
 
     def __init__(self, ds_type: str, ds_root: str, prefix: str) -> None:
         self.ds_type, self.ds_root, self.prefix = ds_type, ds_root.rstrip("/"), prefix.strip("/")
         self._storage: Foreign = None  # Metaflow's datastore storage for ds_type
         self._put: Callable[[str, bytes], None] | None = None
+        self._lister: Foreign = None  # Metaflow's S3 client, for listings
 
     @property
     def spec(self) -> str:
@@ -149,6 +151,12 @@ class MetaflowBackend:
         self._put(self._key(name), data)
 
     def list(self) -> list[str]:
+        if self.ds_type == "s3":
+            if self._lister is None:
+                from metaflow.plugins.datatools.s3.s3 import S3Client
+
+                self._lister = S3Client()  # Metaflow's credentials, endpoint and retry policy
+            return _s3_keys(self._lister.client, self.ds_root, self.prefix)
         out: list[str] = []
         pending = [self.prefix]
         cut = len(self.prefix) + 1 if self.prefix else 0
@@ -178,6 +186,24 @@ class MetaflowBackend:
                     with open(local_path, "rb") as fh:
                         out[key[cut:]] = fh.read()
         return out
+
+
+def _s3_keys(client: Foreign, ds_root: str, prefix: str) -> list[str]:
+    """Every object under ``prefix`` in one paginated listing, in this process: Metaflow's
+    ``list_content`` lists a level at a time, each through a child process (``s3op``), and the
+    rank watchdog and the live card list every few seconds."""
+    from urllib.parse import urlparse
+
+    url = urlparse(ds_root)
+    base = "/".join(p for p in (url.path.strip("/"), prefix) if p)
+    start = f"{base}/" if base else ""
+    out: list[str] = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=url.netloc, Prefix=start):
+        for obj in page.get("Contents") or []:
+            rel = str(obj["Key"])[len(start) :]
+            if rel and not rel.endswith("/") and not rel.rsplit("/", 1)[-1].startswith(".tmp-"):
+                out.append(rel)
+    return out
 
 
 def _bounded_put(ds_type: str, ds_root: str, storage: Foreign) -> Callable[[str, bytes], None]:

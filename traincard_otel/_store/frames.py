@@ -23,7 +23,7 @@ class _Series(Protocol):
 
 
 class RunData(Protocol):
-    """What these conversions read of :class:`~traincard_otel._store.reader.RunData`."""
+    """What these conversions read of :class:`~traincard_otel._store.rundata.RunData`."""
 
     @property
     def metrics(self) -> Mapping[str, _Series]: ...

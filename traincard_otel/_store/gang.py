@@ -26,7 +26,9 @@ from typing import Any
 
 from .attribution import analyze
 from .backends import Backend, LocalBackend, MetaflowBackend
-from .reader import RunData, Series, StoreReader, _series_key
+from .columns import concat
+from .reader import StoreReader
+from .rundata import RunData, Series, series_key
 
 GANG_FILE = "gang.json"
 NODE_PREFIX = "gang/node-"
@@ -145,11 +147,11 @@ def _concat(a: Series, b: Series) -> Series:
     return Series(
         name=a.name,
         tags=a.tags,
-        steps=a.steps + b.steps,
-        values=a.values + b.values,
-        times=a.times + b.times,
-        attempts=a.attempts + b.attempts,
-        ranks=a.ranks + b.ranks,
+        steps=concat(a.steps, b.steps),
+        values=concat(a.values, b.values),
+        times=concat(a.times, b.times),
+        attempts=concat(a.attempts, b.attempts),
+        ranks=concat(a.ranks, b.ranks),
     )
 
 
@@ -185,7 +187,7 @@ def merge(source: str, parts: list[tuple[dict[str, Any], RunData, list[dict[str,
         for series in data.system.values():
             tags = {**series.tags, "node": f"node {index}"}
             view = dataclasses.replace(series, tags=tags, ranks=[first_rank] * len(series.values))
-            key = _series_key(series.name, {k: v for k, v in tags.items() if k != "unit"})
+            key = series_key(series.name, {k: v for k, v in tags.items() if k != "unit"})
             out.system[key] = view
         for name in ("phases", "checkpoints", "logs", "events"):
             getattr(out, name).extend({**r, "node_index": index} for r in getattr(data, name))

@@ -7,160 +7,17 @@ be parsed is skipped and counted, never fatal.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import json
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .._insights.baseline import Baseline, Comparison, compare
-from .._insights.goodput import Goodput, goodput
-from .._schema import Attr, Event
 from . import layout, segment
 from .backends import Backend
+from .parts import add_table
+from .records import add_record, add_step_columns
+from .rundata import Record, RunData, Series, rank_series, series_key
 
-if TYPE_CHECKING:
-    from .frames import Kind
-
-Record = dict[str, Any]
-
-#: Draws a RunData as the card's HTML; set by the package facade (the card sits above the store).
-html_renderer: Callable[[RunData], str] | None = None
-DATA_WAIT_TAIL = 1000
-
-
-@dataclasses.dataclass
-class Series:
-    """One metric's points in report order (rows from every attempt and rank, each labelled)."""
-
-    name: str
-    tags: dict[str, str] = dataclasses.field(default_factory=dict)
-    steps: list[int | None] = dataclasses.field(default_factory=list)
-    values: list[float] = dataclasses.field(default_factory=list)
-    times: list[float] = dataclasses.field(default_factory=list)
-    attempts: list[int] = dataclasses.field(default_factory=list)
-    ranks: list[int] = dataclasses.field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-
-@dataclasses.dataclass
-class RunData:
-    """Everything one task recorded. ``metrics`` maps a metric name (with ``{tag=value}`` when
-    tagged) to its :class:`Series`; ``system`` maps a system metric key to a time series."""
-
-    source: str
-    metrics: dict[str, Series] = dataclasses.field(default_factory=dict)
-    step_times: dict[int, Series] = dataclasses.field(default_factory=dict)
-    throughput: dict[str, Series] = dataclasses.field(default_factory=dict)
-    system: dict[str, Series] = dataclasses.field(default_factory=dict)
-    # per rank, the data-wait time of its last DATA_WAIT_TAIL timed steps (not the whole run: a
-    # second full series per rank would grow a 64-rank gang's memory by half for one figure)
-    data_wait: dict[int, Series] = dataclasses.field(default_factory=dict)
-    data_wait_total: dict[int, float] = dataclasses.field(default_factory=dict)  # per rank, whole run
-    phases: list[Record] = dataclasses.field(default_factory=list)
-    checkpoints: list[Record] = dataclasses.field(default_factory=list)
-    logs: list[Record] = dataclasses.field(default_factory=list)
-    events: list[Record] = dataclasses.field(default_factory=list)
-    states: list[Record] = dataclasses.field(default_factory=list)
-    stats: dict[str, Any] = dataclasses.field(default_factory=dict)
-    gang: dict[str, Any] = dataclasses.field(default_factory=dict)  # see :mod:`.gang`
-    #: the run this one is compared with, set by ``load(target, baseline=...)`` (see :meth:`compare`)
-    baseline: Baseline | None = None
-
-    def to_rows(self, kind: Kind = "metrics") -> list[dict[str, Any]]:
-        """One dict per metric point, step time, log line, checkpoint or event (``kind``)."""
-        from .frames import rows
-
-        return rows(self, kind)
-
-    def to_arrow(self, kind: Kind = "metrics") -> Any:
-        """The same as a ``pyarrow.Table`` (for Parquet, DuckDB, Polars)."""
-        from .frames import to_arrow
-
-        return to_arrow(self, kind)
-
-    def to_pandas(self, kind: Kind = "metrics", *, wide: bool = False) -> Any:
-        """The same as a ``pandas.DataFrame``; ``wide=True`` pivots metrics to a column each."""
-        from .frames import to_pandas
-
-        return to_pandas(self, kind, wide=wide)
-
-    def _repr_html_(self) -> str:
-        """The card, inline in Jupyter (sandboxed in an iframe, so its scripts run on their own)."""
-        if html_renderer is None:
-            return f"<pre>RunData({self.source!r})</pre>"
-        import html
-
-        page = html_renderer(self)
-        return (
-            f'<iframe srcdoc="{html.escape(page, quote=True)}" style="width:100%;height:900px;border:0" '
-            'sandbox="allow-scripts"></iframe>'
-        )
-
-    @property
-    def attempts(self) -> list[int]:
-        return sorted({int(s.get("attempt", 0)) for s in self.states})
-
-    @property
-    def status(self) -> Record:
-        """Status of the latest attempt, from rank 0's state (other ranks fill gaps)."""
-        if not self.states:
-            return {}
-        latest = max(self.attempts)
-        states = sorted(
-            (s for s in self.states if s.get("attempt") == latest), key=lambda s: s.get("rank", 0)
-        )
-        merged = dict(states[0])
-        merged["restarts"] = latest
-        merged["ranks"] = {s.get("rank", 0): s for s in states}
-        for s in states:
-            if s.get("failure") and not merged.get("failure"):
-                merged["failure"] = s["failure"]
-        if self.gang.get("failure"):  # a gang's first failure, not what a surviving rank raised
-            merged["failure"] = self.gang["failure"]
-        return merged
-
-    @property
-    def goodput(self) -> Goodput | None:
-        """Wall time split into productive training steps and the rest (startup, data wait, eval,
-        checkpoints, stalls, restarts, shutdown); None when no step was timed.
-        :mod:`traincard_otel._insights.goodput` defines each category."""
-        return goodput(self)
-
-    @property
-    def failure(self) -> Record | None:
-        return self.status.get("failure")
-
-    def compare(self, other: RunData | None = None, *, label: str | None = None) -> Comparison | None:
-        """Where this run stands against ``other`` (default: :attr:`baseline`) at its latest step.
-
-        Compares the training loss (lower is better) and the time per step over the last 20 steps
-        up to this run's latest one; :mod:`traincard_otel._insights.baseline` defines both.
-        None when there is nothing to compare with (no baseline, or one that could not be read:
-        ``run.baseline.note`` says why).
-
-        Example::
-
-            run = traincard_otel.load("TrainFlow/12/train/3", baseline="auto")
-            print(run.baseline.label)          # TrainFlow/11/train/2: the latest earlier good run
-            print(run.compare().metric.text)   # loss ahead of baseline at step 400: 0.41 vs 0.45 (...)
-        """
-        if other is None:
-            if self.baseline is None or self.baseline.data is None:
-                return None
-            other, label = self.baseline.data, label or self.baseline.label
-        return compare(self, other, label or other.source)
-
-    def series(self, name: str) -> Series:
-        return self.metrics[name]
-
-
-def _series_key(name: str, tags: dict[str, str] | None) -> str:
-    if not tags:
-        return name
-    return name + "{" + ",".join(f"{k}={v}" for k, v in sorted(tags.items())) + "}"
+__all__ = ["RunData", "Series", "StoreReader", "rank_series", "read_store", "series_key"]
 
 
 class StoreReader:
@@ -188,7 +45,7 @@ class StoreReader:
             self._corrupt.add(name)
             self._done.add(name)
             return
-        self._records += _add_table(self.data, table, seen, p.attempt, p.rank)
+        self._records += add_table(self.data, table, seen, p.attempt, p.rank)
         seen.update(range(p.seq, p.last + 1))
         self._done.add(name)
 
@@ -227,9 +84,9 @@ class StoreReader:
                 self._corrupt.add(name)
             for rec in records:
                 if rec.get("k") == segment.PACKED_STEPS:  # a run of step ends: whole columns at once
-                    self._records += _add_step_columns(data, rec, p.attempt, p.rank) - 1
+                    self._records += add_step_columns(data, rec, p.attempt, p.rank) - 1
                 else:
-                    _add(data, rec, p.attempt, p.rank)
+                    add_record(data, rec, p.attempt, p.rank)
             self._records += len(records)
             self._done.add(name)
             self._seqs.setdefault((p.attempt, p.rank, p.writer), set()).add(p.seq)
@@ -262,238 +119,6 @@ class StoreReader:
         return states
 
 
-def _add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: int) -> int:
-    """Add a compacted part, a column at a time; rows of segments already read are skipped."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if skip:
-        table = table.filter(pc.invert(pc.is_in(table["seq"], value_set=pa.array(sorted(skip), pa.int64()))))
-    kinds, whole = table["k"], pc.is_valid(table["rest"])  # a record kept whole is read as one
-    columnar = pc.invert(whole)
-    metrics = table.filter(pc.and_(pc.equal(kinds, "m"), columnar))
-    for combo in metrics.group_by(["name", "g"]).aggregate([]).to_pylist():
-        name, tags_json = combo["name"], combo["g"]
-        tags = json.loads(tags_json) if tags_json else None
-        mask = pc.equal(metrics["name"], name)
-        mask = pc.and_(mask, pc.equal(metrics["g"], tags_json) if tags_json else pc.is_null(metrics["g"]))
-        rows = metrics.filter(mask)
-        key = _series_key(name, tags) if tags else name
-        series = data.metrics.get(key)
-        if series is None:
-            series = data.metrics[key] = Series(name=name, tags=dict(tags or {}))
-        _extend(
-            series, rows["s"].to_pylist(), rows["value"].to_pylist(), rows["t"].to_pylist(), attempt, rank
-        )
-    # A step end without a duration adds no point, as in a segment.
-    steps = table.filter(pc.and_(pc.and_(pc.equal(kinds, "st"), columnar), pc.is_valid(table["value"])))
-    if steps.num_rows:
-        series = data.step_times.get(rank)
-        if series is None:
-            series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
-        s, d, t = steps["s"].to_pylist(), steps["value"].to_pylist(), steps["t"].to_pylist()
-        _extend(series, s, d, t, attempt, rank)
-        waited = steps.filter(pc.is_valid(steps["w"])) if "w" in steps.column_names else None
-        if waited is not None and waited.num_rows:
-            waited_s = float(pc.sum(waited["w"]).as_py())
-            data.data_wait_total[rank] = data.data_wait_total.get(rank, 0.0) + waited_s
-            waits = data.data_wait.get(rank)
-            if waits is None:
-                waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
-            tail = waited.slice(max(0, waited.num_rows - DATA_WAIT_TAIL))
-            _extend(waits, tail["s"].to_pylist(), tail["w"].to_pylist(), tail["t"].to_pylist(), attempt, rank)
-            _trim(waits)
-        for column, tname in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
-            count = steps[column].to_pylist()
-            idx = [i for i, c in enumerate(count) if c and d[i]]
-            if idx:
-                key = f"{tname}{{rank={rank}}}"
-                tput = data.throughput.get(key)
-                if tput is None:
-                    tput = data.throughput[key] = Series(name=tname, tags={"rank": str(rank)})
-                _extend(
-                    tput,
-                    [s[i] for i in idx],
-                    [count[i] / d[i] for i in idx],
-                    [t[i] for i in idx],
-                    attempt,
-                    rank,
-                )
-    for rest in table.filter(whole)["rest"].to_pylist():
-        _add(data, json.loads(rest), attempt, rank)
-    return int(table.num_rows)  # pyarrow is untyped
-
-
-def _add_step_columns(data: RunData, rec: Record, attempt: int, rank: int) -> int:
-    """A packed run of step ends, as :func:`_add` adds each of its rows; returns its row count."""
-    s, t, d, w, n, tok = rec["s"], rec["t"], rec["d"], rec["w"], rec["n"], rec["tok"]
-    keep = [i for i, x in enumerate(d) if x == x and x]  # a step end without a duration adds no point
-    if keep:
-        whole = len(keep) == len(s)
-        ss = s if whole else [s[i] for i in keep]
-        tt = t.tolist() if whole else [t[i] for i in keep]
-        dd = d.tolist() if whole else [d[i] for i in keep]
-        series = data.step_times.get(rank)
-        if series is None:
-            series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
-        _extend(series, ss, dd, tt, attempt, rank)
-        waited = [j for j, i in enumerate(keep) if w[i] == w[i]]
-        if waited:
-            data.data_wait_total[rank] = data.data_wait_total.get(rank, 0.0) + sum(w[keep[j]] for j in waited)
-            waited = waited[-DATA_WAIT_TAIL:]
-            waits = data.data_wait.get(rank)
-            if waits is None:
-                waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
-            _extend(
-                waits,
-                [ss[j] for j in waited],
-                [w[keep[j]] for j in waited],
-                [tt[j] for j in waited],
-                attempt,
-                rank,
-            )
-            _trim(waits)
-        for column, tname in ((n, "samples_per_second"), (tok, "tokens_per_second")):
-            counted = [j for j, i in enumerate(keep) if column[i]]
-            if counted:
-                key = f"{tname}{{rank={rank}}}"
-                tput = data.throughput.get(key)
-                if tput is None:
-                    tput = data.throughput[key] = Series(name=tname, tags={"rank": str(rank)})
-                rates = [column[keep[j]] / dd[j] for j in counted]
-                _extend(tput, [ss[j] for j in counted], rates, [tt[j] for j in counted], attempt, rank)
-    return len(s)
-
-
-def _trim(series: Series, keep: int = DATA_WAIT_TAIL) -> None:
-    """Keep only the last ``keep`` points of ``series``."""
-    cut = len(series.values) - keep
-    if cut > 0:
-        for column in (series.steps, series.values, series.times, series.attempts, series.ranks):
-            del column[:cut]
-
-
-def _extend(
-    series: Series, steps: list[Any], values: list[Any], times: list[Any], attempt: int, rank: int
-) -> None:
-    n = len(values)
-    series.steps.extend(steps)
-    if None in values:  # a C-speed scan; the per-value rewrite only where a value is missing
-        series.values.extend(float("nan") if v is None else v for v in values)
-    else:
-        series.values.extend(values)
-    series.times.extend(times)
-    series.attempts.extend([attempt] * n)
-    series.ranks.extend([rank] * n)
-
-
 def read_store(backend: Backend, source: str | None = None) -> RunData:
     """Read and merge everything under ``backend``."""
     return StoreReader(backend, source).read()
-
-
-def _append(series: Series, step: Any, value: Any, t: float, attempt: int, rank: int) -> None:
-    series.steps.append(step)
-    series.values.append(float(value) if value is not None else float("nan"))
-    series.times.append(t)
-    series.attempts.append(attempt)
-    series.ranks.append(rank)
-
-
-def _add_row(metrics: dict[str, Series], rec: Record, t: float, attempt: int, rank: int) -> None:
-    """The hot loop of reading a long run: appends inlined on purpose."""
-    tags = rec.get("g")
-    step = rec.get("s")
-    nan = float("nan")
-    for name, value in (rec.get("v") or {}).items():
-        key = _series_key(name, tags) if tags else name
-        series = metrics.get(key)
-        if series is None:
-            series = metrics[key] = Series(name=name, tags=dict(tags or {}))
-        series.steps.append(step)
-        series.values.append(nan if value is None else value)
-        series.times.append(t)
-        series.attempts.append(attempt)
-        series.ranks.append(rank)
-
-
-def _add(data: RunData, rec: Record, attempt: int, rank: int) -> None:
-    kind, t = rec.get("k"), float(rec.get("t") or 0.0)
-    if kind == "m":
-        _add_row(data.metrics, rec, t, attempt, rank)
-    elif kind == "st":
-        duration = rec.get("d")
-        if duration:
-            series = data.step_times.get(rank)
-            if series is None:
-                series = data.step_times[rank] = Series(name="step_time", tags={"rank": str(rank)})
-            _append(series, rec.get("s"), duration, t, attempt, rank)
-            wait = rec.get("w")
-            if wait is not None:
-                data.data_wait_total[rank] = data.data_wait_total.get(rank, 0.0) + wait
-                waits = data.data_wait.get(rank)
-                if waits is None:
-                    waits = data.data_wait[rank] = Series(name="data_wait", tags={"rank": str(rank)})
-                _append(waits, rec.get("s"), wait, t, attempt, rank)
-                if len(waits.values) > 2 * DATA_WAIT_TAIL:
-                    _trim(waits)
-            for field, name in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
-                if rec.get(field):
-                    key = f"{name}{{rank={rank}}}"
-                    tput = data.throughput.get(key)
-                    if tput is None:
-                        tput = data.throughput[key] = Series(name=name, tags={"rank": str(rank)})
-                    _append(tput, rec.get("s"), rec[field] / duration, t, attempt, rank)
-    elif kind == "x":
-        attrs = rec.get("a") or {}
-        key = _series_key(rec.get("n", "?"), {k: str(v) for k, v in attrs.items()})
-        found = data.system.get(key)
-        if found is None:
-            found = data.system[key] = Series(
-                name=rec.get("n", "?"), tags={k: str(v) for k, v in attrs.items()}
-            )
-            found.tags["unit"] = str(rec.get("u", ""))
-        _append(found, None, rec.get("v"), t, attempt, rank)
-    elif kind == "s":
-        data.phases.append({**rec, "attempt": attempt, "rank": rank})
-    elif kind == "l":
-        data.logs.append(
-            {
-                "time": t,
-                "level": rec.get("lvl", "INFO"),
-                "message": rec.get("msg", ""),
-                "traceback": (rec.get("a") or {}).get("exception.stacktrace"),
-                "attributes": rec.get("a") or {},
-                "attempt": attempt,
-                "rank": rank,
-            }
-        )
-    elif kind == "e":
-        event = {
-            "time": t,
-            "name": rec.get("n"),
-            "attributes": rec.get("a") or {},
-            "body": rec.get("b"),
-            "attempt": attempt,
-            "rank": rank,
-        }
-        data.events.append(event)
-        if event["name"] == Event.CHECKPOINT_SAVED:
-            a: dict[str, Any] = rec.get("a") or {}
-            data.checkpoints.append(
-                {
-                    "step": a.get(Attr.STEP),
-                    "path": a.get(Attr.CHECKPOINT_PATH),
-                    "size_bytes": a.get(Attr.CHECKPOINT_SIZE),
-                    "time": t,
-                    "best": bool(a.get(Attr.CHECKPOINT_BEST)),
-                    "metric": a.get(Attr.CHECKPOINT_METRIC),
-                    "value": a.get(Attr.CHECKPOINT_METRIC_VALUE),
-                    "attempt": attempt,
-                    "rank": rank,
-                }
-            )
-        elif event["name"] == Event.SYSTEM and isinstance(event["body"], dict):
-            for name, value in event["body"].items():
-                series = data.system.setdefault(name, Series(name=name, tags={"unit": ""}))
-                _append(series, None, value, t, attempt, rank)

@@ -168,6 +168,7 @@ class TraincardDecorator(StepDecorator):
                 publish=pipeline.insight_gauges.publish if control else None,
                 baseline=pipeline_settings.baseline,
                 pathspec=mf.pathspec,
+                publish_gang=pipeline.insight_gauges.publish_gang if gang is not None and control else None,
             ).start()
 
     def task_exception(

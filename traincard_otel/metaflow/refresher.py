@@ -71,6 +71,7 @@ class Refresher:
         publish: Callable[[dict[str, Any]], None] | None = None,
         baseline: str = "none",
         pathspec: str | None = None,
+        publish_gang: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self._cards, self._busy = cards, busy
@@ -80,6 +81,7 @@ class Refresher:
         self._reader = reader if reader is not None else StoreReader(backend, source=title)
         self._emit = emit  # gang events, from the control node only (one event per gang)
         self._publish = publish  # the card's goodput and MFU, for the pipeline's gauges
+        self._publish_gang = publish_gang  # a gang's failed and hung ranks, for its metrics
         self._told: set[tuple[str, int]] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-refresher", daemon=True)
@@ -128,6 +130,8 @@ class Refresher:
                 self._publish(payload["insights"])
             if self._emit is not None and payload.get("gang"):
                 self._gang_events(payload["gang"])
+            if self._publish_gang is not None and payload.get("gang"):
+                self._publish_gang(payload["gang"])
             self.pushed += 1
         except Exception as exc:
             report_internal_error("card refresher", exc)

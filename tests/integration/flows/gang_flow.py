@@ -3,6 +3,8 @@
 Each node's step starts ``python -m traincard_otel.torchrun`` (``torch.distributed.run`` that
 keeps the elastic agent's record of how each rank ended) itself: metaflow-torchrun 0.2.2 fails
 locally with Metaflow 2.19. GANG_MODE (healthy | kill | hang) is read by the training script.
+GANG_LAUNCHER=plain starts plain ``python -m torch.distributed.run`` instead (no agent record: the
+card reads torchrun's failure report from the step's captured console).
 """
 
 import os
@@ -19,7 +21,8 @@ class GangFlow(FlowSpec):
     def start(self):
         self.next(self.train, num_parallel=2)
 
-    @traincard(refresh_interval=1, flush_interval=0.5)
+    # GANG_REFRESH_INTERVAL: the S3 variant refreshes rarely (an argument beats TRAINCARD_* variables)
+    @traincard(refresh_interval=float(os.environ.get("GANG_REFRESH_INTERVAL", "1")), flush_interval=0.5)
     @parallel
     @step
     def train(self):
@@ -27,7 +30,9 @@ class GangFlow(FlowSpec):
         cmd = [
             sys.executable,
             "-m",
-            "traincard_otel.torchrun",
+            "torch.distributed.run"
+            if os.environ.get("GANG_LAUNCHER") == "plain"
+            else "traincard_otel.torchrun",
             "--nnodes",
             str(current.parallel.num_nodes),
             "--node_rank",

@@ -16,6 +16,11 @@ from typing import Literal
 from ..._store.reader import Series
 
 MAX_POINTS = 2000  # per series in a full render (min and max of 1000 buckets)
+# A chart with one series per rank shares a budget: 64 ranks x 2000 points made a 64-rank card
+# 2.2 MB. Each rank keeps at least RANK_MIN_POINTS (min and max of 100 buckets): readable, and
+# its spikes survive as they do at any length.
+RANK_CHART_POINTS = 12_000
+RANK_MIN_POINTS = 200
 LIVE_TAIL = 150  # points per series in a live update, at most (the page keeps what it drew)
 LIVE_WINDOW_S = 30.0  # a live update covers at least this much recent history
 LIVE_SCAN_MAX = 20_000  # ...but never scans more points than this per series
@@ -89,15 +94,21 @@ def downsample_py(xs: Sequence[float], ys: Sequence[float], max_points: int) -> 
     return out_x, out_y
 
 
-def xy(series: Series, mode: Mode, by: Axis = "step") -> XY:
-    """The (x, y) a chart draws for ``series``: all of it downsampled, or its live tail."""
+def rank_points(n_series: int) -> int:
+    """Points per series in a full render of a chart with ``n_series`` per-rank series."""
+    return max(RANK_MIN_POINTS, min(MAX_POINTS, RANK_CHART_POINTS // max(n_series, 1)))
+
+
+def xy(series: Series, mode: Mode, by: Axis = "step", max_points: int = MAX_POINTS) -> XY:
+    """The (x, y) a chart draws for ``series``: all of it downsampled (to ``max_points``), or its
+    live tail."""
     xs_all = series.steps if by == "step" else series.times
     if mode.live:
         return _live_tail(series, xs_all, mode)
     if None not in xs_all:  # the common case, checked at C speed
-        return downsample(xs_all, series.values)  # type: ignore[arg-type]
+        return downsample(xs_all, series.values, max_points)
     pairs = [(x, v) for x, v in zip(xs_all, series.values, strict=False) if x is not None]
-    return downsample([p[0] for p in pairs], [p[1] for p in pairs])
+    return downsample([p[0] for p in pairs], [p[1] for p in pairs], max_points)
 
 
 def _live_tail(series: Series, xs_all: Sequence[float | None], mode: Mode) -> XY:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..._store.reader import RunData, Series
 from .kind import TRAINING, RunKind
-from .series import LIVE_SCAN_MAX, Mode, by_rank, head, stretches, xy
+from .series import LIVE_SCAN_MAX, Mode, by_rank, head, rank_points, stretches, xy
 from .units import DIMENSIONLESS, metric_unit
 
 Chart = dict[str, Any]
@@ -161,7 +161,11 @@ def _series_entries(series: Series, label: str, mode: Mode) -> list[dict[str, An
 
 
 def _rank_series(items: Iterable[tuple[str, Series]], mode: Mode) -> list[dict[str, Any]]:
-    return [{"label": label, "x": x, "y": y} for label, s in items for x, y in [xy(s, mode)]]
+    pairs = list(items)
+    budget = rank_points(len(pairs))  # many ranks share one chart's points
+    return [
+        {"label": label, "x": x, "y": y} for label, s in pairs for x, y in [xy(s, mode, max_points=budget)]
+    ]
 
 
 def throughput_charts(data: RunData, mode: Mode) -> list[Chart]:

@@ -1,0 +1,163 @@
+"""The first failure of a gang: ranks ordered by when they ended; the first is the cause, the
+rest are consequences. How it ended comes from the elastic agent's record (exit code, signal) and
+the rank's own failure record (exception, traceback); SIGKILL is "likely the OOM killer" only
+with memory evidence from its node. :func:`panel_failure` gives it the shape of a rank's own
+failure record, for the card's failure panel and ``load().failure``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+
+
+def _how_signal(signum: int, memory_evidence: str | None) -> str:
+    name = _SIGNALS.get(signum, f"signal {signum}")
+    if signum == 9:
+        return "killed (signal 9), likely the OOM killer" if memory_evidence else "killed (signal 9, SIGKILL)"
+    return f"ended by {name} (signal {signum})"
+
+
+def elastic_failures(agents: list[dict[str, Any]], attempt: int) -> dict[int, dict[str, Any]]:
+    """Global rank -> what torch elastic's agent recorded when that rank's process ended."""
+    out: dict[int, dict[str, Any]] = {}
+    for agent in agents:
+        if int(agent.get("attempt") or 0) != attempt:
+            continue
+        for f in agent.get("failures") or []:
+            out[int(f["rank"])] = {
+                **f,
+                "agent_node": agent.get("node_rank"),
+                "host": f.get("host") or agent.get("host"),
+                "source": agent.get("source"),
+            }
+    return out
+
+
+def _ending(
+    row: dict[str, Any], elastic: dict[str, Any] | None, memory_evidence: str | None
+) -> dict[str, Any] | None:
+    """How one rank ended and when (the time used to order ranks), or None while it runs on."""
+    failure = row.get("failure")
+    beat = row.get("heartbeat_at") or 0.0
+    out: dict[str, Any] = {"evidence": []}
+    if elastic is not None:
+        code = int(elastic.get("exitcode") or 0)
+        out.update(exit_code=code, pid=elastic.get("pid") or row.get("pid"))
+        source = f" ({elastic['source']})" if elastic.get("source") else ""
+        out["evidence"].append(f"torch elastic agent{source}: exit code {code} for pid {elastic.get('pid')}")
+        if code < 0:
+            out.update(signal=-code, how=_how_signal(-code, memory_evidence))
+            if -code == 9 and memory_evidence:
+                out["evidence"].append(memory_evidence)
+        elif failure is None:
+            out["how"] = f"exited with code {code}"
+            if elastic.get("traceback"):
+                out.update(traceback=elastic["traceback"], message=elastic.get("message"))
+    if failure:
+        out.update(
+            how=out.get("how") if out.get("signal") else f"raised {failure.get('type')}",
+            exception_type=failure.get("type"),
+            message=failure.get("message"),
+            traceback=failure.get("traceback"),
+            verdict=failure.get("verdict"),
+            time=float(failure.get("time") or beat),
+        )
+        return out
+    if row["status"] == "terminated":
+        by = str(row.get("terminated_by") or "a signal")
+        out.update(how=out.get("how") or f"terminated by {by}", time=float(row.get("updated_at") or beat))
+        return out
+    if elastic is not None:
+        # It died without writing its end (SIGKILL cannot be caught): it ended after its last word.
+        out["time"] = float(beat or elastic.get("time") or 0)
+        return out
+    if row["status"] in ("failed", "finished"):
+        return None if row["status"] == "finished" else {**out, "how": "failed", "time": beat}
+    return None
+
+
+def first_failure(
+    rows: list[dict[str, Any]],
+    agents: list[dict[str, Any]],
+    node_memory: dict[int, str | None],
+    hung: list[dict[str, Any]],
+    attempt: int,
+) -> dict[str, Any] | None:
+    """The rank that failed first (its facts and how it ended) and the ranks that ended after it.
+
+    Ranks are ordered by when they ended: the time of a recorded exception or signal, else (a
+    process killed without a word, or hung) its last heartbeat, which comes before its end. The
+    later ones are consequences: SIGTERM from the elastic agent, collectives failing or waiting.
+    SIGKILL is called "likely the OOM killer" only with memory evidence from its node.
+    """
+    elastic = elastic_failures(agents, attempt)
+    hung_by_rank = {h["rank"]: h for h in hung}
+    ended = []
+    for row in rows:
+        memory = node_memory.get(int(row["node"] or 0))
+        end = _ending(row, elastic.get(row["rank"]), memory)
+        if end is None and row["rank"] in hung_by_rank:
+            end = {"how": "hung (heartbeat stopped while its process lives)", "hung": True, "evidence": []}
+            end["time"] = float(row.get("heartbeat_at") or 0)
+        if end is not None:
+            ended.append((end["time"], row["step"] if row["step"] is not None else -1, row, end))
+    if not ended:
+        return None
+    ended.sort(key=lambda e: (e[0], e[1]))
+    _t, _s, row, end = ended[0]
+    facts = {k: row.get(k) for k in ("rank", "node", "host", "pid", "step", "heartbeat_at")}
+    first = {**facts, **end, "pid": end.get("pid") or row.get("pid")}
+    waiting = f"stopped after it, likely waiting for rank {row['rank']} in a collective"
+    first["consequences"] = [
+        {
+            **{k: r.get(k) for k in ("rank", "node", "host", "step")},
+            "how": waiting if e.get("hung") else e.get("how") or "ended",
+            "time": e.get("time"),
+            "hung": bool(e.get("hung")),  # alive but not progressing: it has not ended
+            "signal": e.get("signal"),
+        }
+        for _t2, _s2, r, e in ended[1:]
+    ]
+    return first
+
+
+def panel_failure(first: dict[str, Any], last_system: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The first failure in the shape of a rank's own failure record (the card's failure panel,
+    ``load().failure``): the cause, not the consequence a surviving rank raised."""
+    where = (
+        f"rank {first['rank']} on node {first['node']} ({first.get('host') or '?'}, pid {first.get('pid')})"
+    )
+    later = first.get("consequences") or []
+    message = f"{where} {first.get('how')} at step {first.get('step')}"
+    if later:
+        message += f"; {len(later)} rank(s) ended after it: " + ", ".join(str(c["rank"]) for c in later)
+    verdict = first.get("verdict") or {}
+    if first.get("signal") == 9 and "OOM" in str(first.get("how")):
+        verdict = {
+            "kind": "host_oom",
+            "text": "Likely killed by the kernel's OOM killer",
+            "evidence": first["evidence"],
+        }
+    elif first.get("hung"):
+        verdict = {
+            "kind": "hung",
+            "text": "Hung: its heartbeat stopped while its process lives (a stuck collective or loop)",
+            "evidence": [f"last heartbeat at step {first.get('step')}"],
+        }
+    elif not verdict.get("kind"):
+        verdict = {"kind": None, "text": str(first.get("how") or ""), "evidence": first.get("evidence") or []}
+    return {
+        "type": first.get("exception_type")
+        or ("Hung rank" if first.get("hung") else f"Rank {first['rank']}"),
+        "message": message if not first.get("message") else f"{message}: {first['message']}",
+        "traceback": first.get("traceback") or "",
+        "time": first.get("time"),
+        "step": first.get("step"),
+        "phase": None,
+        "rank": first["rank"],
+        "node": first["node"],
+        "last_metrics": {k: v["value"] for k, v in (first.get("last_metrics") or {}).items()},
+        "last_system": last_system.get(int(first["node"] or 0), {}),
+        "verdict": verdict,
+    }

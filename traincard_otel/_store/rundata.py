@@ -1,0 +1,176 @@
+"""What a store holds, in memory: :class:`RunData` (one run, every attempt and rank merged) and
+its :class:`Series` (one metric's points, each labelled with its attempt and rank).
+
+Filled by the reader (:mod:`.reader`, :mod:`.records`, :mod:`.parts`); read by ``load()``, the card
+and the CLI. Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, MutableSequence
+from typing import TYPE_CHECKING, Any
+
+from .._insights.baseline import Baseline, Comparison, compare
+from .._insights.goodput import Goodput, goodput
+from .columns import FLOAT, INT, SMALL, Column
+
+if TYPE_CHECKING:
+    from .frames import Kind
+
+Record = dict[str, Any]
+
+#: Draws a RunData as the card's HTML; set by the package facade (the card sits above the store).
+html_renderer: Callable[[RunData], str] | None = None
+DATA_WAIT_TAIL = 1000
+
+
+@dataclasses.dataclass
+class Series:
+    """One metric's points in report order (rows from every attempt and rank, each labelled).
+
+    Columns are lists, or for the per-rank series (step times, throughput, data wait) compact
+    typed columns (:class:`~traincard_otel._store.columns.Column`) that read like lists.
+    """
+
+    name: str
+    tags: dict[str, str] = dataclasses.field(default_factory=dict)
+    steps: MutableSequence[Any] = dataclasses.field(default_factory=list)
+    values: MutableSequence[float] = dataclasses.field(default_factory=list)
+    times: MutableSequence[float] = dataclasses.field(default_factory=list)
+    attempts: MutableSequence[int] = dataclasses.field(default_factory=list)
+    ranks: MutableSequence[int] = dataclasses.field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def rank_series(name: str, rank: int) -> Series:
+    """An empty per-rank series with compact columns (a gang holds one per rank, each run long)."""
+    return Series(
+        name=name,
+        tags={"rank": str(rank)},
+        steps=Column(INT),
+        values=Column(FLOAT),
+        times=Column(FLOAT),
+        attempts=Column(SMALL),
+        ranks=Column(SMALL),
+    )
+
+
+@dataclasses.dataclass
+class RunData:
+    """Everything one task recorded. ``metrics`` maps a metric name (with ``{tag=value}`` when
+    tagged) to its :class:`Series`; ``system`` maps a system metric key to a time series."""
+
+    source: str
+    metrics: dict[str, Series] = dataclasses.field(default_factory=dict)
+    step_times: dict[int, Series] = dataclasses.field(default_factory=dict)
+    throughput: dict[str, Series] = dataclasses.field(default_factory=dict)
+    system: dict[str, Series] = dataclasses.field(default_factory=dict)
+    # per rank, the data-wait time of its last DATA_WAIT_TAIL timed steps (not the whole run: a
+    # second full series per rank would grow a 64-rank gang's memory by half for one figure)
+    data_wait: dict[int, Series] = dataclasses.field(default_factory=dict)
+    data_wait_total: dict[int, float] = dataclasses.field(default_factory=dict)  # per rank, whole run
+    phases: list[Record] = dataclasses.field(default_factory=list)
+    checkpoints: list[Record] = dataclasses.field(default_factory=list)
+    logs: list[Record] = dataclasses.field(default_factory=list)
+    events: list[Record] = dataclasses.field(default_factory=list)
+    states: list[Record] = dataclasses.field(default_factory=list)
+    stats: dict[str, Any] = dataclasses.field(default_factory=dict)
+    gang: dict[str, Any] = dataclasses.field(default_factory=dict)  # see :mod:`.gang`
+    #: the run this one is compared with, set by ``load(target, baseline=...)`` (see :meth:`compare`)
+    baseline: Baseline | None = None
+
+    def to_rows(self, kind: Kind = "metrics") -> list[dict[str, Any]]:
+        """One dict per metric point, step time, log line, checkpoint or event (``kind``)."""
+        from .frames import rows
+
+        return rows(self, kind)
+
+    def to_arrow(self, kind: Kind = "metrics") -> Any:
+        """The same as a ``pyarrow.Table`` (for Parquet, DuckDB, Polars)."""
+        from .frames import to_arrow
+
+        return to_arrow(self, kind)
+
+    def to_pandas(self, kind: Kind = "metrics", *, wide: bool = False) -> Any:
+        """The same as a ``pandas.DataFrame``; ``wide=True`` pivots metrics to a column each."""
+        from .frames import to_pandas
+
+        return to_pandas(self, kind, wide=wide)
+
+    def _repr_html_(self) -> str:
+        """The card, inline in Jupyter (sandboxed in an iframe, so its scripts run on their own)."""
+        if html_renderer is None:
+            return f"<pre>RunData({self.source!r})</pre>"
+        import html
+
+        page = html_renderer(self)
+        return (
+            f'<iframe srcdoc="{html.escape(page, quote=True)}" style="width:100%;height:900px;border:0" '
+            'sandbox="allow-scripts"></iframe>'
+        )
+
+    @property
+    def attempts(self) -> list[int]:
+        return sorted({int(s.get("attempt", 0)) for s in self.states})
+
+    @property
+    def status(self) -> Record:
+        """Status of the latest attempt, from rank 0's state (other ranks fill gaps)."""
+        if not self.states:
+            return {}
+        latest = max(self.attempts)
+        states = sorted(
+            (s for s in self.states if s.get("attempt") == latest), key=lambda s: s.get("rank", 0)
+        )
+        merged = dict(states[0])
+        merged["restarts"] = latest
+        merged["ranks"] = {s.get("rank", 0): s for s in states}
+        for s in states:
+            if s.get("failure") and not merged.get("failure"):
+                merged["failure"] = s["failure"]
+        if self.gang.get("failure"):  # a gang's first failure, not what a surviving rank raised
+            merged["failure"] = self.gang["failure"]
+        return merged
+
+    @property
+    def goodput(self) -> Goodput | None:
+        """Wall time split into productive training steps and the rest (startup, data wait, eval,
+        checkpoints, stalls, restarts, shutdown); None when no step was timed.
+        :mod:`traincard_otel._insights.goodput` defines each category."""
+        return goodput(self)
+
+    @property
+    def failure(self) -> Record | None:
+        return self.status.get("failure")
+
+    def compare(self, other: RunData | None = None, *, label: str | None = None) -> Comparison | None:
+        """Where this run stands against ``other`` (default: :attr:`baseline`) at its latest step.
+
+        Compares the training loss (lower is better) and the time per step over the last 20 steps
+        up to this run's latest one; :mod:`traincard_otel._insights.baseline` defines both.
+        None when there is nothing to compare with (no baseline, or one that could not be read:
+        ``run.baseline.note`` says why).
+
+        Example::
+
+            run = traincard_otel.load("TrainFlow/12/train/3", baseline="auto")
+            print(run.baseline.label)          # TrainFlow/11/train/2: the latest earlier good run
+            print(run.compare().metric.text)   # loss ahead of baseline at step 400: 0.41 vs 0.45 (...)
+        """
+        if other is None:
+            if self.baseline is None or self.baseline.data is None:
+                return None
+            other, label = self.baseline.data, label or self.baseline.label
+        return compare(self, other, label or other.source)
+
+    def series(self, name: str) -> Series:
+        return self.metrics[name]
+
+
+def series_key(name: str, tags: dict[str, str] | None) -> str:
+    if not tags:
+        return name
+    return name + "{" + ",".join(f"{k}={v}" for k, v in sorted(tags.items())) + "}"
