@@ -27,7 +27,7 @@ def test_raw_loop_three_lines(store_dir: Path, tmp_path: Path) -> None:
         loss.backward()
         opt.step()
         tracker.log(loss=loss.detach(), batch=(x, y))  # line 2
-        logged.append(float(loss))
+        logged.append(float(loss.detach()))
     path = str(tmp_path / "ckpt.pt")
     tracker.save(model.state_dict(), path, metric="loss", value=logged[-1])  # line 3
     tracker.close()
