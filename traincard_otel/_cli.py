@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -49,8 +50,10 @@ def _render(args: argparse.Namespace) -> int:
     from ._card.render import render_data, write_card
 
     target = _pick(args.target)
+    # A Metaflow task's card compares with the last good run, as its card in Metaflow does.
+    baseline = args.baseline or ("auto" if not isinstance(target, (str, os.PathLike)) else None)
     while True:
-        data = load(target)
+        data = load(target, baseline=None if baseline == "none" else baseline)
         html = render_data(data, live=False, final=not args.watch, hourly_cost=args.hourly_cost)
         write_card(args.output, html)
         status = data.status.get("status")
@@ -159,6 +162,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--watch", action="store_true", help="rewrite the file while the run is live")
     p.add_argument("--interval", type=float, default=5.0, help="seconds between rewrites (--watch)")
     p.add_argument("--hourly-cost", type=float, default=None)
+    p.add_argument(
+        "--baseline",
+        default=None,
+        help="run to compare with: Flow/run/step, a run id, a store folder, or none "
+        "(default: the last good run, for a Metaflow task)",
+    )
     p = command("ls", "list runs, steps, tasks, attempts and ranks", _ls)
     p.add_argument("-v", "--verbose", action="store_true", help="also each run's ranks and metrics")
     p = command("tail", "status, last metrics and the log tail", _tail)

@@ -127,6 +127,16 @@ def test_the_second_run_is_compared_with_the_first(root: Path, first: str, secon
     assert got["label"] == first and got["note"] is None and got["run_id"] == run_id
     assert got["cmp"]["metric"]["verdict"] == "behind" and got["cmp"]["step_time"]["verdict"] == "behind"
 
+    # traincard render of a Metaflow task compares the same way; --baseline none leaves it out
+    env = subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(root))
+    for extra, expected in (((), first), (("--baseline", "none"), None)):
+        out = root / "rendered.html"
+        cli = [sys.executable, "-m", "traincard_otel", "render", second, "-o", str(out), *extra]
+        proc = subprocess.run(cli, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        rendered = card_payload(out.read_text()).get("baseline")
+        assert (rendered or {}).get("label") == expected
+
 
 @pytest.mark.slow
 def test_a_named_baseline_beats_the_latest_run(root: Path, first: str, second: str) -> None:
