@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, MutableSequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .._insights.baseline import Baseline, Comparison, compare
+from .._insights.baseline import Baseline, Comparison, RunRecords, compare
 from .._insights.goodput import Goodput, goodput
+from .._types import Foreign, JsonObject, JsonValue
 from .columns import FLOAT, INT, SMALL, Column
 
 if TYPE_CHECKING:
     from .frames import Kind
 
-Record = dict[str, Any]
+Record = JsonObject
 
 #: Draws a RunData as the card's HTML; set by the package facade (the card sits above the store).
 html_renderer: Callable[[RunData], str] | None = None
@@ -35,7 +36,7 @@ class Series:
 
     name: str
     tags: dict[str, str] = dataclasses.field(default_factory=dict)
-    steps: MutableSequence[Any] = dataclasses.field(default_factory=list)
+    steps: MutableSequence[JsonValue] = dataclasses.field(default_factory=list)
     values: MutableSequence[float] = dataclasses.field(default_factory=list)
     times: MutableSequence[float] = dataclasses.field(default_factory=list)
     attempts: MutableSequence[int] = dataclasses.field(default_factory=list)
@@ -77,24 +78,24 @@ class RunData:
     logs: list[Record] = dataclasses.field(default_factory=list)
     events: list[Record] = dataclasses.field(default_factory=list)
     states: list[Record] = dataclasses.field(default_factory=list)
-    stats: dict[str, Any] = dataclasses.field(default_factory=dict)
-    gang: dict[str, Any] = dataclasses.field(default_factory=dict)  # see :mod:`.gang`
+    stats: JsonObject = dataclasses.field(default_factory=dict)
+    gang: JsonObject = dataclasses.field(default_factory=dict)  # see :mod:`.gang`
     #: the run this one is compared with, set by ``load(target, baseline=...)`` (see :meth:`compare`)
     baseline: Baseline | None = None
 
-    def to_rows(self, kind: Kind = "metrics") -> list[dict[str, Any]]:
+    def to_rows(self, kind: Kind = "metrics") -> list[JsonObject]:
         """One dict per metric point, step time, log line, checkpoint or event (``kind``)."""
         from .frames import rows
 
         return rows(self, kind)
 
-    def to_arrow(self, kind: Kind = "metrics") -> Any:
+    def to_arrow(self, kind: Kind = "metrics") -> Foreign:
         """The same as a ``pyarrow.Table`` (for Parquet, DuckDB, Polars)."""
         from .frames import to_arrow
 
         return to_arrow(self, kind)
 
-    def to_pandas(self, kind: Kind = "metrics", *, wide: bool = False) -> Any:
+    def to_pandas(self, kind: Kind = "metrics", *, wide: bool = False) -> Foreign:
         """The same as a ``pandas.DataFrame``; ``wide=True`` pivots metrics to a column each."""
         from .frames import to_pandas
 
@@ -160,11 +161,14 @@ class RunData:
             print(run.baseline.label)          # TrainFlow/11/train/2: the latest earlier good run
             print(run.compare().metric.text)   # loss ahead of baseline at step 400: 0.41 vs 0.45 (...)
         """
-        if other is None:
-            if self.baseline is None or self.baseline.data is None:
-                return None
-            other, label = self.baseline.data, label or self.baseline.label
-        return compare(self, other, label or other.source)
+        target: RunRecords
+        if other is not None:
+            target = other
+        elif self.baseline is None or self.baseline.data is None:
+            return None
+        else:
+            target, label = self.baseline.data, label or self.baseline.label
+        return compare(self, target, label or target.source)
 
     def series(self, name: str) -> Series:
         return self.metrics[name]

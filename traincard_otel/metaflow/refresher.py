@@ -24,6 +24,7 @@ from .._safety import report_internal_error
 from .._schema import Attr, Event
 from .._store.backends import Backend
 from .._store.reader import StoreReader
+from .._types import JsonObject
 from ..environment_variables import TRAINCARD_BASELINE
 
 
@@ -67,11 +68,11 @@ class Refresher:
         busy: Callable[[Any], bool] = card_busy,
         retry_s: float = 0.25,
         reader: Any = None,
-        emit: Callable[[str, dict[str, Any]], None] | None = None,
-        publish: Callable[[dict[str, Any]], None] | None = None,
+        emit: Callable[[str, JsonObject], None] | None = None,
+        publish: Callable[[JsonObject], None] | None = None,
         baseline: str = "none",
         pathspec: str | None = None,
-        publish_gang: Callable[[dict[str, Any]], None] | None = None,
+        publish_gang: Callable[[JsonObject], None] | None = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self._cards, self._busy = cards, busy
@@ -137,7 +138,7 @@ class Refresher:
             report_internal_error("card refresher", exc)
         return True
 
-    def _gang_events(self, gang: dict[str, Any]) -> None:
+    def _gang_events(self, gang: JsonObject) -> None:
         """One OTel event per first failure and per hung rank, for alert rules to fire on."""
         assert self._emit is not None
         first = gang.get("first_failure")
