@@ -29,7 +29,7 @@ import math
 import operator
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final, Literal, Protocol, cast
+from typing import Final, Generic, Literal, Protocol, TypeVar, cast
 
 from .._types import JsonObject, JsonValue
 
@@ -66,8 +66,12 @@ class RunRecords(Protocol):
     def step_times(self) -> Mapping[int, _Series]: ...
 
 
+#: What a baseline holds: a :class:`traincard_otel.RunData`, known to this layer by what it reads.
+_Data = TypeVar("_Data", bound=RunRecords)
+
+
 @dataclasses.dataclass(frozen=True)
-class Baseline:
+class Baseline(Generic[_Data]):
     """The run a card or :func:`traincard_otel.load` compares with.
 
     ``label`` names it (a pathspec ``Flow/run/step/task``, or what the user named); ``run_id`` is
@@ -77,7 +81,7 @@ class Baseline:
     """
 
     label: str
-    data: RunRecords | None = None
+    data: _Data | None = None
     note: str | None = None
     run_id: str | None = None
 

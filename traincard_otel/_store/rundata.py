@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable, MutableSequence
 from typing import TYPE_CHECKING
 
-from .._insights.baseline import Baseline, Comparison, RunRecords, compare
+from .._insights.baseline import Baseline, Comparison, compare
 from .._insights.goodput import Goodput, goodput
 from .._types import Foreign, JsonObject, JsonValue
 from .columns import FLOAT, INT, SMALL, Column
@@ -81,7 +81,7 @@ class RunData:
     stats: JsonObject = dataclasses.field(default_factory=dict)
     gang: JsonObject = dataclasses.field(default_factory=dict)  # see :mod:`.gang`
     #: the run this one is compared with, set by ``load(target, baseline=...)`` (see :meth:`compare`)
-    baseline: Baseline | None = None
+    baseline: Baseline[RunData] | None = None
 
     def to_rows(self, kind: Kind = "metrics") -> list[JsonObject]:
         """One dict per metric point, step time, log line, checkpoint or event (``kind``)."""
@@ -161,14 +161,11 @@ class RunData:
             print(run.baseline.label)          # TrainFlow/11/train/2: the latest earlier good run
             print(run.compare().metric.text)   # loss ahead of baseline at step 400: 0.41 vs 0.45 (...)
         """
-        target: RunRecords
-        if other is not None:
-            target = other
-        elif self.baseline is None or self.baseline.data is None:
-            return None
-        else:
-            target, label = self.baseline.data, label or self.baseline.label
-        return compare(self, target, label or target.source)
+        if other is None:
+            if self.baseline is None or self.baseline.data is None:
+                return None
+            other, label = self.baseline.data, label or self.baseline.label
+        return compare(self, other, label or other.source)
 
     def series(self, name: str) -> Series:
         return self.metrics[name]

@@ -96,7 +96,7 @@ class Refresher:
         # The baseline is a finished run: found and read once, on its own thread (a slow metadata
         # service or datastore delays only the overlay), then kept for every later payload.
         self._baseline_spec, self._pathspec = baseline, pathspec
-        self.baseline: Baseline | None = None
+        self.baseline: Baseline[RunData] | None = None
         self._baseline_thread = threading.Thread(
             target=self._find_baseline, name="traincard-baseline", daemon=True
         )

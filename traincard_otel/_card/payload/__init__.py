@@ -57,7 +57,7 @@ def build_payload(
     final: bool = False,
     now: float | None = None,
     hourly_cost: float | None = None,
-    baseline: Baseline | None = None,
+    baseline: Baseline[RunData] | None = None,
 ) -> JsonObject:
     """The card payload for ``data``; ``live`` makes a small tail-only update (< ``LIVE_MAX_BYTES``).
 
@@ -118,7 +118,7 @@ def _build(
     final: bool,
     now: float | None,
     hourly_cost: float | None,
-    baseline: Baseline | None = None,
+    baseline: Baseline[RunData] | None = None,
 ) -> JsonObject:
     now = time.time() if now is None else now
     kind = run_kind(data)
