@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from . import environment_variables as ev
+from ._types import Reported
 from .exceptions import ConfigError
 
 T = TypeVar("T")
@@ -102,7 +103,7 @@ def _parse_level(name: str, raw: str) -> str:
     return value
 
 
-_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+_ENV: dict[str, tuple[str, Callable[[str, str], Reported]]] = {
     "service_name": ("OTEL_SERVICE_NAME", lambda n, r: r.strip() or None),
     "store": (ev.TRAINCARD_STORE, lambda n, r: r.strip() or None),
     "flush_interval_s": (ev.TRAINCARD_FLUSH_INTERVAL, _parse_positive(float)),
@@ -130,7 +131,9 @@ _ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
 _EMPTY_MEANS_SOMETHING = frozenset({"baseline"})
 
 
-def resolve(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+def resolve(
+    overrides: Mapping[str, Reported] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
     """Build :class:`Settings` from explicit ``overrides``, then the environment, then defaults.
 
     Raises:
@@ -142,7 +145,7 @@ def resolve(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, st
     unknown = set(overrides) - fields
     if unknown:
         raise ConfigError(f"unknown setting(s) {sorted(unknown)}; known: {sorted(fields)}")
-    values: dict[str, Any] = {}
+    values: dict[str, Reported] = {}
     for field, (var, parse) in _ENV.items():
         if overrides.get(field) is not None:
             values[field] = baseline_spec(overrides[field]) if field == "baseline" else overrides[field]

@@ -88,7 +88,7 @@ def load_baseline(
     *,
     slim: bool = False,
     timeout_s: float | None = None,
-) -> Baseline | None:
+) -> Baseline[RunData] | None:
     """The baseline of the task ``current`` (a pathspec ``Flow/run/step/task``, or None outside
     Metaflow) for the setting ``spec`` (see :data:`traincard_otel.environment_variables.TRAINCARD_BASELINE`);
     None when ``spec`` is ``none``. Never raises: a missing or unreadable baseline is a
@@ -105,7 +105,7 @@ def load_baseline(
         return None
     if timeout_s is None:
         return _load_baseline(current, spec, slim)
-    box: list[Baseline] = []
+    box: list[Baseline[RunData]] = []
     worker = threading.Thread(
         target=lambda: box.append(_load_baseline(current, spec, slim)), name="traincard-baseline", daemon=True
     )
@@ -117,7 +117,7 @@ def load_baseline(
     return Baseline(label=spec, note=f"baseline {what} could not be read: not within {timeout_s:g} s")
 
 
-def _load_baseline(current: str | None, spec: str, slim: bool) -> Baseline:
+def _load_baseline(current: str | None, spec: str, slim: bool) -> Baseline[RunData]:
     try:
         label, target, run_id, data = _find(current, spec)
     except _NoBaseline as exc:

@@ -8,13 +8,13 @@ same that ``load()`` applies to a gang); this adds the headline lines the panel 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from .._store.attribution import analyze
 from .._store.reader import RunData
+from .._types import JsonObject
 
 
-def gang_section(data: RunData, now: float | None = None) -> dict[str, Any] | None:
+def gang_section(data: RunData, now: float | None = None) -> JsonObject | None:
     """The gang panel's data; ``None`` for a run with one rank and no gang."""
     section = analyze(data, now)
     if section is None:
@@ -27,7 +27,7 @@ def _clock(t: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t)) if t else "never"
 
 
-def headline(section: dict[str, Any]) -> list[dict[str, str]]:
+def headline(section: JsonObject) -> list[dict[str, str]]:
     """Banner lines for the gang: the first failure, hung ranks, the slowest rank, barrier waits."""
     out = []
     first = section.get("first_failure")

@@ -23,7 +23,7 @@ def render_data(
     live: bool,
     final: bool,
     hourly_cost: float | None = None,
-    baseline: Baseline | None = None,
+    baseline: Baseline[RunData] | None = None,
 ) -> str:
     """The card HTML for already-loaded ``data`` (compared with ``baseline``, else ``data.baseline``)."""
     payload = build_payload(data, live=False, final=final, hourly_cost=hourly_cost, baseline=baseline)

@@ -29,7 +29,9 @@ import math
 import operator
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Literal, Protocol, cast
+from typing import Final, Generic, Literal, Protocol, TypeVar, cast
+
+from .._types import JsonObject, JsonValue
 
 WINDOW_STEPS: Final = 20
 LEVEL_FRACTION: Final = 0.005  # within half a percent: level
@@ -64,8 +66,12 @@ class RunRecords(Protocol):
     def step_times(self) -> Mapping[int, _Series]: ...
 
 
+#: What a baseline holds: a :class:`traincard_otel.RunData`, known to this layer by what it reads.
+_Data = TypeVar("_Data", bound=RunRecords)
+
+
 @dataclasses.dataclass(frozen=True)
-class Baseline:
+class Baseline(Generic[_Data]):
     """The run a card or :func:`traincard_otel.load` compares with.
 
     ``label`` names it (a pathspec ``Flow/run/step/task``, or what the user named); ``run_id`` is
@@ -75,7 +81,7 @@ class Baseline:
     """
 
     label: str
-    data: Any = None
+    data: _Data | None = None
     note: str | None = None
     run_id: str | None = None
 
@@ -97,7 +103,7 @@ class Figure:
     relative: float  # (value - baseline) / |baseline|; negative: lower than the baseline
     text: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return dataclasses.asdict(self)
 
 
@@ -112,7 +118,7 @@ class Comparison:
     step_time: Figure | None
     notes: tuple[str, ...] = ()
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "baseline": self.baseline,
             "step": self.step,
@@ -129,7 +135,7 @@ def _is_eval(name: str) -> bool:
     )
 
 
-def main_metric(names: Sequence[str] | Mapping[str, Any]) -> str | None:
+def main_metric(names: Sequence[str] | Mapping[str, JsonValue]) -> str | None:
     """The training loss among ``names`` (metric keys of a run), or None when it has none."""
     keys = [k for k in names if "{" not in k]
     for name in _LOSS_NAMES:
@@ -138,7 +144,7 @@ def main_metric(names: Sequence[str] | Mapping[str, Any]) -> str | None:
     return next((k for k in sorted(keys) if "loss" in k.lower() and not _is_eval(k)), None)
 
 
-def _finite(v: Any) -> float | None:
+def _finite(v: object) -> float | None:
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
         return None
     return float(v)

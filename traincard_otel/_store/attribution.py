@@ -14,8 +14,9 @@ reader so that ``traincard_otel.load()``, the CLI and the card tell the same sto
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
+from .._types import JsonObject
 from .first_failure import first_failure, panel_failure
 from .node_readings import aggregates, host_oom_evidence, node_system
 from .ranks import hung_ranks, rank_table, stragglers
@@ -25,10 +26,13 @@ __all__ = ["analyze", "host_oom_evidence"]
 
 LAST_METRICS = 12  # in the failure summary
 
+if TYPE_CHECKING:
+    from .rundata import RunData
 
-def _last_metrics(data: Any) -> dict[str, Any]:
+
+def _last_metrics(data: RunData) -> JsonObject:
     """The last point of each training metric: the very values the charts end with."""
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for key, series in sorted(data.metrics.items()):
         for i in range(len(series.values) - 1, -1, -1):
             v = series.values[i]
@@ -40,9 +44,9 @@ def _last_metrics(data: Any) -> dict[str, Any]:
     return out
 
 
-def _waits(nodes: list[dict[str, Any]], rows: list[dict[str, Any]], num_nodes: int) -> list[str]:
+def _waits(nodes: list[JsonObject], rows: list[JsonObject], num_nodes: int) -> list[str]:
     """What a node whose own ranks are done (or not started) is waiting for."""
-    by_node: dict[int, list[dict[str, Any]]] = {}
+    by_node: dict[int, list[JsonObject]] = {}
     for r in rows:
         by_node.setdefault(int(r["node"] or 0), []).append(r)
     out = []
@@ -78,7 +82,7 @@ def _waits(nodes: list[dict[str, Any]], rows: list[dict[str, Any]], num_nodes: i
     return out
 
 
-def _with_console_reports(nodes: list[dict[str, Any]], logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _with_console_reports(nodes: list[JsonObject], logs: list[JsonObject]) -> list[JsonObject]:
     """Nodes without an agent record (plain ``torchrun``, not ``traincard_otel.torchrun``) get one
     from torchrun's failure report in their captured console, where it printed one."""
     if all(n.get("agents") for n in nodes) or not any(
@@ -95,7 +99,7 @@ def _with_console_reports(nodes: list[dict[str, Any]], logs: list[dict[str, Any]
     return out
 
 
-def analyze(data: Any, now: float | None = None) -> dict[str, Any] | None:
+def analyze(data: RunData, now: float | None = None) -> JsonObject | None:
     """Nodes, ranks, stragglers, the first failure, hung ranks and barrier waits of ``data``;
     ``None`` for a run with one rank and no gang."""
     now = time.time() if now is None else now
@@ -120,7 +124,7 @@ def analyze(data: Any, now: float | None = None) -> dict[str, Any] | None:
     hung = hung_ranks(rows, now, ended_by_agent)
     nodes = []
     node_memory: dict[int, str | None] = {}
-    nodes_last_system: dict[int, dict[str, Any]] = {}
+    nodes_last_system: dict[int, JsonObject] = {}
     for n in raw_nodes:
         index = int(n["node_index"])
         last_system = n.get("last_system") or {}
@@ -141,7 +145,7 @@ def analyze(data: Any, now: float | None = None) -> dict[str, Any] | None:
             }
         )
     first = first_failure(rows, agents, node_memory, hung, attempt)
-    waiting: list[dict[str, Any]] = []
+    waiting: list[JsonObject] = []
     if first is not None and first.get("hung"):  # the others stopped in a collective, waiting for it
         waiting = [h for h in hung if h["rank"] != first["rank"]]
         hung = [h for h in hung if h["rank"] == first["rank"]]

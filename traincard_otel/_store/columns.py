@@ -16,7 +16,8 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Iterable, MutableSequence, Sequence
-from typing import Any
+
+from .._types import Foreign, JsonValue
 
 FLOAT, INT, SMALL = "d", "q", "i"  # values and times; steps; attempts and ranks
 
@@ -41,12 +42,12 @@ class Column(array):  # type: ignore[type-arg]  # the element type is the typeco
         return f"Column({self.typecode!r}, {len(self)} items)"
 
 
-def column(typecode: str, items: Iterable[Any] = ()) -> MutableSequence[Any]:
+def column(typecode: str, items: Iterable[JsonValue] = ()) -> MutableSequence[JsonValue]:
     """A new column of ``typecode`` holding ``items`` (a list when they do not fit)."""
     return extend(Column(typecode), items)
 
 
-def extend(col: MutableSequence[Any], items: Iterable[Any]) -> MutableSequence[Any]:
+def extend(col: MutableSequence[JsonValue], items: Iterable[JsonValue]) -> MutableSequence[JsonValue]:
     """``col`` extended by ``items``; returns the column to keep (a list when they did not fit)."""
     if not isinstance(col, array):
         col.extend(items)
@@ -62,7 +63,7 @@ def extend(col: MutableSequence[Any], items: Iterable[Any]) -> MutableSequence[A
             col.extend(items)
     except (TypeError, OverflowError, ValueError, struct.error):
         del col[n:]  # an array extended item by item keeps those it took before the failure
-        as_list: list[Any] = col.tolist()
+        as_list: list[JsonValue] = col.tolist()
         as_list.extend(items)
         return as_list
     return col
@@ -73,7 +74,7 @@ def repeat(typecode: str, value: int, n: int) -> array:  # type: ignore[type-arg
     return array(typecode, [value]) * n
 
 
-def concat(a: Sequence[Any], b: Sequence[Any]) -> MutableSequence[Any]:
+def concat(a: Sequence[JsonValue], b: Sequence[JsonValue]) -> MutableSequence[JsonValue]:
     """A new column holding ``a`` then ``b`` (typed when both are of one type)."""
     if isinstance(a, array) and isinstance(b, array) and a.typecode == b.typecode:
         out = Column(a.typecode)
@@ -83,13 +84,13 @@ def concat(a: Sequence[Any], b: Sequence[Any]) -> MutableSequence[Any]:
     return [*a, *b]
 
 
-def _chunk_view(chunk: Any, width: int) -> memoryview:
+def _chunk_view(chunk: Foreign, width: int) -> memoryview:
     data = chunk.buffers()[1]
     start = chunk.offset * width
     return memoryview(data)[start : start + len(chunk) * width]
 
 
-def from_arrow_floats(values: Any) -> Column:
+def from_arrow_floats(values: Foreign) -> Column:
     """A float64 Arrow array (or chunked array) as a float column, nulls as NaN."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -104,7 +105,7 @@ def from_arrow_floats(values: Any) -> Column:
     return out
 
 
-def from_arrow_ints(values: Any) -> MutableSequence[Any]:
+def from_arrow_ints(values: Foreign) -> MutableSequence[JsonValue]:
     """An int64 Arrow array as an int column; a list (``None`` kept) when it has nulls."""
     import pyarrow as pa
 

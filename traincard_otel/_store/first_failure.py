@@ -6,7 +6,7 @@ failure record, for the card's failure panel and ``load().failure``."""
 
 from __future__ import annotations
 
-from typing import Any
+from .._types import JsonObject
 
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 
@@ -18,9 +18,9 @@ def _how_signal(signum: int, memory_evidence: str | None) -> str:
     return f"ended by {name} (signal {signum})"
 
 
-def elastic_failures(agents: list[dict[str, Any]], attempt: int) -> dict[int, dict[str, Any]]:
+def elastic_failures(agents: list[JsonObject], attempt: int) -> dict[int, JsonObject]:
     """Global rank -> what torch elastic's agent recorded when that rank's process ended."""
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, JsonObject] = {}
     for agent in agents:
         if int(agent.get("attempt") or 0) != attempt:
             continue
@@ -34,13 +34,11 @@ def elastic_failures(agents: list[dict[str, Any]], attempt: int) -> dict[int, di
     return out
 
 
-def _ending(
-    row: dict[str, Any], elastic: dict[str, Any] | None, memory_evidence: str | None
-) -> dict[str, Any] | None:
+def _ending(row: JsonObject, elastic: JsonObject | None, memory_evidence: str | None) -> JsonObject | None:
     """How one rank ended and when (the time used to order ranks), or None while it runs on."""
     failure = row.get("failure")
     beat = row.get("heartbeat_at") or 0.0
-    out: dict[str, Any] = {"evidence": []}
+    out: JsonObject = {"evidence": []}
     if elastic is not None:
         code = int(elastic.get("exitcode") or 0)
         out.update(exit_code=code, pid=elastic.get("pid") or row.get("pid"))
@@ -78,12 +76,12 @@ def _ending(
 
 
 def first_failure(
-    rows: list[dict[str, Any]],
-    agents: list[dict[str, Any]],
+    rows: list[JsonObject],
+    agents: list[JsonObject],
     node_memory: dict[int, str | None],
-    hung: list[dict[str, Any]],
+    hung: list[JsonObject],
     attempt: int,
-) -> dict[str, Any] | None:
+) -> JsonObject | None:
     """The rank that failed first (its facts and how it ended) and the ranks that ended after it.
 
     Ranks are ordered by when they ended: the time of a recorded exception or signal, else (a
@@ -122,7 +120,7 @@ def first_failure(
     return first
 
 
-def panel_failure(first: dict[str, Any], last_system: dict[int, dict[str, Any]]) -> dict[str, Any]:
+def panel_failure(first: JsonObject, last_system: dict[int, JsonObject]) -> JsonObject:
     """The first failure in the shape of a rank's own failure record (the card's failure panel,
     ``load().failure``): the cause, not the consequence a surviving rank raised."""
     where = (

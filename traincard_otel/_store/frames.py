@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from .._optional import require
+from .._types import Foreign, JsonObject, JsonValue
 
 
 class _Series(Protocol):
@@ -30,18 +31,18 @@ class RunData(Protocol):
     @property
     def step_times(self) -> Mapping[int, _Series]: ...
     @property
-    def logs(self) -> Sequence[Mapping[str, Any]]: ...
+    def logs(self) -> Sequence[Mapping[str, JsonValue]]: ...
     @property
-    def checkpoints(self) -> Sequence[Mapping[str, Any]]: ...
+    def checkpoints(self) -> Sequence[Mapping[str, JsonValue]]: ...
     @property
-    def events(self) -> Sequence[Mapping[str, Any]]: ...
+    def events(self) -> Sequence[Mapping[str, JsonValue]]: ...
 
 
 Kind = Literal["metrics", "logs", "checkpoints", "step_times", "events"]
 KINDS: tuple[Kind, ...] = ("metrics", "logs", "checkpoints", "step_times", "events")
 
 
-def rows(data: RunData, kind: Kind = "metrics") -> list[dict[str, Any]]:
+def rows(data: RunData, kind: Kind = "metrics") -> list[JsonObject]:
     """One dict per point (metrics, step_times), log line, checkpoint or event."""
     if kind == "metrics":
         return [
@@ -80,13 +81,13 @@ def rows(data: RunData, kind: Kind = "metrics") -> list[dict[str, Any]]:
     raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
 
 
-def to_arrow(data: RunData, kind: Kind = "metrics") -> Any:
+def to_arrow(data: RunData, kind: Kind = "metrics") -> Foreign:
     """A ``pyarrow.Table`` of :func:`rows` (``pip install 'traincard-otel[store]'``)."""
     pa = require("pyarrow", "store")
     return pa.Table.from_pylist(rows(data, kind))
 
 
-def to_pandas(data: RunData, kind: Kind = "metrics", *, wide: bool = False) -> Any:
+def to_pandas(data: RunData, kind: Kind = "metrics", *, wide: bool = False) -> Foreign:
     """A ``pandas.DataFrame`` of :func:`rows`; ``wide=True`` (metrics): one row per step, one
     column per metric (the last value reported at a step wins)."""
     pd = require("pandas", "notebook")

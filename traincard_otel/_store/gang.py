@@ -22,8 +22,8 @@ import dataclasses
 import json
 import time
 from pathlib import Path
-from typing import Any
 
+from .._types import JsonObject
 from .attribution import analyze
 from .backends import Backend, LocalBackend, MetaflowBackend
 from .columns import concat
@@ -50,7 +50,7 @@ def sibling_backend(backend: Backend, task_id: str) -> Backend:
     raise TypeError(f"no sibling store for {type(backend).__name__}")
 
 
-def write_markers(own: Backend, control: Backend, info: dict[str, Any]) -> None:
+def write_markers(own: Backend, control: Backend, info: JsonObject) -> None:
     """Written once by each node's step process: ``gang.json`` in its own store and its entry in
     the control task's ``gang/`` folder (an object of its own, so no node overwrites another's)."""
     body = json.dumps({**info, "written_at": time.time()}).encode()
@@ -58,7 +58,7 @@ def write_markers(own: Backend, control: Backend, info: dict[str, Any]) -> None:
     control.write(f"{NODE_PREFIX}{int(info['node_index'])}.json", body)
 
 
-def read_marker(backend: Backend) -> dict[str, Any] | None:
+def read_marker(backend: Backend) -> JsonObject | None:
     raw = backend.read_many([GANG_FILE]).get(GANG_FILE)
     if raw is None:
         return None
@@ -71,7 +71,7 @@ def read_marker(backend: Backend) -> dict[str, Any] | None:
 
 @dataclasses.dataclass
 class _Node:
-    info: dict[str, Any]
+    info: JsonObject
     reader: StoreReader
     backend: Backend
 
@@ -128,7 +128,7 @@ class GangReader:
         return merged
 
 
-def _agents(backend: Backend) -> list[dict[str, Any]]:
+def _agents(backend: Backend) -> list[JsonObject]:
     names = [n for n in backend.list() if n.startswith(ELASTIC_PREFIX) and n.endswith(".json")]
     out = []
     for raw in backend.read_many(names).values():
@@ -139,7 +139,7 @@ def _agents(backend: Backend) -> list[dict[str, Any]]:
     return sorted(out, key=lambda a: a.get("started_at") or 0)
 
 
-def _is_launcher(state: dict[str, Any], info: dict[str, Any]) -> bool:
+def _is_launcher(state: JsonObject, info: JsonObject) -> bool:
     return state.get("pid") == info.get("launcher_pid") and state.get("host") == info.get("host")
 
 
@@ -155,11 +155,11 @@ def _concat(a: Series, b: Series) -> Series:
     )
 
 
-def merge(source: str, parts: list[tuple[dict[str, Any], RunData, list[dict[str, Any]]]]) -> RunData:
+def merge(source: str, parts: list[tuple[JsonObject, RunData, list[JsonObject]]]) -> RunData:
     """One RunData for the gang; series are shared with the node readers, not copied."""
     out = RunData(source=source)
     nodes = []
-    stats: dict[str, Any] = {"segments": 0, "corrupt_segments": 0, "corrupt_names": [], "records": 0}
+    stats: JsonObject = {"segments": 0, "corrupt_segments": 0, "corrupt_names": [], "records": 0}
     dropped: dict[str, int] = {}
     for info, data, agents in parts:
         index = int(info["node_index"])
@@ -222,11 +222,11 @@ def merge(source: str, parts: list[tuple[dict[str, Any], RunData, list[dict[str,
     return out
 
 
-def _latest(states: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _latest(states: list[JsonObject]) -> JsonObject | None:
     return max(states, key=lambda s: (s.get("attempt", 0), s.get("updated_at") or 0)) if states else None
 
 
-def _node_system(states: list[dict[str, Any]]) -> dict[str, Any]:
+def _node_system(states: list[JsonObject]) -> JsonObject:
     for s in sorted(states, key=lambda s: s.get("local_rank", 0)):
         if s.get("last_system"):
             return dict(s["last_system"])

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+
+from .._types import JsonObject, JsonValue
 
 # The samplers' reading keys, ``name[hw.id]{attr=value,...}`` (telemetry._samples.Sample).
 _READING_KEY = re.compile(r"^([^\[{]+)(?:\[([^\]]*)\])?(?:\{(.*)\})?$")
@@ -23,7 +24,7 @@ def split_reading_key(key: str) -> tuple[str, str | None, dict[str, str]]:
 NEAR_LIMIT = 0.9
 
 
-def host_oom_evidence(last_system: Mapping[str, Any]) -> str | None:
+def host_oom_evidence(last_system: Mapping[str, JsonValue]) -> str | None:
     """A process that vanished (SIGKILL / exit 137) with memory near its limit: likely the OOM killer."""
     util = last_system.get(
         "system.memory.utilization{system.memory.state=used}", last_system.get("system.memory.utilization")
@@ -49,9 +50,9 @@ _GPU_FIELDS = {
 }
 
 
-def node_system(last_system: dict[str, Any]) -> dict[str, Any]:
+def node_system(last_system: JsonObject) -> JsonObject:
     """The node's latest readings that people read as single numbers."""
-    out: dict[str, Any] = {"gpus": []}
+    out: JsonObject = {"gpus": []}
     gpus: dict[str, dict[str, float]] = {}
     for key, value in last_system.items():
         if not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -78,7 +79,7 @@ def node_system(last_system: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def aggregates(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+def aggregates(nodes: list[JsonObject]) -> JsonObject:
     systems = [n["system"] for n in nodes]
     gpus = [g for s in systems for g in s["gpus"]]
     cpus = [s["cpu_utilization"] for s in systems if "cpu_utilization" in s]

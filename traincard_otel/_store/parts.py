@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from .._types import Foreign
 from .columns import from_arrow_floats, from_arrow_ints
 from .records import add_record, extend_series, trim
 from .rundata import DATA_WAIT_TAIL, RunData, Series, rank_series, series_key
 
 
-def add_table(data: RunData, table: Any, skip: set[int], attempt: int, rank: int) -> int:
+def add_table(data: RunData, table: Foreign, skip: set[int], attempt: int, rank: int) -> int:
     """Add a compacted part, a column at a time; rows of segments already read are skipped."""
     import pyarrow as pa
     import pyarrow.compute as pc

@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+from .._types import JsonObject
 
 STRAGGLER_FACTOR = 1.2  # a rank whose recent median step time is >= 1.2x the other ranks' median
 STRAGGLER_MIN_STEPS = 5  # ... over at least this many steps, is named as the slowest
 RECENT_STEPS = 20
 
+if TYPE_CHECKING:
+    from .rundata import RunData, Series
 
-def _latest_attempt_values(series: Any) -> Sequence[float]:
+
+def _latest_attempt_values(series: Series) -> Sequence[float]:
     """The set values of the series' latest attempt (a slice of its column: no copy per value
     unless a value is missing)."""
     attempts = series.attempts
@@ -24,7 +29,7 @@ def _latest_attempt_values(series: Any) -> Sequence[float]:
     values = series.values[start:]
     total = sum(values)
     if total == total:  # no NaN (a C-speed scan)
-        return values  # type: ignore[no-any-return]
+        return values
     return [v for v in values if v == v]
 
 
@@ -38,13 +43,13 @@ def _median(values: Sequence[float]) -> float | None:
     return float(np.median(np.asarray(values, dtype=float)))  # an array('d') is read in place
 
 
-def rank_table(data: Any, now: float) -> list[dict[str, Any]]:
+def rank_table(data: RunData, now: float) -> list[JsonObject]:
     """One row per training rank of the latest attempt: where it runs, how far it got, its step
     time (median over the attempt and over the last ``RECENT_STEPS``) and its data-wait share."""
     if not data.states:
         return []
     latest = max(int(s.get("attempt", 0)) for s in data.states)
-    by_rank: dict[int, dict[str, Any]] = {}
+    by_rank: dict[int, JsonObject] = {}
     for s in data.states:
         if int(s.get("attempt", 0)) != latest:
             continue
@@ -83,13 +88,13 @@ def rank_table(data: Any, now: float) -> list[dict[str, Any]]:
     return rows
 
 
-def stragglers(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def stragglers(rows: list[JsonObject]) -> JsonObject:
     """The spread of recent step times across ranks, and the slowest rank when it is at least
     ``STRAGGLER_FACTOR`` times the median of the others (over ``STRAGGLER_MIN_STEPS`` steps)."""
     timed = [
         r for r in rows if r["step_time_recent_s"] is not None and r["steps_timed"] >= STRAGGLER_MIN_STEPS
     ]
-    out: dict[str, Any] = {"factor": STRAGGLER_FACTOR, "spread": None, "slowest": None}
+    out: JsonObject = {"factor": STRAGGLER_FACTOR, "spread": None, "slowest": None}
     if len(timed) < 2:
         return out
     recent = [r["step_time_recent_s"] for r in timed]
@@ -110,7 +115,7 @@ def stragglers(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def hung_ranks(rows: list[dict[str, Any]], now: float, ended: set[int]) -> list[dict[str, Any]]:
+def hung_ranks(rows: list[JsonObject], now: float, ended: set[int]) -> list[JsonObject]:
     """Ranks still marked running whose heartbeat is older than their rank timeout, and that no
     agent record says have ended: alive as far as anyone knows, but not progressing. A rank that
     has not finished a step yet (rendezvous, first compile) is not hung."""

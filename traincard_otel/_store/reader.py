@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import gc
 import json
-from typing import Any
 
+from .._types import JsonObject
 from . import layout, segment
 from .backends import Backend
 from .parts import add_table
@@ -90,7 +90,7 @@ class StoreReader:
             self._records += len(records)
             self._done.add(name)
             self._seqs.setdefault((p.attempt, p.rank, p.writer), set()).add(p.seq)
-        stats: dict[str, Any] = {
+        stats: JsonObject = {
             "segments": len(self._done),
             "corrupt_segments": len(self._corrupt),
             "corrupt_names": sorted(self._corrupt),
@@ -101,7 +101,7 @@ class StoreReader:
         data.stats = stats
         return data
 
-    def _states(self, names: list[str], stats: dict[str, Any]) -> list[Record]:
+    def _states(self, names: list[str], stats: JsonObject) -> list[Record]:
         states = []
         for name, raw in self.backend.read_many(names).items():
             try:

@@ -12,14 +12,14 @@ import math
 import operator
 from array import array
 from collections.abc import Sequence
-from typing import Any
 
 from .._schema import Attr, Event
+from .._types import JsonObject, JsonValue
 from .columns import FLOAT, SMALL, extend, repeat
 from .rundata import DATA_WAIT_TAIL, Record, RunData, Series, rank_series, series_key
 
 
-def _no_gaps(column: Sequence[Any]) -> bool:
+def _no_gaps(column: Sequence[JsonValue]) -> bool:
     """Whether every value of a float column is set and non-zero (C-speed scans; a false "no" only
     sends the caller down the per-value path)."""
     if 0.0 in column:
@@ -28,7 +28,7 @@ def _no_gaps(column: Sequence[Any]) -> bool:
     return bool(total == total)  # NaN anywhere makes the sum NaN
 
 
-def _all_nan(column: Any) -> bool:
+def _all_nan(column: object) -> bool:
     """Whether a float array holds only the writer's NaN (no value recorded), compared as bytes."""
     return (
         isinstance(column, array) and column.tobytes() == (array(FLOAT, [math.nan]) * len(column)).tobytes()
@@ -98,7 +98,12 @@ def trim(series: Series, keep: int = DATA_WAIT_TAIL) -> None:
 
 
 def extend_series(
-    series: Series, steps: Sequence[Any], values: Sequence[Any], times: Sequence[Any], attempt: int, rank: int
+    series: Series,
+    steps: Sequence[JsonValue],
+    values: Sequence[JsonValue],
+    times: Sequence[JsonValue],
+    attempt: int,
+    rank: int,
 ) -> None:
     n = len(values)
     series.steps = extend(series.steps, steps)
@@ -111,7 +116,7 @@ def extend_series(
     series.ranks = extend(series.ranks, repeat(SMALL, rank, n) if typed else [rank] * n)
 
 
-def _append(series: Series, step: Any, value: Any, t: float, attempt: int, rank: int) -> None:
+def _append(series: Series, step: JsonValue, value: JsonValue, t: float, attempt: int, rank: int) -> None:
     if isinstance(series.steps, array):  # a typed column takes what fits its type, else becomes a list
         extend_series(series, [step], [value], [t], attempt, rank)
         return
@@ -201,7 +206,7 @@ def add_record(data: RunData, rec: Record, attempt: int, rank: int) -> None:
         }
         data.events.append(event)
         if event["name"] == Event.CHECKPOINT_SAVED:
-            a: dict[str, Any] = rec.get("a") or {}
+            a: JsonObject = rec.get("a") or {}
             data.checkpoints.append(
                 {
                     "step": a.get(Attr.STEP),

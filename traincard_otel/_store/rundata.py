@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, MutableSequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._insights.baseline import Baseline, Comparison, compare
 from .._insights.goodput import Goodput, goodput
+from .._types import Foreign, JsonObject, JsonValue
 from .columns import FLOAT, INT, SMALL, Column
 
 if TYPE_CHECKING:
     from .frames import Kind
 
-Record = dict[str, Any]
+Record = JsonObject
 
 #: Draws a RunData as the card's HTML; set by the package facade (the card sits above the store).
 html_renderer: Callable[[RunData], str] | None = None
@@ -35,7 +36,7 @@ class Series:
 
     name: str
     tags: dict[str, str] = dataclasses.field(default_factory=dict)
-    steps: MutableSequence[Any] = dataclasses.field(default_factory=list)
+    steps: MutableSequence[JsonValue] = dataclasses.field(default_factory=list)
     values: MutableSequence[float] = dataclasses.field(default_factory=list)
     times: MutableSequence[float] = dataclasses.field(default_factory=list)
     attempts: MutableSequence[int] = dataclasses.field(default_factory=list)
@@ -77,24 +78,24 @@ class RunData:
     logs: list[Record] = dataclasses.field(default_factory=list)
     events: list[Record] = dataclasses.field(default_factory=list)
     states: list[Record] = dataclasses.field(default_factory=list)
-    stats: dict[str, Any] = dataclasses.field(default_factory=dict)
-    gang: dict[str, Any] = dataclasses.field(default_factory=dict)  # see :mod:`.gang`
+    stats: JsonObject = dataclasses.field(default_factory=dict)
+    gang: JsonObject = dataclasses.field(default_factory=dict)  # see :mod:`.gang`
     #: the run this one is compared with, set by ``load(target, baseline=...)`` (see :meth:`compare`)
-    baseline: Baseline | None = None
+    baseline: Baseline[RunData] | None = None
 
-    def to_rows(self, kind: Kind = "metrics") -> list[dict[str, Any]]:
+    def to_rows(self, kind: Kind = "metrics") -> list[JsonObject]:
         """One dict per metric point, step time, log line, checkpoint or event (``kind``)."""
         from .frames import rows
 
         return rows(self, kind)
 
-    def to_arrow(self, kind: Kind = "metrics") -> Any:
+    def to_arrow(self, kind: Kind = "metrics") -> Foreign:
         """The same as a ``pyarrow.Table`` (for Parquet, DuckDB, Polars)."""
         from .frames import to_arrow
 
         return to_arrow(self, kind)
 
-    def to_pandas(self, kind: Kind = "metrics", *, wide: bool = False) -> Any:
+    def to_pandas(self, kind: Kind = "metrics", *, wide: bool = False) -> Foreign:
         """The same as a ``pandas.DataFrame``; ``wide=True`` pivots metrics to a column each."""
         from .frames import to_pandas
 

@@ -33,7 +33,8 @@ import contextlib
 import datetime
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+
+from .._types import JsonObject, JsonValue
 
 _HEADING = re.compile(r"^(Root Cause \(first observed failure\)|Failures):\s*$")
 _ENTRY = re.compile(r"^\[(\d+)\]:\s*$")
@@ -45,7 +46,7 @@ NOT_AVAILABLE = "<N/A>"
 REPORT_MARK = "Root Cause (first observed failure)"  # in every report: a cheap test for one
 
 
-def _entry(fields: Mapping[str, str], root: bool) -> dict[str, Any] | None:
+def _entry(fields: Mapping[str, str], root: bool) -> JsonObject | None:
     rank, code = _RANK.match(fields.get("rank", "")), _EXIT.match(fields.get("exitcode", ""))
     if rank is None or code is None:
         return None
@@ -69,9 +70,9 @@ def _entry(fields: Mapping[str, str], root: bool) -> dict[str, Any] | None:
     }
 
 
-def parse_failures(lines: Iterable[str]) -> list[dict[str, Any]]:
+def parse_failures(lines: Iterable[str]) -> list[JsonObject]:
     """The failures in every torchrun report among ``lines`` (the root cause of each marked)."""
-    out: list[dict[str, Any]] = []
+    out: list[JsonObject] = []
     section: str | None = None
     fields: dict[str, str] | None = None
 
@@ -103,10 +104,10 @@ def parse_failures(lines: Iterable[str]) -> list[dict[str, Any]]:
     return out
 
 
-def agent_records(logs: Iterable[Mapping[str, Any]], node_index: int) -> list[dict[str, Any]]:
+def agent_records(logs: Iterable[Mapping[str, JsonValue]], node_index: int) -> list[JsonObject]:
     """Agent records (the shape ``traincard_otel.torchrun`` writes) from the torchrun reports in
     one node's log lines, one per attempt that printed one."""
-    by_attempt: dict[int, list[Mapping[str, Any]]] = {}
+    by_attempt: dict[int, list[Mapping[str, JsonValue]]] = {}
     for line in logs:
         message = line.get("message")
         if isinstance(message, str):
@@ -116,7 +117,7 @@ def agent_records(logs: Iterable[Mapping[str, Any]], node_index: int) -> list[di
         failures = parse_failures(str(line["message"]) for line in lines)
         if not failures:
             continue
-        seen: dict[int, dict[str, Any]] = {}
+        seen: dict[int, JsonObject] = {}
         for f in failures:  # a report printed twice (stderr and a log) names each rank once
             seen.setdefault(f["rank"], f)
         hosts = [f["host"] for f in failures if f["host"]]

@@ -16,7 +16,7 @@ sure a failed task still gets a final card showing the failure.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Iterable
 
 from metaflow.decorators import StepDecorator
 
@@ -34,6 +34,7 @@ from .._reporter import active_reporter, configure
 from .._safety import report_internal_error
 from .._store.backends import MetaflowBackend
 from .._store.gang import GangReader, sibling_backend, write_markers
+from .._types import Foreign
 from .refresher import Refresher, traincard_cards
 
 _ENV_SYSTEM_BEFORE = "TRAINCARD_LAUNCHER_SYSTEM_BEFORE"
@@ -58,13 +59,13 @@ class TraincardDecorator(StepDecorator):
 
     def step_init(
         self,
-        flow: Any,
-        graph: Any,
+        flow: object,
+        graph: object,
         step_name: str,
-        decorators: Any,
-        environment: Any,
-        flow_datastore: Any,
-        logger: Any,
+        decorators: Iterable[Foreign],
+        environment: object,
+        flow_datastore: Foreign,
+        logger: object,
     ) -> None:
         self._flow_datastore = flow_datastore
         self._refresher: Refresher | None = None
@@ -81,16 +82,16 @@ class TraincardDecorator(StepDecorator):
     def task_pre_step(
         self,
         step_name: str,
-        task_datastore: Any,
-        metadata: Any,
+        task_datastore: object,
+        metadata: object,
         run_id: str,
         task_id: str,
-        flow: Any,
-        graph: Any,
+        flow: object,
+        graph: object,
         retry_count: int,
         max_user_code_retries: int,
-        ubf_context: Any,
-        inputs: Any,
+        ubf_context: object,
+        inputs: object,
     ) -> None:
         from metaflow import current
 
@@ -127,7 +128,7 @@ class TraincardDecorator(StepDecorator):
                 }
             )
         attrs = self.attributes
-        settings: dict[str, Any] = {}
+        settings: dict[str, float | bool | str] = {}
         if attrs["flush_interval"] is not None:
             settings["flush_interval_s"] = float(attrs["flush_interval"])
         if attrs["refresh_interval"] is not None:
@@ -175,8 +176,8 @@ class TraincardDecorator(StepDecorator):
         self,
         exception: BaseException,
         step_name: str,
-        flow: Any,
-        graph: Any,
+        flow: object,
+        graph: object,
         retry_count: int,
         max_user_code_retries: int,
     ) -> None:
@@ -185,7 +186,7 @@ class TraincardDecorator(StepDecorator):
             reporter.failure(exception)
 
     def task_post_step(
-        self, step_name: str, flow: Any, graph: Any, retry_count: int, max_user_code_retries: int
+        self, step_name: str, flow: object, graph: object, retry_count: int, max_user_code_retries: int
     ) -> None:
         reporter = active_reporter()
         if reporter is not None:
@@ -194,8 +195,8 @@ class TraincardDecorator(StepDecorator):
     def task_finished(
         self,
         step_name: str,
-        flow: Any,
-        graph: Any,
+        flow: object,
+        graph: object,
         is_task_ok: bool,
         retry_count: int,
         max_user_code_retries: int,
@@ -207,7 +208,7 @@ class TraincardDecorator(StepDecorator):
             _render_final_cards()
 
 
-def _gang_identity(flow: Any, task_id: str, ubf_context: Any) -> GangIdentity | None:
+def _gang_identity(flow: object, task_id: str, ubf_context: object) -> GangIdentity | None:
     """This task's place in a ``@parallel`` gang (``current.parallel`` is only complete once the
     control task's step function runs, in a local run: after ``task_pre_step``)."""
     from metaflow.unbounded_foreach import UBF_CONTROL, UBF_TASK
@@ -229,7 +230,9 @@ def _gang_identity(flow: Any, task_id: str, ubf_context: Any) -> GangIdentity | 
     return GangIdentity(node_index=int(index), num_nodes=int(num_nodes), control_task_id=control)
 
 
-def _join_gang(backend: MetaflowBackend, gang: GangIdentity, mf: MetaflowIdentity, task_id: str) -> Any:
+def _join_gang(
+    backend: MetaflowBackend, gang: GangIdentity, mf: MetaflowIdentity, task_id: str
+) -> GangReader | None:
     """Write this node's gang markers and return a reader for the whole gang (or None)."""
     try:
         control = (
@@ -254,7 +257,7 @@ def _join_gang(backend: MetaflowBackend, gang: GangIdentity, mf: MetaflowIdentit
         return None
 
 
-def _as_bool(value: Any) -> bool:
+def _as_bool(value: object) -> bool:
     return value if isinstance(value, bool) else str(value).strip().lower() not in {"0", "false", "no", "off"}
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 from .._card.payload import build_payload
 from .._insights.baseline import Baseline
@@ -24,10 +24,12 @@ from .._safety import report_internal_error
 from .._schema import Attr, Event
 from .._store.backends import Backend
 from .._store.reader import StoreReader
+from .._store.rundata import RunData
+from .._types import Foreign, JsonObject
 from ..environment_variables import TRAINCARD_BASELINE
 
 
-def traincard_cards() -> list[Any]:
+def traincard_cards() -> list[Foreign]:
     from metaflow import current
 
     card = getattr(current, "card", None)
@@ -39,7 +41,7 @@ def traincard_cards() -> list[Any]:
         return []
 
 
-def card_busy(card: Any) -> bool:
+def card_busy(card: Foreign) -> bool:
     """Whether ``card``'s previous Metaflow card subprocess is still running (False if unknown).
 
     Reads the card manager's process table, private in Metaflow 2.19 (``@traincard`` renders
@@ -54,6 +56,12 @@ def card_busy(card: Any) -> bool:
         return False
 
 
+class Reader(Protocol):
+    """What the refresher reads a run through: a :class:`StoreReader` or a gang's reader."""
+
+    def read(self) -> RunData: ...
+
+
 class Refresher:
     """Every ``interval_s``: read the store, build a small live payload, refresh the cards."""
 
@@ -63,22 +71,22 @@ class Refresher:
         title: str,
         interval_s: float,
         hourly_cost: float | None = None,
-        cards: Callable[[], list[Any]] = traincard_cards,
-        busy: Callable[[Any], bool] = card_busy,
+        cards: Callable[[], list[Foreign]] = traincard_cards,
+        busy: Callable[[Foreign], bool] = card_busy,
         retry_s: float = 0.25,
-        reader: Any = None,
-        emit: Callable[[str, dict[str, Any]], None] | None = None,
-        publish: Callable[[dict[str, Any]], None] | None = None,
+        reader: Reader | None = None,
+        emit: Callable[[str, JsonObject], None] | None = None,
+        publish: Callable[[JsonObject], None] | None = None,
         baseline: str = "none",
         pathspec: str | None = None,
-        publish_gang: Callable[[dict[str, Any]], None] | None = None,
+        publish_gang: Callable[[JsonObject], None] | None = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self._cards, self._busy = cards, busy
         self.retry_s = min(retry_s, interval_s)
         self.pushed = 0
         # A gang's task reads every node's store (a GangReader); any other task, its own.
-        self._reader = reader if reader is not None else StoreReader(backend, source=title)
+        self._reader: Reader = reader if reader is not None else StoreReader(backend, source=title)
         self._emit = emit  # gang events, from the control node only (one event per gang)
         self._publish = publish  # the card's goodput and MFU, for the pipeline's gauges
         self._publish_gang = publish_gang  # a gang's failed and hung ranks, for its metrics
@@ -88,7 +96,7 @@ class Refresher:
         # The baseline is a finished run: found and read once, on its own thread (a slow metadata
         # service or datastore delays only the overlay), then kept for every later payload.
         self._baseline_spec, self._pathspec = baseline, pathspec
-        self.baseline: Baseline | None = None
+        self.baseline: Baseline[RunData] | None = None
         self._baseline_thread = threading.Thread(
             target=self._find_baseline, name="traincard-baseline", daemon=True
         )
@@ -137,7 +145,7 @@ class Refresher:
             report_internal_error("card refresher", exc)
         return True
 
-    def _gang_events(self, gang: dict[str, Any]) -> None:
+    def _gang_events(self, gang: JsonObject) -> None:
         """One OTel event per first failure and per hung rank, for alert rules to fire on."""
         assert self._emit is not None
         first = gang.get("first_failure")

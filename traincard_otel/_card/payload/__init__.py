@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 from ..._insights.baseline import Baseline
 from ..._store.reader import RunData
+from ..._types import JsonObject
 from .._html import scrub
 from ..gang import gang_section
 from .banners import all_banners, lost_ranks
@@ -57,8 +57,8 @@ def build_payload(
     final: bool = False,
     now: float | None = None,
     hourly_cost: float | None = None,
-    baseline: Baseline | None = None,
-) -> dict[str, Any]:
+    baseline: Baseline[RunData] | None = None,
+) -> JsonObject:
     """The card payload for ``data``; ``live`` makes a small tail-only update (< ``LIVE_MAX_BYTES``).
 
     ``baseline`` (default: ``data.baseline``) is the run overlaid on the charts and compared with in
@@ -87,11 +87,11 @@ def build_payload(
         if len(json.dumps(payload)) <= LIVE_MAX_BYTES:
             break
     # Metaflow serializes live payloads itself: hand it text that any encoder accepts.
-    scrubbed: dict[str, Any] = scrub(payload)
+    scrubbed: JsonObject = scrub(payload)
     return scrubbed
 
 
-def _empty_reasons(data: RunData, system: dict[str, Any]) -> dict[str, str]:
+def _empty_reasons(data: RunData, system: JsonObject) -> dict[str, str]:
     """Why a section has nothing to show (the page shows it only when the section is empty)."""
     if not data.states:
         why_training = "No training metrics yet: nothing has been recorded for this run so far."
@@ -118,8 +118,8 @@ def _build(
     final: bool,
     now: float | None,
     hourly_cost: float | None,
-    baseline: Baseline | None = None,
-) -> dict[str, Any]:
+    baseline: Baseline[RunData] | None = None,
+) -> JsonObject:
     now = time.time() if now is None else now
     kind = run_kind(data)
     status = {

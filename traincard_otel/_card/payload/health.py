@@ -8,21 +8,21 @@ and backlog). Every field is read defensively: absent or malformed means not sho
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from ..._store.reader import RunData
+from ..._types import JsonObject
 
 RECENT_ERROR_S = 300.0  # a write error this recent (at the run's latest time) raises a banner
 TOP_REASONS = 5
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         return None
     return int(value)
 
 
-def _float(value: Any) -> float | None:
+def _float(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         return None
     return float(value)
@@ -41,7 +41,7 @@ def _rejected(data: RunData) -> dict[str, int]:
     return out
 
 
-def _store(data: RunData) -> dict[str, Any]:
+def _store(data: RunData) -> JsonObject:
     """The ranks' ``store_health`` objects added up; the newest last error wins."""
     found = False
     errors = pending = 0
@@ -64,7 +64,7 @@ def _store(data: RunData) -> dict[str, Any]:
                 last = (at, text)
     if not found:
         return {}
-    out: dict[str, Any] = {"write_errors": errors, "pending_rows": pending, "retrying": retrying}
+    out: JsonObject = {"write_errors": errors, "pending_rows": pending, "retrying": retrying}
     if last is not None:
         out["last_error_at"], out["last_error"] = last
     elif last_no_time is not None:
@@ -72,11 +72,11 @@ def _store(data: RunData) -> dict[str, Any]:
     return out
 
 
-def loss_counters(data: RunData) -> dict[str, Any]:
+def loss_counters(data: RunData) -> JsonObject:
     """The payload's ``health`` object (``docs/card-payload.md``); keys absent when not recorded."""
     dropped = {str(k): int(v) for k, v in (data.stats.get("dropped") or {}).items() if _int(v) is not None}
     rejected = _rejected(data)
-    out: dict[str, Any] = {"dropped": dropped, "dropped_total": sum(dropped.values())}
+    out: JsonObject = {"dropped": dropped, "dropped_total": sum(dropped.values())}
     if any(isinstance(st.get("rejected"), Mapping) for st in data.states):
         top = sorted(rejected.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_REASONS]
         out["rejected_total"] = sum(rejected.values())

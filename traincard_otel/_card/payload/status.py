@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..._store.reader import RunData
+from ..._types import JsonObject
 
 
 def _eta(data: RunData, step: int | None, max_steps: int | None) -> float | None:
@@ -24,12 +23,12 @@ def _eta(data: RunData, step: int | None, max_steps: int | None) -> float | None
     return per_step * (max_steps - step)
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def epoch_progress(
-    epoch: Any, num_epochs: Any, step: Any, max_steps: Any
+    epoch: object, num_epochs: object, step: object, max_steps: object
 ) -> tuple[float | None, float | None]:
     """(epoch, epochs in the run), the epoch never above the total.
 
@@ -55,7 +54,7 @@ def _cost(hourly: float, nodes: int, elapsed: float, eta: float | None) -> dict[
     return {"hourly": rate, "nodes": nodes, "so_far": so_far, "at_eta": so_far + rate * (eta or 0) / 3600}
 
 
-def run_status(data: RunData, now: float, hourly_cost: float | None = None) -> dict[str, Any]:
+def run_status(data: RunData, now: float, hourly_cost: float | None = None) -> JsonObject:
     """The ``run`` object of the payload (``docs/card-payload.md``)."""
     st = data.status
     progress = st.get("progress") or {}

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
 
 from ..._store.reader import RunData, Series
+from ..._types import JsonObject
 from .kind import TRAINING, RunKind
 from .series import LIVE_SCAN_MAX, Mode, by_rank, head, rank_points, stretches, xy
 from .units import DIMENSIONLESS, metric_unit
 
-Chart = dict[str, Any]
+Chart = JsonObject
 
 NOT_CHARTED = frozenset({"epoch"})  # shown in the status bar
 SUMMARY_MIN_CURVE = 10
@@ -75,7 +75,7 @@ def _split(data: RunData) -> tuple[list[Series], list[Series]]:
     return charted, summary
 
 
-def summary_table(data: RunData) -> list[dict[str, Any]]:
+def summary_table(data: RunData) -> list[JsonObject]:
     """Rows of the run-summary table: the last value of each summary figure, and how often it came."""
     _charted, summary = _split(data)
     rows = []
@@ -139,7 +139,7 @@ def _natural(label: str) -> tuple[float, str]:
     return (float(m[1]), "") if m else (float("inf"), label)
 
 
-def _series_entries(series: Series, label: str, mode: Mode) -> list[dict[str, Any]]:
+def _series_entries(series: Series, label: str, mode: Mode) -> list[JsonObject]:
     out = []
     parts = by_rank(series)
     for rank, per_rank in parts:
@@ -149,7 +149,7 @@ def _series_entries(series: Series, label: str, mode: Mode) -> list[dict[str, An
             xs, ys = xy(stretch, mode)
             if not xs and mode.live:
                 continue
-            entry: dict[str, Any] = {
+            entry: JsonObject = {
                 "label": rank_label if n == 0 else f"{rank_label} (resumed {n})",
                 "x": xs,
                 "y": ys,
@@ -160,7 +160,7 @@ def _series_entries(series: Series, label: str, mode: Mode) -> list[dict[str, An
     return out
 
 
-def _rank_series(items: Iterable[tuple[str, Series]], mode: Mode) -> list[dict[str, Any]]:
+def _rank_series(items: Iterable[tuple[str, Series]], mode: Mode) -> list[JsonObject]:
     pairs = list(items)
     budget = rank_points(len(pairs))  # many ranks share one chart's points
     return [
