@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, subprocess_env
 from otlp_receiver import free_port
-from test_prometheus_scrape import _wait_for
+from prometheus_server import prometheus, query, wait_for
 
 pytestmark = pytest.mark.skipif(
     shutil.which("prometheus") is None, reason="Debian's prometheus is not installed"
@@ -20,15 +20,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.mark.slow
 def test_a_nan_loss_fires_the_alert_rule(tmp_path: Path) -> None:
-    exporter_port, prom_port = free_port(), free_port()
+    exporter_port = free_port()
     shutil.copy(REPO / "collector-config" / "prometheus" / "alerts.yml", tmp_path / "alerts.yml")
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        "rule_files: [alerts.yml]\n"
-        "scrape_configs:\n"
-        f"  - job_name: training\n    static_configs: [{{targets: ['127.0.0.1:{exporter_port}']}}]\n"
-    )
     train = subprocess.Popen(
         [
             sys.executable,
@@ -48,34 +41,18 @@ def test_a_nan_loss_fires_the_alert_rule(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    prom = subprocess.Popen(
-        [
-            "prometheus",
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{prom_port}"
     try:
-        counted = _wait_for(
-            base, 'traincard_anomalies_total{traincard_anomaly_kind="nonfinite"} > 0', timeout=60
-        )
-        assert float(counted[0]["value"][1]) == 1
-        alert = _wait_for(base, 'ALERTS{alertname="TrainingLossNotFinite", alertstate="firing"}', timeout=30)
-        assert alert[0]["metric"]["severity"] == "critical"
-        # nothing else was flagged: no TrainingAnomaly for a healthy loss before and after
-        assert not [r for r in _query_all(base) if r["metric"].get("alertname") == "TrainingAnomaly"]
+        with prometheus(tmp_path, exporter_port, rules=tmp_path / "alerts.yml") as base:
+            counted = wait_for(
+                base, 'traincard_anomalies_total{traincard_anomaly_kind="nonfinite"} > 0', timeout=60
+            )
+            assert float(counted[0]["value"][1]) == 1
+            alert = wait_for(
+                base, 'ALERTS{alertname="TrainingLossNotFinite", alertstate="firing"}', timeout=30
+            )
+            assert alert[0]["metric"]["severity"] == "critical"
+            # nothing else was flagged: no TrainingAnomaly for a healthy loss before and after
+            assert not [r for r in query(base, "ALERTS") if r["metric"].get("alertname") == "TrainingAnomaly"]
     finally:
-        prom.terminate()
         train.terminate()
-        prom.wait(10)
         train.wait(10)
-
-
-def _query_all(base: str) -> list[dict[str, object]]:
-    from test_prometheus_scrape import _query
-
-    return _query(base, "ALERTS")
