@@ -88,3 +88,27 @@ def test_reporter_meter_reports_in_the_open_phase_and_closes_with_its_block() ->
     rows = [r for r in run.to_rows("metrics") if r["metric"] == "items_per_s"]
     assert [r["step"] for r in rows] == [4, 6]  # the block's end reported the last two
     assert meter.phase == "eval"
+
+
+def test_bad_figures_are_counted_never_raised() -> None:
+    clock = Clock()
+    with capture() as cap:
+        meter = ItemMeter(cap.reporter, every=4, phase="infer", clock=clock)
+        for latency, tokens, ttft in (
+            (0.1, 8, 0.01),
+            ("slow", 8, 0.01),  # not a number
+            (float("nan"), None, None),
+            (-1.0, 8, 0.01),  # negative
+            (0.1, "many", 0.01),
+            (0.1, 8, float("inf")),
+            (True, 8, 0.01),  # a bool is not a latency
+            (0.3, 8, 0.02),
+        ):
+            clock.t += 1.0
+            meter.item(latency, tokens=tokens, ttft_s=ttft)  # type: ignore[arg-type]
+        summary = meter.close()
+        run = cap.load()
+    assert summary["items"] == 8 and summary["bad_values"] == 6
+    assert run.metrics["bad_values"].values == [3.0, 6.0]
+    assert run.metrics["latency_p50_s"].values == [0.1, 0.1]  # only the finite latencies
+    assert run.metrics["items_per_s"].values == [pytest.approx(4 / 4), pytest.approx(4 / 4)]

@@ -9,6 +9,7 @@ was given (``Reporter.metrics``, at step = items done so far, in the reporter's 
 ``items_per_s``             items finished per second of wall time over the stretch
 ``latency_p50_s`` ... p99   latency percentiles of the stretch (nearest rank)
 ``errors``                  items that failed, in total so far
+``bad_values``              items whose latency, tokens or TTFT was not a number >= 0 (when any)
 ``error_rate``              failed share of the stretch
 ``tokens_per_s``            generated tokens per second of wall time (generation only)
 ``ttft_p50_s``, ``p90``     time to first token percentiles of the stretch (generation only)
@@ -25,6 +26,8 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
+
+from .._safety import warn_once
 
 RESERVOIR = 10_000
 
@@ -59,7 +62,8 @@ class ItemMeter:
         if every < 1:
             raise ValueError(f"every must be at least 1; got {every!r}")
         self._reporter, self._every, self.phase, self._clock = reporter, every, phase, clock
-        self.items = self.errors = self.tokens = 0
+        self.items = self.errors = self.tokens = self.bad_values = 0
+        self._reported = 0  # items at the last report
         self._started = self._since = clock()
         self._latencies: list[float] = []
         self._ttfts: list[float] = []
@@ -78,21 +82,33 @@ class ItemMeter:
         error: BaseException | str | None = None,
     ) -> None:
         """One item done: its latency in seconds; for generation, the tokens generated and the time
-        to the first one; ``error`` when it failed (its latency still counts)."""
+        to the first one; ``error`` when it failed (its latency still counts).
+
+        Never raises: a latency, token count or time to first token that is not a finite number
+        >= 0 is left out of the figures and counted in ``bad_values`` (reported with them)."""
         self.items += 1
-        self._latencies.append(latency_s)
-        self._keep(self._sample, latency_s, self.items)
+        latency = _finite(latency_s)
+        count = _finite(tokens) if tokens is not None else 0.0
+        ttft = _finite(ttft_s) if ttft_s is not None else None
+        if latency is None or count is None or (ttft_s is not None and ttft is None):
+            self.bad_values += 1
+            warn_once(
+                "item-meter", "traincard: item figures that are not numbers >= 0 are counted as bad_values"
+            )
+        if latency is not None:
+            self._latencies.append(latency)
+            self._keep(self._sample, latency, self.items)
         if error is not None:
             self.errors += 1
             self._errors += 1
-        if tokens:
-            self.tokens += tokens
-            self._tokens += tokens
-        if ttft_s is not None:
-            self._ttfts.append(ttft_s)
+        if count:
+            self.tokens += int(count)
+            self._tokens += int(count)
+        if ttft is not None:
+            self._ttfts.append(ttft)
             self._ttft_seen += 1
-            self._keep(self._ttft_sample, ttft_s, self._ttft_seen)
-        if len(self._latencies) >= self._every:
+            self._keep(self._ttft_sample, ttft, self._ttft_seen)
+        if self.items - self._reported >= self._every:
             self.report()
 
     def _keep(self, sample: list[float], value: float, seen: int) -> None:
@@ -105,16 +121,17 @@ class ItemMeter:
 
     def report(self) -> None:
         """Report the items since the last report (nothing when there are none)."""
-        if not self._latencies:
+        n = self.items - self._reported
+        if not n:
             return
         now = self._clock()
         elapsed = max(now - self._since, 1e-9)
-        values = _figures(
-            len(self._latencies), elapsed, self._latencies, self._errors, self._tokens, self._ttfts
-        )
+        values = _figures(n, elapsed, self._latencies, self._errors, self._tokens, self._ttfts)
         values["errors"] = float(self.errors)
+        if self.bad_values:
+            values["bad_values"] = float(self.bad_values)
         self._reporter.metrics(values, step=self.items, phase=self.phase)
-        self._since = now
+        self._since, self._reported = now, self.items
         self._latencies, self._ttfts = [], []
         self._errors = self._tokens = 0
 
@@ -135,7 +152,19 @@ class ItemMeter:
         out = _figures(self.items, elapsed, self._sample, self.errors, self.tokens, self._ttft_sample)
         out["items"] = float(self.items)
         out["errors"] = float(self.errors)
+        out["bad_values"] = float(self.bad_values)
         return out
+
+
+def _finite(value: object) -> float | None:
+    """``value`` as a finite float >= 0 (None: it is not one)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]  # a number, a numpy or torch scalar, or junk
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
 
 
 def _figures(
