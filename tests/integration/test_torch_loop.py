@@ -66,3 +66,19 @@ def test_instrumenting_again_after_close_attaches_again(store_dir: Path) -> None
     second.close()
     traincard_otel.shutdown()
     assert len(traincard_otel.load(store_dir).step_times[0].steps) == 3 + 4
+
+
+def test_a_model_hint_that_is_no_model_costs_nothing_and_a_bad_peak_fails_at_start(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from traincard_otel.exceptions import ConfigError
+
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    handle = traincard_otel.instrument(opt, model="not a model")  # no FLOPs fields, no error
+    handle.close()
+    traincard_otel.shutdown()
+    assert "flops_per_token" not in traincard_otel.load(store_dir).status["progress"]
+    monkeypatch.setenv("TRAINCARD_PEAK_FLOPS", "fast")
+    with pytest.raises(ConfigError, match="TRAINCARD_PEAK_FLOPS='fast': give FLOP/s"):
+        traincard_otel.instrument(torch.optim.SGD(model.parameters(), lr=0.1), model=model)

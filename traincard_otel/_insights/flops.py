@@ -32,8 +32,10 @@ import os
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
+from .._safety import internal_error
 from .._types import Foreign
 from ..environment_variables import TRAINCARD_PEAK_FLOPS
+from ..exceptions import ConfigError
 
 # Dense peak TFLOP/s per GPU from NVIDIA's datasheets and architecture whitepapers, by the dtype
 # of the matrix multiplications: "fp32" (no tensor cores), "tf32", "bf16", "fp16" (tensor cores,
@@ -115,7 +117,7 @@ def peak_flops(device: str | None, dtype: str = "bf16", environ: Mapping[str, st
     """The dense peak FLOP/s of one ``device`` (an NVML name; None: no accelerator) for ``dtype``.
 
     Raises:
-        ValueError: ``TRAINCARD_PEAK_FLOPS`` is set but is not a positive number.
+        ConfigError: ``TRAINCARD_PEAK_FLOPS`` is set but is not a positive number.
     """
     raw = (os.environ if environ is None else environ).get(TRAINCARD_PEAK_FLOPS, "").strip()
     if raw:
@@ -124,7 +126,7 @@ def peak_flops(device: str | None, dtype: str = "bf16", environ: Mapping[str, st
         except ValueError:
             value = math.nan
         if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{TRAINCARD_PEAK_FLOPS}={raw!r}: give FLOP/s per accelerator, e.g. 3.12e14")
+            raise ConfigError(f"{TRAINCARD_PEAK_FLOPS}={raw!r}: give FLOP/s per accelerator, e.g. 3.12e14")
         return Peak(value, TRAINCARD_PEAK_FLOPS)
     if not device:
         return Peak(None, "no GPU (set TRAINCARD_PEAK_FLOPS to compare with a known peak)")
@@ -245,3 +247,15 @@ def training_fields(model: Foreign, dtype: str) -> dict[str, float | str | None]
         "peak_flops": peak.flops,
         "peak_source": peak.source,
     }
+
+
+def model_fields(model: Foreign, mixed_precision: str | None = None) -> dict[str, float | str | None]:
+    """:func:`training_fields` of a model the user handed over (``instrument(..., model=)``), in
+    the dtype :func:`compute_dtype` reads; empty, with the error logged once, if it cannot be read."""
+    try:
+        return training_fields(model, compute_dtype(model, mixed_precision))
+    except ConfigError:  # a bad TRAINCARD_PEAK_FLOPS: say so at start
+        raise
+    except Exception as exc:  # a model object of any kind: never an error in the user's set-up
+        internal_error("model FLOPs", exc)
+        return {}

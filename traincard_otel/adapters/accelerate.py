@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .._insights.flops import compute_dtype, training_fields
+from .._insights.flops import model_fields
 from .._optional import require
 from .._reporter import Reporter
 from .._safety import guarded
@@ -101,7 +101,7 @@ def attach(accelerator: Foreign, reporter: Reporter, model: Foreign = None) -> A
     model = model if model is not None else next(iter(getattr(accelerator, "_models", ())), None)
     if model is not None:
         precision = str(getattr(accelerator, "mixed_precision", "no"))
-        reporter.progress(**training_fields(model, compute_dtype(model, precision)))
+        reporter.progress(**model_fields(model, precision))
     tracker = TraincardTracker(reporter)
     if accelerator.is_main_process:
         accelerator.trackers.append(tracker)

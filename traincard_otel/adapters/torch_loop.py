@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from .._insights.flops import compute_dtype, training_fields
+from .._insights.flops import model_fields
 from .._optional import require
 from .._reporter import Reporter
 from .._safety import guarded
@@ -54,7 +54,7 @@ class LoopTracker:
             self._handles.append(optimizer.register_step_pre_hook(self._before_step))
         self.closed = False  # instrument() attaches afresh once closed
         if model is not None:  # model FLOPs per token, for MFU
-            reporter.progress(**training_fields(model, compute_dtype(model)))
+            reporter.progress(**model_fields(model))
 
     @guarded("torch_loop.pre_step", None)
     def _before_step(self, optimizer: object, args: object, kwargs: object) -> None:
