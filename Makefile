@@ -17,16 +17,13 @@ $(BIN)/.installed: pyproject.toml
 
 venv: $(BIN)/.installed
 
-# Debian packages for the browser and Prometheus tests (root or sudo; skipped when present), and
-# Azurite (the Azure Blob emulator) from npm into ./node_modules for the Azure store tests.
+# Debian packages for the browser and Prometheus tests, each installed only when its command is
+# missing (scripts/system-packages.sh; never npm beside a preinstalled Node.js), and Azurite (the
+# Azure Blob emulator) from npm into ./node_modules for the Azure store tests.
 AZURITE_VERSION = 3.35.0
 
 system-packages:
-	@if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null || ! command -v promtool >/dev/null \
-	    || ! command -v npm >/dev/null || ! command -v openssl >/dev/null; then \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver prometheus npm openssl >/dev/null; \
-	fi
+	@scripts/system-packages.sh
 	@test -x node_modules/.bin/azurite-blob || npm install --prefix . --no-save --no-package-lock --no-audit --no-fund azurite@$(AZURITE_VERSION) >/dev/null
 
 demo: venv
