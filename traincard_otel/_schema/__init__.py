@@ -19,13 +19,16 @@ from __future__ import annotations
 from .doc import render_markdown
 from .metrics import (
     ALL_METRICS,
+    GPU_PREFIXES,
     GPU_TORCH_MEMORY,
     NOT_STORED_METRICS,
+    REPORTED_FRACTIONS,
     SYSTEM_METRICS,
     TRAINING_METRICS,
     InstrumentKind,
     Metric,
     MetricSpec,
+    SystemMetric,
 )
 from .names import PHASE_SPAN_PREFIX, RUN_SPAN, Attr, Event, event_names
 from .records import (
@@ -42,21 +45,17 @@ from .records import (
     SourcedReport,
     StatusSnapshot,
     StepEnd,
-    StoredEvent,
-    StoredLog,
-    StoredMetricPoint,
-    StoredMetricRow,
-    StoredSpan,
-    StoredSpanEvent,
     StoreKind,
     SystemReport,
 )
 
 __all__ = [
     "ALL_METRICS",
+    "GPU_PREFIXES",
     "GPU_TORCH_MEMORY",
     "NOT_STORED_METRICS",
     "PHASE_SPAN_PREFIX",
+    "REPORTED_FRACTIONS",
     "RUN_SPAN",
     "SYSTEM_METRICS",
     "TRAINING_METRICS",
@@ -79,12 +78,7 @@ __all__ = [
     "StatusSnapshot",
     "StepEnd",
     "StoreKind",
-    "StoredEvent",
-    "StoredLog",
-    "StoredMetricPoint",
-    "StoredMetricRow",
-    "StoredSpan",
-    "StoredSpanEvent",
+    "SystemMetric",
     "SystemReport",
     "event_names",
     "render_markdown",

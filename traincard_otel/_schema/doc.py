@@ -44,17 +44,28 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
         f"`{Attr.EXCEPTION_TYPE}`, `{Attr.EXCEPTION_MESSAGE}`, `{Attr.EXCEPTION_STACKTRACE}`; body: the "
         "failure summary (type, message, traceback, phase, step, last metrics, last system, verdict)",
     ),
-    (Event.RUN_RESUMED, f"a new attempt: `{Attr.ATTEMPT}`, `{Attr.STEP}`, `{Attr.RESUME_SOURCE}`"),
+    (
+        Event.RUN_RESUMED,
+        f"a new attempt: `{Attr.ATTEMPT}`, `{Attr.STEP}`, `{Attr.RESUME_SOURCE}` (from the trainer); how "
+        f"the attempt before ended (from the store): `{Attr.PREVIOUS_ATTEMPT}`, `{Attr.PREVIOUS_STEP}`, "
+        f"`{Attr.PREVIOUS_END}` (exception, signal, finished, vanished), `{Attr.PREVIOUS_EXCEPTION_TYPE}`, "
+        f"`{Attr.SIGNAL}`, `{Attr.PREVIOUS_VERDICT}`, `{Attr.PREVIOUS_EVIDENCE}`",
+    ),
     (Event.RUN_REWIND, f"a step counter moving backwards: `{Attr.STEP}`, `{Attr.REWIND_FROM}`"),
     (Event.STALL_STARTED, f"watchdog: `{Attr.STALL_IDLE_S}`, `{Attr.STALL_THRESHOLD_S}`"),
     (Event.STALL_CLEARED, f"watchdog: `{Attr.STALL_DURATION_S}`"),
-    (Event.RANK_LOST, f"a rank whose heartbeat stopped: `{Attr.LOST_RANK}`, `{Attr.HEARTBEAT_AGE_S}`"),
+    (
+        Event.RANK_LOST,
+        f"a rank whose heartbeat stopped: `{Attr.LOST_RANK}`, `{Attr.HOST_NAME}`, `{Attr.STEP}`, "
+        f"`{Attr.HEARTBEAT_AGE_S}`",
+    ),
     (Event.RANK_RECOVERED, f"a lost rank heard from again: `{Attr.LOST_RANK}`"),
     (
         Event.GANG_FIRST_FAILURE,
         f"the first rank of a `@parallel` gang to fail (the control node says it once): `{Attr.RANK}`, "
-        f"`{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`, `{Attr.GANG_FAILURE_HOW}`, `{Attr.STEP}`, "
-        f"`{Attr.GANG_HEARTBEAT_AT}`, `{Attr.GANG_CONSEQUENCES}`",
+        f"`{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`, `{Attr.PROCESS_PID}`, `{Attr.GANG_FAILURE_HOW}`, "
+        f"`{Attr.STEP}`, `{Attr.GANG_HEARTBEAT_AT}`, `{Attr.GANG_CONSEQUENCES}`, `{Attr.SIGNAL}` and "
+        f"`{Attr.PROCESS_EXIT_CODE}` (when known)",
     ),
     (Event.GANG_RANK_HUNG, "a rank whose heartbeat stopped while nothing says it ended; same attributes"),
     (
@@ -68,12 +79,13 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
 )
 
 _RESOURCE_DOC: Final = (
-    f"`service.name` (flow name unless `OTEL_SERVICE_NAME`), `{Attr.MF_FLOW_NAME}`, `{Attr.MF_RUN_ID}`, "
+    f"`{Attr.SERVICE_NAME}` (flow name unless `OTEL_SERVICE_NAME`), `{Attr.MF_FLOW_NAME}`, "
+    f"`{Attr.MF_RUN_ID}`, "
     f"`{Attr.MF_STEP_NAME}`, `{Attr.MF_TASK_ID}`, `{Attr.MF_RETRY_COUNT}`, `{Attr.MF_ORIGIN_RUN_ID}`, "
     f"`{Attr.MF_PATHSPEC}`, `{Attr.RANK}`, `{Attr.LOCAL_RANK}`, `{Attr.WORLD_SIZE}`, `{Attr.NODE_RANK}`, "
     f"`{Attr.ROLE}` (rank or launcher), `{Attr.NODE_INDEX}`, `{Attr.PARALLEL_NODE_INDEX}`, "
     f"`{Attr.PARALLEL_NUM_NODES}`, `{Attr.PARALLEL_CONTROL_TASK_ID}` (in a `@parallel` gang), "
-    "`host.name`, `process.pid`, plus everything in `OTEL_RESOURCE_ATTRIBUTES`."
+    f"`{Attr.HOST_NAME}`, `{Attr.PROCESS_PID}`, plus everything in `OTEL_RESOURCE_ATTRIBUTES`."
 )
 
 

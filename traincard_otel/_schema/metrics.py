@@ -146,74 +146,94 @@ TRAINING_METRICS: Final[tuple[MetricSpec, ...]] = tuple(
     v for v in vars(Metric).values() if isinstance(v, MetricSpec)
 )
 
-GPU_TORCH_MEMORY: Final = "traincard.gpu.torch.memory"
+_GPU: Final = f"`{Attr.HW_ID}`, `{Attr.HW_NAME}`, `{Attr.HW_VENDOR}`"
 
-#: Host, process and GPU instruments (semantic conventions), created by ``telemetry.instruments``.
-SYSTEM_METRICS: Final[tuple[MetricSpec, ...]] = (
-    MetricSpec("system.cpu.utilization", "gauge", "1", "", "host CPU utilization (0-1)"),
-    MetricSpec(
+
+class SystemMetric:
+    """Host, process and GPU instruments (semantic conventions), sampled by ``_telemetry``."""
+
+    CPU_UTILIZATION: Final = MetricSpec(
+        "system.cpu.utilization", "gauge", "1", "", "host CPU utilization (0-1)"
+    )
+    MEMORY_USAGE: Final = MetricSpec(
         "system.memory.usage",
         "updowncounter",
         "By",
-        "`system.memory.state` (used, free, cached, buffers)",
+        f"`{Attr.MEMORY_STATE}` (used, free, cached, buffers)",
         "host memory",
-    ),
-    MetricSpec("system.memory.utilization", "gauge", "1", "`system.memory.state`", "host memory fraction"),
-    MetricSpec("system.memory.limit", "updowncounter", "By", "", "host (or cgroup) memory limit"),
-    MetricSpec("system.disk.io", "counter", "By", "`disk.io.direction` (read, write)", "host disk bytes"),
-    MetricSpec(
+    )
+    MEMORY_UTILIZATION: Final = MetricSpec(
+        "system.memory.utilization", "gauge", "1", f"`{Attr.MEMORY_STATE}`", "host memory fraction"
+    )
+    MEMORY_LIMIT: Final = MetricSpec(
+        "system.memory.limit", "updowncounter", "By", "", "host (or cgroup) memory limit"
+    )
+    DISK_IO: Final = MetricSpec(
+        "system.disk.io", "counter", "By", f"`{Attr.DISK_IO_DIRECTION}` (read, write)", "host disk bytes"
+    )
+    NETWORK_IO: Final = MetricSpec(
         "system.network.io",
         "counter",
         "By",
-        "`network.io.direction` (receive, transmit)",
+        f"`{Attr.NETWORK_IO_DIRECTION}` (receive, transmit)",
         "host network bytes",
-    ),
-    MetricSpec(
+    )
+    PROCESS_CPU_UTILIZATION: Final = MetricSpec(
         "process.cpu.utilization",
         "gauge",
         "1",
         "",
         "this process and its children, fraction of one core x cores",
-    ),
-    MetricSpec(
+    )
+    PROCESS_MEMORY_USAGE: Final = MetricSpec(
         "process.memory.usage",
         "updowncounter",
         "By",
         "",
         "RSS of this process and its children (the process tree is re-read every 10 s)",
-    ),
-    MetricSpec(
-        "hw.gpu.utilization",
-        "gauge",
-        "1",
-        "`hw.id`, `hw.name`, `hw.vendor`, `hw.gpu.task`",
-        "GPU busy fraction",
-    ),
-    MetricSpec("hw.gpu.memory.usage", "updowncounter", "By", "`hw.id`, `hw.name`, `hw.vendor`", "VRAM used"),
-    MetricSpec("hw.gpu.memory.limit", "updowncounter", "By", "`hw.id`, `hw.name`, `hw.vendor`", "VRAM total"),
-    MetricSpec(
-        "hw.gpu.memory.utilization", "gauge", "1", "`hw.id`, `hw.name`, `hw.vendor`", "VRAM used / total"
-    ),
-    MetricSpec(
-        "hw.temperature", "gauge", "Cel", "`hw.id`, `hw.name`, `hw.vendor`, `hw.type`", "GPU temperature"
-    ),
-    MetricSpec("hw.power", "gauge", "W", "`hw.id`, `hw.name`, `hw.vendor`, `hw.type`", "GPU power draw"),
-    MetricSpec(
-        "hw.energy",
+    )
+    GPU_UTILIZATION: Final = MetricSpec(
+        "hw.gpu.utilization", "gauge", "1", f"{_GPU}, `{Attr.HW_GPU_TASK}`", "GPU busy fraction"
+    )
+    GPU_MEMORY_USAGE: Final = MetricSpec("hw.gpu.memory.usage", "updowncounter", "By", _GPU, "VRAM used")
+    GPU_MEMORY_LIMIT: Final = MetricSpec("hw.gpu.memory.limit", "updowncounter", "By", _GPU, "VRAM total")
+    GPU_MEMORY_UTILIZATION: Final = MetricSpec(
+        "hw.gpu.memory.utilization", "gauge", "1", _GPU, "VRAM used / total"
+    )
+    TEMPERATURE: Final = MetricSpec(
+        "hw.temperature", "gauge", "Cel", f"{_GPU}, `{Attr.HW_TYPE}`", "GPU temperature"
+    )
+    POWER: Final = MetricSpec("hw.power", "gauge", "W", f"{_GPU}, `{Attr.HW_TYPE}`", "GPU power draw")
+    ENERGY: Final = MetricSpec(
+        "hw.energy", "counter", "J", f"{_GPU}, `{Attr.HW_TYPE}`", "GPU energy since driver load"
+    )
+    ERRORS: Final = MetricSpec(
+        "hw.errors",
         "counter",
-        "J",
-        "`hw.id`, `hw.name`, `hw.vendor`, `hw.type`",
-        "GPU energy since driver load",
-    ),
-    MetricSpec("hw.errors", "counter", "{error}", "`hw.id`, `hw.type`, `error.type`", "ECC / XID errors"),
-    MetricSpec(
-        GPU_TORCH_MEMORY,
+        "{error}",
+        f"`{Attr.HW_ID}`, `{Attr.HW_TYPE}`, `{Attr.ERROR_TYPE}`",
+        "ECC / XID errors",
+    )
+    TORCH_MEMORY: Final = MetricSpec(
+        "traincard.gpu.torch.memory",
         "gauge",
         "By",
-        "`hw.id`, `traincard.torch.memory.kind` (allocated, reserved, peak)",
+        f"`{Attr.HW_ID}`, `{Attr.TORCH_MEMORY_KIND}` (allocated, reserved, peak)",
         "this process's torch CUDA allocator, on the GPUs it allocated on",
-    ),
+    )
+
+
+#: Host, process and GPU instruments, created by ``_telemetry.instruments``.
+SYSTEM_METRICS: Final[tuple[MetricSpec, ...]] = tuple(
+    v for v in vars(SystemMetric).values() if isinstance(v, MetricSpec)
 )
+GPU_TORCH_MEMORY: Final = SystemMetric.TORCH_MEMORY.name
+#: Name prefixes of the GPU instruments (created only where the sampler reads a GPU).
+GPU_PREFIXES: Final = ("hw.", "traincard.gpu.")
+
+#: Semantic-convention fractions the package does not sample but shows as percentages when a
+#: user reports them (``Reporter.system``).
+REPORTED_FRACTIONS: Final = ("system.filesystem.utilization", "process.memory.utilization")
 
 ALL_METRICS: Final[tuple[MetricSpec, ...]] = TRAINING_METRICS + SYSTEM_METRICS
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final, NamedTuple, TypedDict
 
-from .._types import JsonObject, JsonValue, Reported
+from .._types import JsonObject, Reported
 
 # -- records from the training thread to the converter -----------------------------------------
 # NamedTuples: a report is built on the training thread, where each µs counts (a NamedTuple costs
@@ -167,54 +167,3 @@ class StoreKind:
     EVENT: Final = "e"
     SPAN: Final = "s"
     METRIC_POINT: Final = "x"
-
-
-class StoredMetricRow(TypedDict, total=False):
-    k: str
-    t: float
-    s: int | None
-    p: str | None
-    v: dict[str, float]
-    g: dict[str, str] | None
-
-
-class StoredLog(TypedDict):
-    k: str
-    t: float
-    lvl: str
-    msg: str
-    a: JsonObject
-
-
-class StoredEvent(TypedDict, total=False):
-    k: str
-    t: float
-    n: str
-    a: JsonObject
-    b: JsonValue
-
-
-class StoredSpanEvent(TypedDict):
-    n: str
-    t: float
-    a: JsonObject
-
-
-class StoredSpan(TypedDict):
-    k: str
-    n: str
-    t0: float
-    t1: float
-    st: str
-    a: JsonObject
-    ev: list[StoredSpanEvent]
-
-
-class StoredMetricPoint(TypedDict, total=False):
-    k: str
-    t: float
-    n: str
-    u: str
-    a: JsonObject
-    v: float
-    c: int
