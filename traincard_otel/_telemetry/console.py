@@ -188,6 +188,13 @@ class _FdTee:
                 self._broken = True
                 internal_error("console capture", exc)
 
+    def leave_to_parent(self) -> None:
+        # A forked child writes on into the pipe (its fd is a copy of the parent's write end),
+        # and the parent's reader records it; the child's copies of the reader's ends go.
+        for fd in (self._read, self.original):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
     def stop(self, timeout_s: float) -> None:
         self._stopping = True
         os.dup2(self.original, self.fd)  # our pipe's write end closes: the reader sees the end
@@ -223,6 +230,11 @@ class _StreamTee:
     def __getattr__(self, name: str) -> object:
         return getattr(self.original, name)
 
+    def leave_to_parent(self) -> None:
+        # The parent's splitter is no use in a forked child: its lines would reach no queue.
+        if getattr(sys, self.name) is self:
+            setattr(sys, self.name, self.original)
+
     def stop(self, timeout_s: float) -> None:
         if getattr(sys, self.name) is self:
             setattr(sys, self.name, self.original)
@@ -253,6 +265,13 @@ class ConsoleCapture:
                     self._tees.append(_StreamTee(name, splitter))
                     self.mode = "stream" if self.mode == "off" else self.mode
         return self
+
+    def leave_to_parent(self) -> None:
+        """In a forked child: what it prints still reaches the parent's capture where descriptors
+        are captured (they are inherited); nothing here records it a second time."""
+        for tee in self._tees:
+            tee.leave_to_parent()
+        self._tees = []
 
     def stop(self, timeout_s: float = 0.5) -> None:
         for name in ("stdout", "stderr"):
