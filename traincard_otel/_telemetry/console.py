@@ -10,9 +10,11 @@ Lines become records with ``log.iostream`` (stdout, stderr) and this process's r
 a Python traceback is one ERROR record carrying the whole block; a line that says it is a warning
 is WARNING; any other stderr line is ERROR, except a progress bar; stdout is INFO. Carriage-return
 progress bars (tqdm) keep only their latest state: one record when the bar's line ends, and at
-most one every ``PROGRESS_EVERY_S`` while it runs. Lines longer than ``MAX_LINE_CHARS`` are cut
-with a mark; bytes that are not UTF-8 are escaped. Text that a ``logging`` record already brought
-to the card (a StreamHandler printing it) is not recorded twice.
+most one every ``PROGRESS_EVERY_S`` while it runs. Text printed while a bar is drawing (a Python
+warning) follows the bar's state on its line and ends it: the record keeps it, as the terminal
+does, at the text's severity. Lines longer than ``MAX_LINE_CHARS`` are cut with a mark; bytes
+that are not UTF-8 are escaped. Text that a ``logging`` record already brought to the card (a
+StreamHandler printing it) is not recorded twice.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ PROGRESS_EVERY_S = 30.0
 PARSE_EVERY_S = 0.2
 _WARNING = re.compile(r"\b(warn(ing)?s?|[A-Za-z]*Warning)\b[:\]]?", re.I)
 _TRACEBACK = "Traceback (most recent call last):"
+_TRACEBACK_BYTES = _TRACEBACK.encode()
 
 #: (level, line, traceback or None, stream) -> None
 Sink = Callable[[str, str, str | None, str], None]
@@ -81,6 +84,12 @@ class LineSplitter:
         raw = raw.rstrip(b"\r")
         if progress:
             raw = raw.rsplit(b"\r", 1)[-1]
+            # Printed while a bar was drawing: the text follows the bar's state, and the newline
+            # keeps both on the terminal. A traceback there starts its block.
+            start = raw.find(_TRACEBACK_BYTES)
+            if start > 0:
+                self._emit(_text(raw[:start]), True)
+                raw = raw[start:]
         line, dropped = _text(raw), self._dropped
         self._dropped = 0
         if self._traceback is not None:
@@ -107,10 +116,10 @@ class LineSplitter:
         self._after_seen = self._seen(line)
         if self._after_seen:
             return
-        if progress:
-            level = "INFO"
-        elif _WARNING.search(line):
+        if _WARNING.search(line):  # also a warning printed after a bar's state on its line
             level = "WARNING"
+        elif progress:
+            level = "INFO"
         else:
             level = "ERROR" if self.stream == "stderr" else "INFO"
         self._sink(level, _cut(line, dropped), None, self.stream)
