@@ -1,6 +1,6 @@
 """Who failed first in a gang, who hung, who is slow: read from what every rank and node stored.
 
-Pure functions of a :class:`~traincard_otel._store.rundata.RunData` (no I/O), applied by the gang
+Pure functions of a :class:`~traincard_otel._data.rundata.RunData` (no I/O), applied by the gang
 reader so that ``traincard_otel.load()``, the CLI and the card tell the same story:
 
 * :mod:`.ranks`: one row per training rank (node, host, pid, status, last step and heartbeat,
@@ -27,7 +27,7 @@ __all__ = ["analyze", "host_oom_evidence"]
 LAST_METRICS = 12  # in the failure summary
 
 if TYPE_CHECKING:
-    from .rundata import RunData
+    from .._data.rundata import RunData
 
 
 def _last_metrics(data: RunData) -> JsonObject:

@@ -15,7 +15,7 @@ STRAGGLER_MIN_STEPS = 5  # ... over at least this many steps, is named as the sl
 RECENT_STEPS = 20
 
 if TYPE_CHECKING:
-    from .rundata import RunData, Series
+    from .._data.rundata import RunData, Series
 
 
 def _latest_attempt_values(series: Series) -> Sequence[float]:

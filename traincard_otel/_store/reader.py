@@ -10,12 +10,13 @@ from __future__ import annotations
 import gc
 import json
 
+from .._data.rundata import Record, RunData, Series
 from .._types import JsonObject
 from . import layout, segment
 from .backends import Backend
+from .columns import rank_series
 from .parts import add_table
 from .records import add_record, add_step_columns
-from .rundata import Record, RunData, Series, rank_series
 
 __all__ = ["RunData", "Series", "StoreReader", "rank_series", "read_store"]
 

@@ -18,13 +18,13 @@ from collections.abc import Callable
 from typing import Protocol
 
 from .._card.payload import build_payload
+from .._data.rundata import RunData
 from .._insights.baseline import Baseline
 from .._load import load_baseline
 from .._safety import report_internal_error
 from .._schema import Attr, Event
 from .._store.backends import Backend
 from .._store.reader import StoreReader
-from .._store.rundata import RunData
 from .._types import Foreign, JsonObject
 from ..environment_variables import TRAINCARD_BASELINE
 
@@ -96,7 +96,7 @@ class Refresher:
         # The baseline is a finished run: found and read once, on its own thread (a slow metadata
         # service or datastore delays only the overlay), then kept for every later payload.
         self._baseline_spec, self._pathspec = baseline, pathspec
-        self.baseline: Baseline[RunData] | None = None
+        self.baseline: Baseline | None = None
         self._baseline_thread = threading.Thread(
             target=self._find_baseline, name="traincard-baseline", daemon=True
         )
