@@ -26,7 +26,17 @@ from .._convert.anomalies import parse_rules
 from .._identity import MetaflowIdentity, RankIdentity, resource_attributes
 from .._queue import ReportQueue
 from .._safety import internal_error, report_internal_error
-from .._schema import RUN_SPAN, Attr, Event, Failure, LifecycleEvent, LogLine, Metric, StatusSnapshot
+from .._schema import (
+    RUN_SPAN,
+    Attr,
+    Event,
+    Failure,
+    LifecycleEvent,
+    LogLine,
+    Metric,
+    StatusSnapshot,
+    SystemMetric,
+)
 from .._store.backends import Backend
 from .._store.writer import StoreWriter
 from .._telemetry.health import Watchdog
@@ -220,7 +230,8 @@ class Pipeline:
         return {s.reading_key: s.value for s in getattr(snap, "samples", ())}
 
     def gpu_utilization(self) -> list[float]:
-        return [v for k, v in self.last_system().items() if k.startswith("hw.gpu.utilization")]
+        snap = self.sampler.latest() if self.sampler is not None else None
+        return [s.value for s in getattr(snap, "samples", ()) if s.name == SystemMetric.GPU_UTILIZATION.name]
 
     def event(self, name: str, attributes: Mapping[str, Reported], body: Reported = None) -> None:
         """Queue a lifecycle event (the watchdog's and the pipeline's own)."""

@@ -15,10 +15,10 @@ from . import layout, segment
 from .backends import Backend
 from .parts import add_table
 from .records import add_record, add_step_columns
-from .rundata import Record, RunData, Series, rank_series, series_key
+from .rundata import Record, RunData, Series, rank_series
 from .time_order import in_time_order
 
-__all__ = ["RunData", "Series", "StoreReader", "rank_series", "read_store", "series_key"]
+__all__ = ["RunData", "Series", "StoreReader", "rank_series", "read_store"]
 
 
 class StoreReader:
