@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from helpers import series
+from helpers import series, subprocess_env
 
 import traincard_otel
 from traincard_otel import _pipeline
@@ -166,3 +168,56 @@ def test_the_reader_and_the_card_draw_system_series_in_time_order(tmp_path: Path
     (chart,) = system_charts(data, Mode(live=False))
     (line,) = chart["series"]
     assert line["x"] == [1.0, 3.0]
+
+
+GROUP_CHILD = """
+import sys, torch.distributed as dist, traincard_otel
+if sys.argv[1] == "group":
+    dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=0, world_size=1)
+print(traincard_otel.Reporter().enabled)
+"""
+
+
+@pytest.mark.parametrize("group", [True, False])
+def test_a_child_that_joins_a_process_group_itself_is_a_rank(
+    group: bool, store_dir: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("torch")
+    reporter = traincard_otel.Reporter()  # the parent reports: its children inherit the marker
+    env = subprocess_env(
+        TRAINCARD_DIR=str(store_dir), **{children.ENV_PARENT: os.environ[children.ENV_PARENT]}
+    )
+    mode = "group" if group else "plain"
+    out = subprocess.run(
+        [sys.executable, "-c", GROUP_CHILD, mode, str(tmp_path / "pg")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == [
+        str(group)
+    ]  # torch.multiprocessing.spawn workers do; a plain child does not
+    reporter.close()
+
+
+def test_a_forked_child_of_a_process_group_member_is_no_rank(store_dir: Path, tmp_path: Path) -> None:
+    dist = pytest.importorskip("torch.distributed")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        reporter = traincard_otel.Reporter()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # a DataLoader worker of a DDP rank: the group it sees is its parent's
+            try:
+                os.write(write, str(traincard_otel.Reporter().enabled).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        assert os.read(read, 100) == b"False"
+        os.close(read)
+        reporter.close()
+    finally:
+        dist.destroy_process_group()
