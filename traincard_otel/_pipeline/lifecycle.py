@@ -42,6 +42,7 @@ from .._store.writer import StoreWriter
 from .._telemetry.health import Watchdog
 from .._types import JsonObject, Reported
 from .._version import __version__
+from . import children
 from .bounded import bounded, left
 from .insight_gauges import InsightGauges
 from .providers import build_providers
@@ -290,6 +291,7 @@ class Pipeline:
         self.emit_status()
         if self.writer is not None:
             self.writer.request_flush()
+        children.claim()
 
     def flush(self, timeout_s: float | None = None) -> bool:
         timeout = self.settings.shutdown_timeout_s if timeout_s is None else timeout_s
