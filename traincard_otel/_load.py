@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ._config import baseline_spec
 from ._insights.baseline import Baseline, main_metric
+from ._store.attribution import settle
 from ._store.reader import RunData, Series, read_store
 from ._targets import PATHSPEC, backend_for, is_store, resolve_one, stores_under
 from ._types import Foreign
@@ -57,7 +58,11 @@ def load(target: object, *, baseline: str | None = None) -> RunData:
     from ._store.gang import GangReader
 
     gang = GangReader.for_task(backend, title)  # any task of a @parallel gang reads all its nodes
-    data = gang.read() if gang is not None else read_store(backend, source=title)
+    if gang is not None:
+        data = gang.read()
+    else:
+        data = read_store(backend, source=title)
+        settle(data)  # ranks of one torchrun, accelerate or srun launch: who failed first
     if baseline is not None:
         data.baseline = load_baseline(_pathspec_of(target, title), baseline)
     return data
