@@ -75,6 +75,35 @@ ENV_CONTROL_TASK = "TRAINCARD_GANG_CONTROL"
 ENV_LAUNCHER_PID = "TRAINCARD_LAUNCHER_PID"
 
 
+# Every variable a launcher sets to give a process its rank (torchrun, accelerate, SLURM, MPI,
+# Metaflow @parallel and @traincard's gang nodes): what :func:`launched_rank` and
+# :func:`detect_gang` read; a child process that inherited them unchanged is no rank.
+RANK_VARIABLES = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "GROUP_RANK",
+    "NODE_RANK",
+    "LOCAL_WORLD_SIZE",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NTASKS",
+    "SLURM_NODEID",
+    "SLURM_STEP_ID",
+    "SLURM_STEP_NUM_TASKS",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_RANK",
+    "MF_PARALLEL_NODE_INDEX",
+    "MF_PARALLEL_CONTROL_TASK_ID",
+    ENV_NODE_INDEX,
+    ENV_CONTROL_TASK,
+    ENV_LAUNCHER_PID,
+)
+
+
 def detect_gang(env: Mapping[str, str] | None = None) -> GangIdentity | None:
     """The ``@parallel`` gang this process belongs to, from ``@traincard``'s or Metaflow's variables."""
     env = os.environ if env is None else env
@@ -110,7 +139,8 @@ def launched_rank(env: Mapping[str, str] | None = None) -> RankIdentity | None:
     another's world size (a ``torchrun`` inside an ``srun`` task has both).
     """
     env = os.environ if env is None else env
-    if (rank := _env_int(env, "RANK")) is not None:
+    if (rank := _env_int(env, "RANK")) is not None or _env_int(env, "WORLD_SIZE") is not None:
+        rank = rank or 0
         world = _env_int(env, "WORLD_SIZE")
         local = _env_int(env, "LOCAL_RANK")
         node = _env_int(env, "GROUP_RANK", "NODE_RANK")
@@ -230,8 +260,8 @@ def resource_attributes(
         Attr.WORLD_SIZE: rank.world_size,
         Attr.NODE_RANK: rank.node_rank,
         Attr.ROLE: "launcher" if rank.launcher else "rank",
-        "host.name": socket.gethostname(),
-        "process.pid": os.getpid(),
+        Attr.HOST_NAME: socket.gethostname(),
+        Attr.PROCESS_PID: os.getpid(),
     }
     if rank.gang is not None:  # a Grafana panel splits by node and rank with these
         attrs[Attr.NODE_INDEX] = rank.gang.node_index
@@ -253,5 +283,5 @@ def resource_attributes(
             attrs[Attr.MF_ORIGIN_RUN_ID] = mf.origin_run_id
     name = service_name or (mf.flow_name if mf else None)
     if name:
-        attrs["service.name"] = name
+        attrs[Attr.SERVICE_NAME] = name
     return attrs

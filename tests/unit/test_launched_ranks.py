@@ -26,8 +26,6 @@ from traincard_otel._store.locate import default_local_dir
 from traincard_otel._store.writer import StoreWriter
 from traincard_otel._telemetry.siblings import describe, exit_status
 
-NOW = time.time()
-
 SRUN = {
     "SLURM_JOB_ID": "77",
     "SLURM_STEP_ID": "3",
@@ -124,7 +122,7 @@ def _run(root: Path, states: dict[int, dict[str, Any]]) -> Path:
         writer.set_state(
             {
                 "status": "running",
-                "started_at": NOW - 100,
+                "started_at": time.time() - 100,
                 "host": "host0",
                 "pid": 100 + rank,
                 "local_rank": rank,
@@ -139,16 +137,17 @@ def _run(root: Path, states: dict[int, dict[str, Any]]) -> Path:
 
 
 def test_a_rank_silent_since_before_the_other_ended_is_the_first_failure(tmp_path: Path) -> None:
+    now = time.time()
     run = traincard_otel.load(
         _run(
             tmp_path,
             {
-                0: {"status": "terminated", "terminated_by": "SIGTERM", "step": 50, "updated_at": NOW - 29},
-                1: {"step": 44, "heartbeat_at": NOW - 30.5, "updated_at": NOW - 30},
+                0: {"status": "terminated", "terminated_by": "SIGTERM", "step": 50, "updated_at": now - 29},
+                1: {"step": 44, "heartbeat_at": now - 30.5, "updated_at": now - 30},
             },
         )
     )
-    section = gang_section(run, NOW)
+    section = gang_section(run, now)
     assert section is not None
     first = section["first_failure"]
     assert (first["rank"], first["step"], first["how"]) == (1, 44, "vanished without a terminal record")
@@ -160,43 +159,46 @@ def test_a_rank_silent_since_before_the_other_ended_is_the_first_failure(tmp_pat
 
 
 def test_a_rank_that_may_still_write_is_not_ended_yet(tmp_path: Path) -> None:
+    now = time.time()
     # rank 0 raised a moment ago; rank 1 wrote 1.5 s ago and writes every 2 s: it may be alive
     run = traincard_otel.load(
         _run(
             tmp_path,
             {
-                0: {"status": "failed", "step": 50, "updated_at": NOW - 0.5},
-                1: {"step": 50, "heartbeat_at": NOW - 1.5, "updated_at": NOW - 1.5},
+                0: {"status": "failed", "step": 50, "updated_at": now - 0.5},
+                1: {"step": 50, "heartbeat_at": now - 1.5, "updated_at": now - 1.5},
             },
         )
     )
-    section = gang_section(run, NOW)
+    section = gang_section(run, now)
     assert section is not None and section["first_failure"]["rank"] == 0
     assert {r["rank"]: r["status"] for r in section["ranks"]}[1] == "running"
 
 
 def test_a_rank_still_writing_after_the_other_ended_is_not_vanished(tmp_path: Path) -> None:
+    now = time.time()
     # blocked in a collective after rank 0 terminated: its flush thread still writes its state
     states = {
-        0: {"status": "terminated", "terminated_by": "SIGTERM", "step": 50, "updated_at": NOW - 30},
-        1: {"step": 50, "heartbeat_at": NOW - 31, "updated_at": NOW - 10},
+        0: {"status": "terminated", "terminated_by": "SIGTERM", "step": 50, "updated_at": now - 30},
+        1: {"step": 50, "heartbeat_at": now - 31, "updated_at": now - 10},
     }
-    section = gang_section(traincard_otel.load(_run(tmp_path, states)), NOW)
+    section = gang_section(traincard_otel.load(_run(tmp_path, states)), now)
     assert section is not None and section["first_failure"]["rank"] == 0
     assert section["first_failure"]["consequences"] == []
 
 
 def test_a_sibling_that_saw_the_rank_end_gives_its_signal(tmp_path: Path) -> None:
-    seen = {"rank": 1, "local_rank": 1, "pid": 101, "time": NOW - 2, "exitcode": -9, "signal": "SIGKILL"}
+    now = time.time()
+    seen = {"rank": 1, "local_rank": 1, "pid": 101, "time": now - 2, "exitcode": -9, "signal": "SIGKILL"}
     states = {
         0: {
             "status": "failed",
             "step": 49,
-            "updated_at": NOW - 1.5,
-            "failure": {"type": "RuntimeError", "message": "Connection closed by peer", "time": NOW - 1.9},
+            "updated_at": now - 1.5,
+            "failure": {"type": "RuntimeError", "message": "Connection closed by peer", "time": now - 1.9},
             "ended_siblings": [{**seen, "seen_at_step": 49}],
         },
-        1: {"step": 44, "heartbeat_at": NOW - 2.5, "updated_at": NOW - 2.4},
+        1: {"step": 44, "heartbeat_at": now - 2.5, "updated_at": now - 2.4},
     }
     run = traincard_otel.load(_run(tmp_path, states))  # read at once: no waiting for silence
     first = run.gang["summary"]["first_failure"]
@@ -213,15 +215,16 @@ def test_a_sibling_that_saw_the_rank_end_gives_its_signal(tmp_path: Path) -> Non
 def test_a_sibling_that_saw_the_rank_end_without_a_failing_status_still_ends_it(
     tmp_path: Path, code: int | None
 ) -> None:
-    seen = {"rank": 1, "local_rank": 1, "pid": 101, "time": NOW - 2, "exitcode": code, "signal": None}
+    now = time.time()
+    seen = {"rank": 1, "local_rank": 1, "pid": 101, "time": now - 2, "exitcode": code, "signal": None}
     states = {
         0: {
             "status": "terminated",
             "terminated_by": "SIGTERM",
-            "updated_at": NOW - 1.5,
+            "updated_at": now - 1.5,
             "ended_siblings": [seen],
         },
-        1: {"step": 44, "heartbeat_at": NOW - 2.5, "updated_at": NOW - 2.4},
+        1: {"step": 44, "heartbeat_at": now - 2.5, "updated_at": now - 2.4},
     }
     first = traincard_otel.load(_run(tmp_path, states)).gang["summary"]["first_failure"]
     assert first["rank"] == 1 and first["how"] == "vanished without a terminal record"
