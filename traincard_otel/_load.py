@@ -13,6 +13,7 @@ from ._config import baseline_spec
 from ._data.rundata import RunData, Series
 from ._insights.baseline import Baseline, main_metric
 from ._run import LoadedRun
+from ._store.attribution import settle
 from ._store.reader import read_store
 from ._targets import PATHSPEC, backend_for, is_store, resolve_one, stores_under
 from ._types import Foreign
@@ -59,7 +60,11 @@ def load(target: object, *, baseline: str | None = None) -> LoadedRun:
     from ._store.gang import GangReader
 
     gang = GangReader.for_task(backend, title)  # any task of a @parallel gang reads all its nodes
-    data = gang.read() if gang is not None else read_store(backend, source=title)
+    if gang is not None:
+        data = gang.read()
+    else:
+        data = read_store(backend, source=title)
+        settle(data)  # ranks of one torchrun, accelerate or srun launch: who failed first
     run = LoadedRun.of(data)
     if baseline is not None:
         run.baseline = load_baseline(_pathspec_of(target, title), baseline)

@@ -28,30 +28,9 @@ from collections.abc import Mapping
 
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-ENV_PARENT = "TRAINCARD_PARENT"
+from .._identity import RANK_VARIABLES
 
-# Every variable a launcher sets to give a process its rank (torchrun, accelerate, SLURM, MPI,
-# Metaflow @parallel and @traincard's gang nodes): a child that inherited them unchanged is no rank.
-RANK_VARIABLES = (
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "GROUP_RANK",
-    "NODE_RANK",
-    "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_RESTART_COUNT",
-    "SLURM_PROCID",
-    "SLURM_LOCALID",
-    "SLURM_NTASKS",
-    "SLURM_NODEID",
-    "OMPI_COMM_WORLD_RANK",
-    "PMI_RANK",
-    "MF_PARALLEL_NODE_INDEX",
-    "MF_PARALLEL_CONTROL_TASK_ID",
-    "TRAINCARD_NODE_INDEX",
-    "TRAINCARD_GANG_CONTROL",
-    "TRAINCARD_LAUNCHER_PID",
-)
+ENV_PARENT = "TRAINCARD_PARENT"
 
 _group_at_fork = False  # a forked child's process group is its parent's, not its own
 
