@@ -11,9 +11,11 @@ Lines become records with ``log.iostream`` (stdout, stderr) and this process's r
 a Python traceback is one ERROR record carrying the whole block; a line that says it is a warning
 is WARNING; any other stderr line is ERROR, except a progress bar; stdout is INFO. Carriage-return
 progress bars (tqdm) keep only their latest state: one record when the bar's line ends, and at
-most one every ``PROGRESS_EVERY_S`` while it runs. Lines longer than ``MAX_LINE_CHARS`` are cut
-with a mark; bytes that are not UTF-8 are escaped. Text that a ``logging`` record already brought
-to the card (a StreamHandler printing it) is not recorded twice.
+most one every ``PROGRESS_EVERY_S`` while it runs. Text printed while a bar is drawing (a Python
+warning) follows the bar's state on its line and ends it: the record keeps it, as the terminal
+does, at the text's severity. Lines longer than ``MAX_LINE_CHARS`` are cut with a mark; bytes
+that are not UTF-8 are escaped. Text that a ``logging`` record already brought to the card (a
+StreamHandler printing it) is not recorded twice.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ READ_BYTES = 65536
 PIPE_BYTES = 1 << 20
 _WARNING = re.compile(r"\b(warn(ing)?s?|[A-Za-z]*Warning)\b[:\]]?", re.I)
 _TRACEBACK = "Traceback (most recent call last):"
+_TRACEBACK_BYTES = _TRACEBACK.encode()
 
 #: (level, line, traceback or None, stream) -> None
 Sink = Callable[[str, str, str | None, str], None]
@@ -85,6 +88,12 @@ class LineSplitter:
         raw = raw.rstrip(b"\r")
         if progress:
             raw = raw.rsplit(b"\r", 1)[-1]
+            # Printed while a bar was drawing: the text follows the bar's state, and the newline
+            # keeps both on the terminal. A traceback there starts its block.
+            start = raw.find(_TRACEBACK_BYTES)
+            if start > 0:
+                self._emit(_text(raw[:start]), True)
+                raw = raw[start:]
         line, dropped = _text(raw), self._dropped
         self._dropped = 0
         if self._traceback is not None:
@@ -111,10 +120,10 @@ class LineSplitter:
         self._after_seen = self._seen(line)
         if self._after_seen:
             return
-        if progress:
-            level = "INFO"
-        elif _WARNING.search(line):
+        if _WARNING.search(line):  # also a warning printed after a bar's state on its line
             level = "WARNING"
+        elif progress:
+            level = "INFO"
         else:
             level = "ERROR" if self.stream == "stderr" else "INFO"
         self._sink(level, _cut(line, dropped), None, self.stream)
@@ -204,6 +213,13 @@ class _FdTee:
                 self._broken = True
                 internal_error("console capture", exc)
 
+    def leave_to_parent(self) -> None:
+        # A forked child writes on into the pipe (its fd is a copy of the parent's write end),
+        # and the parent's reader records it; the child's copies of the reader's ends go.
+        for fd in (self._read, self.original):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
     def stop(self, timeout_s: float) -> None:
         self._stopping = True
         os.dup2(self.original, self.fd)  # our pipe's write end closes: the reader sees the end
@@ -239,6 +255,11 @@ class _StreamTee:
     def __getattr__(self, name: str) -> object:
         return getattr(self.original, name)
 
+    def leave_to_parent(self) -> None:
+        # The parent's splitter is no use in a forked child: its lines would reach no queue.
+        if getattr(sys, self.name) is self:
+            setattr(sys, self.name, self.original)
+
     def stop(self, timeout_s: float) -> None:
         if getattr(sys, self.name) is self:
             setattr(sys, self.name, self.original)
@@ -269,6 +290,13 @@ class ConsoleCapture:
                     self._tees.append(_StreamTee(name, splitter))
                     self.mode = "stream" if self.mode == "off" else self.mode
         return self
+
+    def leave_to_parent(self) -> None:
+        """In a forked child: what it prints still reaches the parent's capture where descriptors
+        are captured (they are inherited); nothing here records it a second time."""
+        for tee in self._tees:
+            tee.leave_to_parent()
+        self._tees = []
 
     def stop(self, timeout_s: float = 0.5) -> None:
         for name in ("stdout", "stderr"):
