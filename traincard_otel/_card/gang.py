@@ -1,6 +1,6 @@
 """The card's gang section: nodes, ranks, stragglers, the first failure and hung ranks.
 
-Pure (no Metaflow, no I/O): the analysis is :func:`traincard_otel._store.attribution.analyze` (the
+Pure (no Metaflow, no I/O): the analysis is :func:`traincard_otel._insights.gang.attribution.analyze` (the
 same that ``load()`` applies to a gang); this adds the headline lines the panel starts with.
 ``card.js`` draws the section in the gang panel.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from .._store.attribution import analyze
+from .._insights.gang.attribution import analyze
 from .._store.reader import RunData
 from .._types import JsonObject
 

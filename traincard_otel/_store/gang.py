@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from .._data.rundata import RunData, Series, series_key
+from .._insights.gang.attribution import analyze
 from .._types import JsonObject
-from .attribution import analyze
 from .backends import Backend, LocalBackend, MetaflowBackend
 from .columns import concat
 from .reader import StoreReader

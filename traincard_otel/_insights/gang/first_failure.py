@@ -6,7 +6,7 @@ failure record, for the card's failure panel and ``load().failure``."""
 
 from __future__ import annotations
 
-from .._types import JsonObject
+from ..._types import JsonObject
 
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 

@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Mapping
 
-from .._types import JsonObject, JsonValue
+from ..._types import JsonObject, JsonValue
 
 # The samplers' reading keys, ``name[hw.id]{attr=value,...}`` (telemetry._samples.Sample).
 _READING_KEY = re.compile(r"^([^\[{]+)(?:\[([^\]]*)\])?(?:\{(.*)\})?$")

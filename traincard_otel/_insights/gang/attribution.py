@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from .._types import JsonObject
+from ..._types import JsonObject
 from .first_failure import first_failure, panel_failure
 from .node_readings import aggregates, host_oom_evidence, node_system
 from .ranks import hung_ranks, rank_table, stragglers
@@ -27,7 +27,7 @@ __all__ = ["analyze", "host_oom_evidence"]
 LAST_METRICS = 12  # in the failure summary
 
 if TYPE_CHECKING:
-    from .._data.rundata import RunData
+    from ..._data.rundata import RunData
 
 
 def _last_metrics(data: RunData) -> JsonObject:
