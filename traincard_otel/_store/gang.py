@@ -23,8 +23,9 @@ import json
 import time
 from pathlib import Path
 
-from .._data.rundata import RunData, Series, series_key
+from .._data.rundata import RunData, Series
 from .._insights.gang.attribution import analyze
+from .._schema.keys import series_key
 from .._types import JsonObject
 from .backends import Backend, LocalBackend, MetaflowBackend
 from .columns import concat

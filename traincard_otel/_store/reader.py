@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import json
 
-from .._data.rundata import Record, RunData, Series, series_key
+from .._data.rundata import Record, RunData, Series
 from .._types import JsonObject
 from . import layout, segment
 from .backends import Backend
@@ -18,7 +18,7 @@ from .columns import rank_series
 from .parts import add_table
 from .records import add_record, add_step_columns
 
-__all__ = ["RunData", "Series", "StoreReader", "rank_series", "read_store", "series_key"]
+__all__ = ["RunData", "Series", "StoreReader", "rank_series", "read_store"]
 
 
 class StoreReader:
