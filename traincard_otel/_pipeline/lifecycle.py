@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -56,7 +57,10 @@ _SCOPE = "traincard_otel"
 
 
 class Pipeline:
-    """Everything one process runs for telemetry: providers, converter, store writer, sampler."""
+    """Everything one process runs for telemetry: providers, converter, store writer, sampler.
+
+    Building one starts nothing (no thread, no hook, no event); :meth:`start` starts it.
+    """
 
     def __init__(
         self,
@@ -100,7 +104,7 @@ class Pipeline:
         run_meter: Meter = meter if self.providers.exports_metrics else NoOpMeter(_SCOPE, __version__)
         self.sampler: SystemSampler | None = None
         try:
-            self._start_sampler(meter)
+            self._build_sampler(meter)
         except Exception as exc:
             internal_error("system sampler", exc)
         self.converter = Converter(
@@ -138,21 +142,30 @@ class Pipeline:
         self.card_refresher_started = False
         self._close_lock = threading.Lock()
         self.on_shutdown: list[Callable[[], None]] = [self.watchdog.stop]
+        self._log_handler: logbridge.QueueHandler | None = None
+        self.console: ConsoleCapture | None = None
+
+    def start(self) -> Pipeline:
+        """Start what runs on its own: the writer, the flush schedule, the watchdog, the system
+        sampler, the log and console capture; then record that the run started."""
         if self.writer is not None:
             self.writer.start()
         self.schedule.start()
         self.watchdog.start()
-        self._log_handler: logbridge.QueueHandler | None = None
-        self.console: ConsoleCapture | None = None
-        if settings.log_level != "OFF":
-            handler = self._log_handler = logbridge.attach(self.queue, settings.log_level)
+        try:
+            self._start_sampler()
+        except Exception as exc:
+            internal_error("system sampler", exc)
+        if self.settings.log_level != "OFF":
+            handler = self._log_handler = logbridge.attach(self.queue, self.settings.log_level)
             self.on_shutdown.append(lambda: logbridge.detach(handler))
-        if settings.capture_console:
+        if self.settings.capture_console:
             self._capture_console()
         self.event(
             Event.RUN_STARTED,
-            {Attr.ATTEMPT: self.attempt, Attr.RANK: rank.rank, Attr.HOST_NAME: str(os.uname().nodename)},
+            {Attr.ATTEMPT: self.attempt, Attr.RANK: self.rank.rank, Attr.HOST_NAME: str(os.uname().nodename)},
         )
+        return self
 
     def _pipeline_instruments(self, meter: Meter) -> None:
         def restarts(_options: CallbackOptions) -> list[Observation]:
@@ -193,15 +206,19 @@ class Pipeline:
             return
         self.on_shutdown.insert(0, console.stop)  # first: what was printed last still gets in
 
-    def _start_sampler(self, meter: Meter) -> None:
+    def _build_sampler(self, meter: Meter) -> None:
         # One sampler per node: N ranks on a node must not report the node N times.
         if not self.settings.system or self.rank.local_rank != 0:
             return
         from .._telemetry import SystemSampler, register_system_instruments
 
         self.sampler = SystemSampler(self.settings.system_interval_s)
-        self.sampler.start()
         register_system_instruments(meter, self.sampler)
+
+    def _start_sampler(self) -> None:
+        if self.sampler is None:
+            return
+        self.sampler.start()
         reader = self.providers.store_reader
         if reader is not None:  # each sample stored once, as it is taken (the first is taken already)
             reader.collect()
@@ -237,12 +254,13 @@ class Pipeline:
         """Queue a lifecycle event (the watchdog's and the pipeline's own)."""
         self.queue.put(LifecycleEvent(time.time(), name, dict(attributes), body))
 
-    def record_failure(self, exc: BaseException) -> None:
-        import traceback
-
+    def failure(self, exc: BaseException, *, flush: bool = True) -> None:
+        """Record an exception that ends training (``Reporter.failure`` and the uncaught-exception
+        hook both come here), then flush (bounded) so it survives the crash."""
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self.queue.put(Failure(time.time(), exc, text))
-        self.flush()
+        if flush:
+            self.flush()
 
     def state(self) -> StatusSnapshot:
         q = self.queue
