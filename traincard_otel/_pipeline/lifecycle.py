@@ -25,6 +25,7 @@ from .._config import Settings
 from .._convert import Converter
 from .._convert.anomalies import parse_rules
 from .._identity import MetaflowIdentity, RankIdentity, resource_attributes
+from .._insights.analysis import Insights, analyse
 from .._queue import ReportQueue
 from .._safety import internal_error, report_internal_error
 from .._schema import (
@@ -39,6 +40,7 @@ from .._schema import (
     SystemMetric,
 )
 from .._store.backends import Backend
+from .._store.reader import StoreReader
 from .._store.writer import StoreWriter
 from .._telemetry.health import Watchdog
 from .._types import JsonObject, Reported
@@ -118,7 +120,11 @@ class Pipeline:
             anomaly_rules=anomaly_rules,
         )
         self._pipeline_instruments(run_meter)
-        self.insight_gauges = InsightGauges(run_meter)  # the live card's refresher publishes to it
+        # Goodput and MFU from this process's own store (rank 0: its timeline is the run's), until
+        # a live card's refresher publishes the analysis it draws instead.
+        own = backend is not None and rank.rank == 0
+        self._own_reader: StoreReader | None = None
+        self.insight_gauges = InsightGauges(run_meter, source=self._own_insights if own else None)
         self.watchdog = Watchdog(
             progress=lambda: (self.queue.step, self.queue.heartbeat_at),
             recent_step_times=self.converter.rows.recent_durations,
@@ -261,6 +267,14 @@ class Pipeline:
         self.queue.put(Failure(time.time(), exc, text))
         if flush:
             self.flush()
+
+    def _own_insights(self) -> Insights | None:
+        """What this process's store holds so far, analysed (read incrementally)."""
+        if self.backend is None:
+            return None
+        if self._own_reader is None:
+            self._own_reader = StoreReader(self.backend, source=self.mf.pathspec if self.mf else None)
+        return analyse(self._own_reader.read())
 
     def state(self) -> StatusSnapshot:
         q = self.queue
