@@ -264,7 +264,7 @@ def converter(rounds: int, steps: int, before: Path | None) -> tuple[list[dict[s
                 cmd = [sys.executable, __file__, "--child-converter", "--steps", str(steps)]
                 path = os.pathsep.join((str(checkouts[name]), str(REPO)))
                 env = dict(os.environ, PYTHONPATH=path, TRAINCARD_DIR=f"{tmp}/store")
-                subprocess.run(cmd + ["--result", result], cwd=checkouts[name], env=env, check=True)
+                subprocess.run([*cmd, "--result", result], cwd=checkouts[name], env=env, check=True)
                 runs[name].append(json.loads(Path(result).read_text()))
     rows = [
         {
