@@ -309,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         child(bool(args.child), args.steps, args.skip, args.result)
         return {}
     if args.quick:
-        args.pairs, args.rounds, args.steps, args.skip = 1, 1, 30, 10
+        args.pairs, args.rounds, args.steps, args.skip = 1, 1, 12, 4
     if args.converter:
         rows, raw = converter(args.rounds, args.steps * 10, args.before)
         return report("log_every_step_converter", rows, None, args.json, raw=raw)
