@@ -49,6 +49,7 @@ from .schedule import FlushSchedule
 
 if TYPE_CHECKING:
     from .._telemetry import SystemSampler
+    from .._telemetry.console import ConsoleCapture
 
 logger = logging.getLogger("traincard_otel")
 _SCOPE = "traincard_otel"
@@ -141,8 +142,10 @@ class Pipeline:
             self.writer.start()
         self.schedule.start()
         self.watchdog.start()
+        self._log_handler: logbridge.QueueHandler | None = None
+        self.console: ConsoleCapture | None = None
         if settings.log_level != "OFF":
-            handler = logbridge.attach(self.queue, settings.log_level)
+            handler = self._log_handler = logbridge.attach(self.queue, settings.log_level)
             self.on_shutdown.append(lambda: logbridge.detach(handler))
         if settings.capture_console:
             self._capture_console()
@@ -184,7 +187,7 @@ class Pipeline:
             return any(m in line for m in list(queue.recent_messages) if len(m) >= 8)
 
         try:
-            console = ConsoleCapture(sink, seen).start()
+            console = self.console = ConsoleCapture(sink, seen).start()
         except Exception as exc:
             internal_error("console capture", exc)
             return
@@ -199,6 +202,27 @@ class Pipeline:
         self.sampler = SystemSampler(self.settings.system_interval_s)
         self.sampler.start()
         register_system_instruments(meter, self.sampler)
+        reader = self.providers.store_reader
+        if reader is not None:  # each sample stored once, as it is taken (the first is taken already)
+            reader.collect()
+            self.sampler.add_listener(lambda _snapshot: reader.collect())
+
+    def leave_to_parent(self) -> None:
+        """In a forked child: this copy is the parent's pipeline, and goes silent here.
+
+        Its threads did not survive the fork and nothing restarts them; it is closed, so the exit
+        hooks leave it alone; Python logging no longer feeds its queue (a child's warning reaches
+        the parent's console capture through the inherited stderr instead), and the console
+        capture stops holding this process's copies of its descriptors.
+        """
+        self.closed = True
+        try:
+            if self._log_handler is not None:
+                logbridge.detach(self._log_handler)
+            if self.console is not None:
+                self.console.leave_to_parent()
+        except Exception as exc:
+            internal_error("leaving a forked child", exc)
 
     # -- what other parts read ------------------------------------------------------------------
     def last_system(self) -> dict[str, float]:
@@ -307,7 +331,7 @@ class Pipeline:
             self.run_span.end(end_time=int(end * 1e9))
             if self.sampler is not None:
                 self.sampler.stop(0.5)
-            # Collect the store metric reader once more so the last system sample is kept.
+            # The OTLP metric readers export what they hold (the store's took each sample already).
             mp = self.providers.meter_provider
             bounded(lambda: mp.force_flush(1000), left(deadline, 1.0), default=False)
             if self.writer is not None:
