@@ -12,24 +12,37 @@ import time
 from .._store.attribution import analyze
 from .._store.reader import RunData
 from .._types import JsonObject
+from .payload.contract import Banner, Gang
 
 
-def gang_section(data: RunData, now: float | None = None) -> JsonObject | None:
+def gang_section(data: RunData, now: float | None = None) -> Gang | None:
     """The gang panel's data; ``None`` for a run with one rank and no gang."""
     section = analyze(data, now)
     if section is None:
         return None
-    section["headline"] = headline(section)
-    return section
+    return {
+        "world_size": section["world_size"],
+        "num_nodes": section["num_nodes"],
+        "nodes": section["nodes"],
+        "ranks": section["ranks"],
+        "stragglers": section["stragglers"],
+        "first_failure": section["first_failure"],
+        "hung": section["hung"],
+        "waiting": section["waiting"],
+        "waits": section["waits"],
+        "aggregates": section["aggregates"],
+        "failure": section.get("failure"),
+        "headline": headline(section),
+    }
 
 
 def _clock(t: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t)) if t else "never"
 
 
-def headline(section: JsonObject) -> list[dict[str, str]]:
+def headline(section: JsonObject) -> list[Banner]:
     """Banner lines for the gang: the first failure, hung ranks, the slowest rank, barrier waits."""
-    out = []
+    out: list[Banner] = []
     first = section.get("first_failure")
     if first is not None:
         text = (

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from .._card.payload import build_payload
+from .._card.payload.contract import Gang
 from .._insights.baseline import Baseline
 from .._load import load_baseline
 from .._safety import report_internal_error
@@ -25,7 +26,7 @@ from .._schema import Attr, Event
 from .._store.backends import Backend
 from .._store.reader import StoreReader
 from .._store.rundata import RunData
-from .._types import Foreign, JsonObject
+from .._types import Foreign, JsonObject, JsonValue
 from ..environment_variables import TRAINCARD_BASELINE
 
 
@@ -76,10 +77,10 @@ class Refresher:
         retry_s: float = 0.25,
         reader: Reader | None = None,
         emit: Callable[[str, JsonObject], None] | None = None,
-        publish: Callable[[JsonObject], None] | None = None,
+        publish: Callable[[Mapping[str, JsonValue]], None] | None = None,
         baseline: str = "none",
         pathspec: str | None = None,
-        publish_gang: Callable[[JsonObject], None] | None = None,
+        publish_gang: Callable[[Mapping[str, JsonValue]], None] | None = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self._cards, self._busy = cards, busy
@@ -134,18 +135,19 @@ class Refresher:
             payload = build_payload(data, live=True, hourly_cost=self.hourly_cost, baseline=self.baseline)
             for card in cards:
                 card.refresh(payload)
-            if self._publish is not None and payload.get("insights"):
+            if self._publish is not None:
                 self._publish(payload["insights"])
-            if self._emit is not None and payload.get("gang"):
-                self._gang_events(payload["gang"])
-            if self._publish_gang is not None and payload.get("gang"):
-                self._publish_gang(payload["gang"])
+            gang = payload["gang"]
+            if self._emit is not None and gang:
+                self._gang_events(gang)
+            if self._publish_gang is not None and gang:
+                self._publish_gang(gang)
             self.pushed += 1
         except Exception as exc:
             report_internal_error("card refresher", exc)
         return True
 
-    def _gang_events(self, gang: JsonObject) -> None:
+    def _gang_events(self, gang: Gang) -> None:
         """One OTel event per first failure and per hung rank, for alert rules to fire on."""
         assert self._emit is not None
         first = gang.get("first_failure")

@@ -19,7 +19,7 @@ from typing import Final
 from ..._insights.baseline import Baseline, compare, main_metric
 from ..._schema.keys import is_tagged
 from ..._store.reader import RunData, Series
-from ..._types import JsonObject
+from .contract import BaselineSection
 from .series import Mode, downsample
 from .training import chart_name
 
@@ -62,11 +62,11 @@ def _overlaid(data: RunData, base: RunData) -> list[str]:
     return [k for k in keys if k is not None][:MAX_SERIES]
 
 
-def baseline_section(data: RunData, baseline: Baseline[RunData] | None, mode: Mode) -> JsonObject | None:
+def baseline_section(data: RunData, baseline: Baseline[RunData] | None, mode: Mode) -> BaselineSection | None:
     """The ``baseline`` object of the payload (``docs/card-payload.md``); None without a baseline."""
     if baseline is None:
         return None
-    out: JsonObject = {
+    out: BaselineSection = {
         "label": baseline.label,
         "run_id": baseline.run_id,
         "name": baseline.short,

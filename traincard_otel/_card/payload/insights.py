@@ -19,9 +19,21 @@ from typing import Final
 
 from ..._insights.flops import mfu
 from ..._insights.goodput import CATEGORIES, goodput
+from ..._insights.goodput import Goodput as GoodputFigures
 from ..._schema import Attr, Event
 from ..._store.reader import RunData, Series
-from ..._types import JsonObject, JsonValue
+from ..._types import JsonValue
+from .contract import (
+    Anomaly,
+    Chart,
+    ChartSeries,
+    Efficiency,
+    Goodput,
+    Insights,
+    Marker,
+    RankEfficiency,
+    RunCost,
+)
 from .series import Mode, xy
 
 MAX_ATTENTION: Final = 50  # the panel lists the newest; the count says how many there were
@@ -53,9 +65,9 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def anomalies(data: RunData) -> list[JsonObject]:
+def anomalies(data: RunData) -> list[Anomaly]:
     """Every recorded anomaly, oldest first."""
-    out = []
+    out: list[Anomaly] = []
     for e in data.events:
         if e.get("name") != Event.ANOMALY:
             continue
@@ -78,9 +90,9 @@ def anomalies(data: RunData) -> list[JsonObject]:
     return out
 
 
-def anomaly_markers(data: RunData) -> list[JsonObject]:
+def anomaly_markers(data: RunData) -> list[Marker]:
     """Vertical lines on the step charts at the newest anomalies (one per step and kind)."""
-    seen: dict[tuple[int, str], JsonObject] = {}
+    seen: dict[tuple[int, str], Marker] = {}
     for a in anomalies(data):
         if a["step"] is not None:
             seen[(a["step"], a["kind"])] = {"x": a["step"], "label": a["label"], "kind": "anomaly"}
@@ -99,7 +111,7 @@ def _recent_median(series: Series | None) -> float | None:
     return statistics.median(values) if values else None
 
 
-def efficiency(data: RunData) -> JsonObject | None:
+def efficiency(data: RunData) -> Efficiency | None:
     """Model FLOPs per token, achieved FLOP/s and MFU (None when no adapter reported FLOPs)."""
     progress = data.status.get("progress") or {}
     dense = _number(progress.get("flops_per_token"))
@@ -108,7 +120,7 @@ def efficiency(data: RunData) -> JsonObject | None:
     attention = _number(progress.get("attention_flops_per_position")) or 0.0
     peak = _number(progress.get("peak_flops"))
     ranks = sorted(int(k) for k in data.step_times)
-    per_rank: list[JsonObject] = []
+    per_rank: list[RankEfficiency] = []
     for rank in ranks:
         tokens = _recent_median(data.throughput.get(f"tokens_per_second{{rank={rank}}}"))
         samples = _recent_median(data.throughput.get(f"samples_per_second{{rank={rank}}}"))
@@ -127,7 +139,7 @@ def efficiency(data: RunData) -> JsonObject | None:
                 "mfu": mfu(per_token, tokens, peak) if peak else None,
             }
         )
-    achieved_total = sum(r["achieved_flops"] for r in per_rank) if per_rank else None
+    achieved_total = sum(r["achieved_flops"] or 0.0 for r in per_rank) if per_rank else None
     first = per_rank[0] if per_rank else None
     return {
         "flops_per_token": first["flops_per_token"] if first else dense,
@@ -142,19 +154,19 @@ def efficiency(data: RunData) -> JsonObject | None:
     }
 
 
-def mfu_charts(data: RunData, mode: Mode) -> list[JsonObject]:
+def mfu_charts(data: RunData, mode: Mode) -> list[Chart]:
     """An MFU chart by step in percent, per rank (tokens/s x FLOPs per token / peak); none without a
     known peak."""
     e = efficiency(data)
     peak = e["peak_flops"] if e else None
     if not e or not peak or not e["ranks"]:
         return []
-    series = []
+    series: list[ChartSeries] = []
     for r in e["ranks"]:
         rates = data.throughput.get(f"tokens_per_second{{rank={r['rank']}}}")
         if rates is None:
             continue
-        scale = 100 * r["flops_per_token"] / peak  # percent
+        scale = 100 * (r["flops_per_token"] or 0.0) / peak  # percent
         view = Series(
             name="mfu",
             tags={"rank": str(r["rank"])},
@@ -166,7 +178,14 @@ def mfu_charts(data: RunData, mode: Mode) -> list[JsonObject]:
         )
         x, y = xy(view, mode)
         series.append({"label": f"rank {r['rank']}", "x": x, "y": y})
-    chart = {"id": "mfu", "title": "MFU", "group": "training", "unit": "%", "x": "step", "series": series}
+    chart: Chart = {
+        "id": "mfu",
+        "title": "MFU",
+        "group": "training",
+        "unit": "%",
+        "x": "step",
+        "series": series,
+    }
     return [chart] if series else []
 
 
@@ -182,7 +201,7 @@ def _tokens(data: RunData) -> float:
     return total
 
 
-def cost(data: RunData, wall_s: float, badput_s: float | None, hourly: float | None) -> JsonObject | None:
+def cost(data: RunData, wall_s: float, badput_s: float | None, hourly: float | None) -> RunCost | None:
     """Cost so far for ``wall_s`` at ``hourly`` per node, per 1k training tokens, and of badput."""
     if not hourly:
         return None
@@ -199,7 +218,20 @@ def cost(data: RunData, wall_s: float, badput_s: float | None, hourly: float | N
     }
 
 
-def insights_section(data: RunData, now: float, hourly_cost: float | None = None) -> JsonObject:
+def _goodput(g: GoodputFigures) -> Goodput:
+    return {
+        "wall_s": g.wall_s,
+        "seconds": dict(g.seconds),
+        "ratio": g.ratio,
+        "badput_s": g.badput_s,
+        "rank": g.rank,
+        "attempts": g.attempts,
+        "running": g.running,
+        "categories": [{"key": k, "label": CATEGORY_LABELS[k], "seconds": g.seconds[k]} for k in CATEGORIES],
+    }
+
+
+def insights_section(data: RunData, now: float, hourly_cost: float | None = None) -> Insights:
     """The ``insights`` object of the payload (``docs/card-payload.md``)."""
     found = anomalies(data)
     g = goodput(data, now)
@@ -216,14 +248,7 @@ def insights_section(data: RunData, now: float, hourly_cost: float | None = None
     return {
         "attention": found[-MAX_ATTENTION:],
         "attention_total": len(found),
-        "goodput": None
-        if g is None
-        else {
-            **g.as_dict(),
-            "categories": [
-                {"key": k, "label": CATEGORY_LABELS[k], "seconds": g.seconds[k]} for k in CATEGORIES
-            ],
-        },
+        "goodput": None if g is None else _goodput(g),
         "efficiency": efficiency(data),
         "cost": cost(data, wall or 0.0, g.badput_s if g is not None else None, hourly),
     }
