@@ -198,3 +198,29 @@ def test_the_check_fails_on_a_field_no_type_declares() -> None:
     js += "  function caller() { var ins = S.payload.insights; renderMore(ins); }\n"
     violations, _checked = check_all({"x.js": js})
     assert sorted(v.read for v in violations) == ["eta_seconds", "msg", "no_such_section", "secs", "wall"]
+
+
+def test_the_payload_page_ends_with_the_generated_contract() -> None:
+    from helpers import REPO
+
+    page = (REPO / "docs" / "card-payload.md").read_text(encoding="utf-8")
+    assert page.endswith("\n\n" + contract.render_markdown()), (
+        "docs/card-payload.md is stale: replace its last part with "
+        "`python -m traincard_otel._card.payload.contract`"
+    )
+
+
+def test_every_section_of_a_real_payload_has_its_declared_keys() -> None:
+    """A payload built from a stored run has exactly the keys its types declare (required ones)."""
+    from test_card_sections import _hf_run
+
+    from traincard_otel._card.payload import build_payload
+
+    for live in (False, True):
+        payload = build_payload(_hf_run(), live=live)
+        assert set(payload) == set(typing.get_type_hints(contract.CardPayload))
+        for section in ("run", "names", "insights", "log_info", "system", "empty", "stats"):
+            tp = typing.get_type_hints(contract.CardPayload)[section]
+            assert set(payload[section]) == set(tp.__required_keys__) | (
+                set(payload[section]) & tp.__optional_keys__
+            )

@@ -1,9 +1,9 @@
-"""The card payload's contract: one TypedDict per section, the shape ``card.js`` reads.
+"""The card payload's contract: one TypedDict per section, the shape the card's script reads.
 
-The builders return these types (mypy checks every literal against them), ``docs/card-payload.md``
-is generated from them (``python -m traincard_otel._card.payload.contract > docs/card-payload.md``
-keeps its reference part), and ``tests/unit/test_card_contract.py`` fails if the page's script
-reads a field of a section that the section's type does not have. A field typed ``JsonObject`` is
+The builders return these types (mypy checks every literal against them), the end of
+``docs/card-payload.md`` is generated from them (``python -m traincard_otel._card.payload.contract``),
+and ``tests/unit/test_card_contract.py`` fails if that page is stale or if the card's script reads a
+field of a section that the section's type does not have. A field typed ``JsonObject`` is
 passed through as stored (its inner fields are not part of the contract yet).
 """
 
@@ -16,7 +16,7 @@ from ..._types import JsonObject, JsonValue
 
 
 class Names(TypedDict):
-    """``names``: every wire name the page treats specially (``card.js`` keeps no copies)."""
+    """``names``: every wire name the page treats specially (the script keeps no copies)."""
 
     sections: list[str]
     banners: list[BannerKind]
@@ -326,7 +326,7 @@ class Stats(TypedDict):
 
 
 class CardPayload(TypedDict):
-    """The whole payload: what ``build_payload`` returns and ``card.js`` draws."""
+    """The whole payload: what ``build_payload`` returns and the card's script draws."""
 
     v: int
     final: bool
@@ -349,3 +349,34 @@ class CardPayload(TypedDict):
     health: Health
     gang: Gang | None
     stats: Stats
+
+
+def render_markdown() -> str:
+    """The reference part of ``docs/card-payload.md``: every section type and its fields."""
+    import typing
+
+    out = [
+        "## The contract (generated)",
+        "",
+        "Generated from `traincard_otel/_card/payload/contract.py` (everything below this heading is",
+        "`python -m traincard_otel._card.payload.contract`; `tests/unit/test_card_contract.py` fails if it",
+        "is stale, or if the card's script reads a field these types do not declare). A field marked",
+        "optional may be absent.",
+        "",
+    ]
+    for name, tp in list(globals().items()):
+        if name.startswith("_") or not (isinstance(tp, type) and typing.is_typeddict(tp)):
+            continue
+        hints = {k: getattr(v, "__forward_arg__", v) for k, v in tp.__annotations__.items()}
+        doc = " ".join((tp.__doc__ or "").split()).replace("``", "`")
+        out += [f"### `{name}`", ""] + ([doc, ""] if doc else [])
+        out += ["| field | type |", "|---|---|"]
+        for field, hint in hints.items():
+            optional = " (optional)" if field in getattr(tp, "__optional_keys__", ()) else ""
+            out.append(f"| `{field}`{optional} | `{hint}` |".replace(" | None", " \\| None"))
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")
