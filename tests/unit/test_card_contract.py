@@ -224,3 +224,42 @@ def test_every_section_of_a_real_payload_has_its_declared_keys() -> None:
             assert set(payload[section]) == set(tp.__required_keys__) | (
                 set(payload[section]) & tp.__optional_keys__
             )
+
+
+def _undeclared(value: object, tp: object, path: str) -> list[str]:
+    """Keys in ``value`` that its type does not declare, anywhere inside it."""
+    fields = _fields(tp)
+    if fields is not None and isinstance(value, dict):
+        out = [f"{path}.{k}" for k in value if k not in fields]
+        for k, v in value.items():
+            if k in fields:
+                out += _undeclared(v, fields[k], f"{path}.{k}")
+        return out
+    element = _item(tp)
+    if element is not _OPAQUE and isinstance(value, list):
+        return [bad for i, v in enumerate(value[:50]) for bad in _undeclared(v, element, f"{path}[{i}]")]
+    return []
+
+
+def test_the_browser_tests_hand_made_payloads_fit_the_contract() -> None:
+    """The page is tested in Chromium with hand-made payloads: they use only declared fields, so a
+    field the tests draw is one the builders must produce."""
+    import importlib.util
+
+    from helpers import REPO
+
+    spec = importlib.util.spec_from_file_location("payloads", REPO / "tests" / "browser" / "payloads.py")
+    assert spec is not None and spec.loader is not None
+    payloads = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(payloads)
+
+    made = [
+        payloads.running_payload(),
+        payloads.failed_payload(),
+        payloads.final_payload(),
+        payloads.empty_payload(),
+        payloads.xss_payload(),
+    ]
+    for payload in made:
+        assert _undeclared(payload, contract.CardPayload, "payload") == []
+    assert _undeclared({"run": {"eta": 1}}, contract.CardPayload, "p") == ["p.run.eta"]
