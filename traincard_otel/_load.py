@@ -10,8 +10,11 @@ from collections import OrderedDict
 from pathlib import Path
 
 from ._config import baseline_spec
+from ._data.rundata import RunData, Series
 from ._insights.baseline import Baseline, main_metric
-from ._store.reader import RunData, Series, read_store
+from ._run import LoadedRun
+from ._store.attribution import settle
+from ._store.reader import read_store
 from ._targets import PATHSPEC, backend_for, is_store, resolve_one, stores_under
 from ._types import Foreign
 
@@ -27,7 +30,7 @@ def _is_task_dir_or_url(target: str | os.PathLike[str]) -> bool:
     return os.path.isdir(path) and (is_store(Path(path)) or not stores_under(Path(path)))
 
 
-def load(target: object, *, baseline: str | None = None) -> RunData:
+def load(target: object, *, baseline: str | None = None) -> LoadedRun:
     """Read everything a training task recorded: metric series, phases, checkpoints, logs, status.
 
     Args:
@@ -57,10 +60,15 @@ def load(target: object, *, baseline: str | None = None) -> RunData:
     from ._store.gang import GangReader
 
     gang = GangReader.for_task(backend, title)  # any task of a @parallel gang reads all its nodes
-    data = gang.read() if gang is not None else read_store(backend, source=title)
+    if gang is not None:
+        data = gang.read()
+    else:
+        data = read_store(backend, source=title)
+        settle(data)  # ranks of one torchrun, accelerate or srun launch: who failed first
+    run = LoadedRun.of(data)
     if baseline is not None:
-        data.baseline = load_baseline(_pathspec_of(target, title), baseline)
-    return data
+        run.baseline = load_baseline(_pathspec_of(target, title), baseline)
+    return run
 
 
 def _pathspec_of(target: object, title: str) -> str | None:
@@ -88,7 +96,7 @@ def load_baseline(
     *,
     slim: bool = False,
     timeout_s: float | None = None,
-) -> Baseline[RunData] | None:
+) -> Baseline | None:
     """The baseline of the task ``current`` (a pathspec ``Flow/run/step/task``, or None outside
     Metaflow) for the setting ``spec`` (see :data:`traincard_otel.environment_variables.TRAINCARD_BASELINE`);
     None when ``spec`` is ``none``. Never raises: a missing or unreadable baseline is a
@@ -105,7 +113,7 @@ def load_baseline(
         return None
     if timeout_s is None:
         return _load_baseline(current, spec, slim)
-    box: list[Baseline[RunData]] = []
+    box: list[Baseline] = []
     worker = threading.Thread(
         target=lambda: box.append(_load_baseline(current, spec, slim)), name="traincard-baseline", daemon=True
     )
@@ -117,7 +125,7 @@ def load_baseline(
     return Baseline(label=spec, note=f"baseline {what} could not be read: not within {timeout_s:g} s")
 
 
-def _load_baseline(current: str | None, spec: str, slim: bool) -> Baseline[RunData]:
+def _load_baseline(current: str | None, spec: str, slim: bool) -> Baseline:
     try:
         label, target, run_id, data = _find(current, spec)
     except _NoBaseline as exc:

@@ -8,8 +8,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from .._data.rundata import RunData
 from .._insights.baseline import Baseline
-from .._store.reader import RunData
+from .._run import LoadedRun
 from ._html import assemble_html
 from .payload import build_payload
 
@@ -23,9 +24,11 @@ def render_data(
     live: bool,
     final: bool,
     hourly_cost: float | None = None,
-    baseline: Baseline[RunData] | None = None,
+    baseline: Baseline | None = None,
 ) -> str:
     """The card HTML for already-loaded ``data`` (compared with ``baseline``, else ``data.baseline``)."""
+    if baseline is None and isinstance(data, LoadedRun):
+        baseline = data.baseline
     payload = build_payload(data, live=False, final=final, hourly_cost=hourly_cost, baseline=baseline)
     return assemble_html(payload, live=live)
 

@@ -19,13 +19,14 @@ from typing import Protocol
 
 from .._card.payload import build_payload
 from .._card.payload.contract import Gang
+from .._data.rundata import RunData
 from .._insights.baseline import Baseline
 from .._load import load_baseline
 from .._safety import report_internal_error
 from .._schema import Attr, Event
+from .._store.attribution import settle
 from .._store.backends import Backend
 from .._store.reader import StoreReader
-from .._store.rundata import RunData
 from .._types import Foreign, JsonObject, JsonValue
 from ..environment_variables import TRAINCARD_BASELINE
 
@@ -88,6 +89,9 @@ class Refresher:
         self.pushed = 0
         # A gang's task reads every node's store (a GangReader); any other task, its own.
         self._reader: Reader = reader if reader is not None else StoreReader(backend, source=title)
+        # Its own store may hold several ranks (torchrun in the step): analysed as load() does it;
+        # a GangReader analyses what it reads itself.
+        self._settle = reader is None
         self._emit = emit  # gang events, from the control node only (one event per gang)
         self._publish = publish  # the card's goodput and MFU, for the pipeline's gauges
         self._publish_gang = publish_gang  # a gang's failed and hung ranks, for its metrics
@@ -97,7 +101,7 @@ class Refresher:
         # The baseline is a finished run: found and read once, on its own thread (a slow metadata
         # service or datastore delays only the overlay), then kept for every later payload.
         self._baseline_spec, self._pathspec = baseline, pathspec
-        self.baseline: Baseline[RunData] | None = None
+        self.baseline: Baseline | None = None
         self._baseline_thread = threading.Thread(
             target=self._find_baseline, name="traincard-baseline", daemon=True
         )
@@ -132,6 +136,8 @@ class Refresher:
             return False
         try:
             data = self._reader.read()
+            if self._settle:
+                settle(data)
             payload = build_payload(data, live=True, hourly_cost=self.hourly_cost, baseline=self.baseline)
             for card in cards:
                 card.refresh(payload)

@@ -57,14 +57,13 @@ def build_payload(
     final: bool = False,
     now: float | None = None,
     hourly_cost: float | None = None,
-    baseline: Baseline[RunData] | None = None,
+    baseline: Baseline | None = None,
 ) -> CardPayload:
     """The card payload for ``data``; ``live`` makes a small tail-only update (< ``LIVE_MAX_BYTES``).
 
-    ``baseline`` (default: ``data.baseline``) is the run overlaid on the charts and compared with in
+    ``baseline`` is the run overlaid on the charts and compared with in
     the status bar (:mod:`.baseline`).
     """
-    baseline = baseline if baseline is not None else data.baseline
     if not live:
         return _build(
             data, Mode(live=False), final=final, now=now, hourly_cost=hourly_cost, baseline=baseline
@@ -118,7 +117,7 @@ def _build(
     final: bool,
     now: float | None,
     hourly_cost: float | None,
-    baseline: Baseline[RunData] | None = None,
+    baseline: Baseline | None = None,
 ) -> CardPayload:
     now = time.time() if now is None else now
     kind = run_kind(data)

@@ -62,7 +62,7 @@ def _overlaid(data: RunData, base: RunData) -> list[str]:
     return [k for k in keys if k is not None][:MAX_SERIES]
 
 
-def baseline_section(data: RunData, baseline: Baseline[RunData] | None, mode: Mode) -> BaselineSection | None:
+def baseline_section(data: RunData, baseline: Baseline | None, mode: Mode) -> BaselineSection | None:
     """The ``baseline`` object of the payload (``docs/card-payload.md``); None without a baseline."""
     if baseline is None:
         return None
