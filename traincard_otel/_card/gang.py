@@ -8,11 +8,14 @@ same that ``load()`` applies to a gang); this adds the headline lines the panel 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from .._store.attribution import analyze
 from .._store.reader import RunData
 from .._types import JsonObject
-from .payload.contract import Banner, Gang
+
+if TYPE_CHECKING:  # the payload package imports this module
+    from .payload.contract import Banner, Gang
 
 
 def gang_section(data: RunData, now: float | None = None) -> Gang | None:
