@@ -15,9 +15,10 @@ import json
 from array import array
 from collections.abc import MutableSequence
 
+from .._schema.keys import series_key
 from .._types import Foreign, JsonValue
 from .columns import SMALL, from_arrow_floats, from_arrow_ints, repeat
-from .rundata import RunData, Series, series_key, typed_series
+from .rundata import RunData, Series, typed_series
 
 #: The part columns :func:`count` reads (``seq`` only when rows are skipped).
 COUNT_COLUMNS = ("k", "name", "g", "rest")
@@ -82,7 +83,7 @@ class _Codes:
         name, tag_index = self.names[code // self.width], code % self.width
         tags_json = self.tags[tag_index - 1] if tag_index else None
         tags = json.loads(tags_json) if tags_json else None
-        return (series_key(name, tags) if tags else name), name, tags
+        return series_key(name, tags), name, tags
 
     def in_order(self) -> list[int]:
         """The codes of the metric rows, in order of first appearance."""

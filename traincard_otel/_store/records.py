@@ -15,9 +15,10 @@ from array import array
 from collections.abc import MutableSequence, Sequence
 
 from .._schema import Attr, Event
+from .._schema.keys import series_key
 from .._types import JsonObject, JsonValue
 from .columns import FLOAT, INT, SMALL, Column, extend, repeat
-from .rundata import DATA_WAIT_TAIL, Record, RunData, Series, rank_series, series_key, typed_series
+from .rundata import DATA_WAIT_TAIL, Record, RunData, Series, rank_series, typed_series
 
 
 def _no_gaps(column: Sequence[JsonValue]) -> bool:
@@ -43,7 +44,7 @@ def add_metric_columns(data: RunData, rec: Record, attempt: int, rank: int) -> i
     steps = extend(Column(INT), rec["s"])  # packed once for every name
     width = len(names)
     for i, name in enumerate(names):
-        key = series_key(name, tags) if tags else name
+        key = series_key(name, tags)
         series = data.metrics.get(key)
         if series is None:
             series = data.metrics[key] = typed_series(name, tags)
@@ -154,7 +155,7 @@ def _add_row(metrics: dict[str, Series], rec: Record, t: float, attempt: int, ra
     tags = rec.get("g")
     step = rec.get("s")
     for name, value in (rec.get("v") or {}).items():
-        key = series_key(name, tags) if tags else name
+        key = series_key(name, tags)
         series = metrics.get(key)
         if series is None:
             series = metrics[key] = typed_series(name, tags)
@@ -206,7 +207,7 @@ def add_record(data: RunData, rec: Record, attempt: int, rank: int) -> None:
                 "time": t,
                 "level": rec.get("lvl", "INFO"),
                 "message": rec.get("msg", ""),
-                "traceback": (rec.get("a") or {}).get("exception.stacktrace"),
+                "traceback": (rec.get("a") or {}).get(Attr.EXCEPTION_STACKTRACE),
                 "attributes": rec.get("a") or {},
                 "attempt": attempt,
                 "rank": rank,
