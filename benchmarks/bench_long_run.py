@@ -113,15 +113,19 @@ for i in range(8):
 pq.write_table(pa.table(columns), wide, compression="zstd")
 """
     env = {**os.environ, "PYTHONPATH": str(code), "USER": os.environ.get("USER", "bench")}
-    subprocess.run([sys.executable, "-c", script, str(store), str(wide), str(steps)], check=True, env=env)
+    subprocess.run(
+        [sys.executable, "-c", script, str(store), str(wide), str(steps)], check=True, env=env, cwd=code
+    )
 
 
 def child(case: str, store: Path, extra: str, code: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(code), "USER": os.environ.get("USER", "bench")}
+    # run from the code's folder: ``python -c`` puts the working directory first on sys.path
     out = subprocess.run(
         [sys.executable, "-c", CHILD, case, str(store), extra],
         check=True,
         env=env,
+        cwd=code,
         capture_output=True,
         text=True,
     )
