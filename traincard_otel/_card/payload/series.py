@@ -10,10 +10,12 @@ import dataclasses
 import itertools
 import math
 import time
+from array import array
 from collections.abc import Iterable, Sequence
 from typing import Literal, cast
 
 from ..._store.reader import Series
+from ..._types import JsonValue
 
 MAX_POINTS = 2000  # per series in a full render (min and max of 1000 buckets)
 # A chart with one series per rank shares a budget: 64 ranks x 2000 points made a 64-rank card
@@ -105,7 +107,7 @@ def xy(series: Series, mode: Mode, by: Axis = "step", max_points: int = MAX_POIN
     xs_all = series.steps if by == "step" else series.times
     if mode.live:
         return _live_tail(series, xs_all, mode)
-    if None not in xs_all:  # the common case, checked at C speed
+    if isinstance(xs_all, array) or None not in xs_all:  # the common case, checked at C speed
         return downsample(xs_all, series.values, max_points)
     pairs = [(x, v) for x, v in zip(xs_all, series.values, strict=False) if x is not None]
     return downsample([p[0] for p in pairs], [p[1] for p in pairs], max_points)
@@ -219,6 +221,10 @@ def _cuts(series: Series) -> list[int]:
     start, cuts = (cached[1], list(cached[2])) if cached and cached[0] is series else (0, [])
     steps = series.steps
     last = next((steps[i] for i in range(start - 1, -1, -1) if steps[i] is not None), None)
+    fast = _backwards(steps, start)
+    if fast is not None:
+        cuts += fast
+        start = len(steps)
     for i in range(start, len(steps)):
         step = steps[i]
         if step is None:
@@ -230,6 +236,19 @@ def _cuts(series: Series) -> list[int]:
         _cuts_cache.clear()
     _cuts_cache[id(series)] = (series, len(steps), cuts)
     return cuts
+
+
+def _backwards(steps: Sequence[JsonValue], start: int) -> list[int] | None:
+    """:func:`_cuts`' scan from ``start`` of a typed column (no step missing) at C speed (numpy);
+    None where it cannot be."""
+    if not isinstance(steps, array) or steps.typecode != "q" or start >= len(steps):
+        return None
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    new = np.frombuffer(steps, dtype=np.int64)[max(start - 1, 0) :]
+    return [int(i) for i in np.flatnonzero(new[1:] < new[:-1]) + max(start - 1, 0) + 1]
 
 
 def stretches(series: Series, tail: int | None = None) -> list[tuple[int, Series]]:
@@ -286,7 +305,18 @@ def _ranks(series: Series) -> list[int]:
     start, seen = (cached[1], cached[2]) if cached and cached[0] is series else (0, set())
     if start > len(series.ranks):
         start, seen = 0, set()
-    seen |= set(series.ranks[start:])
+    ranks = series.ranks
+    if isinstance(ranks, array) and len(ranks) - start > 1000:
+        try:
+            import numpy as np
+
+            new = np.frombuffer(ranks, dtype=ranks.typecode)[start:]
+            lo, hi = int(new.min()), int(new.max())  # one rank, the common case: no sort
+            seen |= {lo} if lo == hi else {int(r) for r in np.unique(new)}
+        except ImportError:
+            seen |= set(ranks[start:])
+    else:
+        seen |= set(ranks[start:])
     if len(_ranks_cache) > 10_000:
         _ranks_cache.clear()
     _ranks_cache[id(series)] = (series, len(series.ranks), seen)
