@@ -19,12 +19,20 @@ from traincard_otel._card.payload.series import (
     rank_points,
     xy,
 )
+from traincard_otel._data.rundata import RunData
 from traincard_otel._store import layout, segment
 from traincard_otel._store.backends import Backend
-from traincard_otel._store.columns import Column, column, concat, extend, from_arrow_floats, from_arrow_ints
+from traincard_otel._store.columns import (
+    Column,
+    column,
+    concat,
+    extend,
+    from_arrow_floats,
+    from_arrow_ints,
+    rank_series,
+)
 from traincard_otel._store.reader import StoreReader
 from traincard_otel._store.records import add_step_columns
-from traincard_otel._store.rundata import RunData, rank_series
 
 
 class _Memory:

@@ -17,6 +17,7 @@ import struct
 from array import array
 from collections.abc import Iterable, MutableSequence, Sequence
 
+from .._data.rundata import Series
 from .._types import Foreign, JsonValue
 
 FLOAT, INT, SMALL = "d", "q", "i"  # values and times; steps; attempts and ranks
@@ -117,3 +118,21 @@ def from_arrow_ints(values: Foreign) -> MutableSequence[JsonValue]:
         if len(chunk):
             out.frombytes(_chunk_view(chunk.cast(pa.int64()), 8))
     return out
+
+
+def typed_series(name: str, tags: dict[str, str] | None = None) -> Series:
+    """An empty series with compact columns (a run of 1M steps holds millions of points)."""
+    return Series(
+        name=name,
+        tags=dict(tags or {}),
+        steps=Column(INT),
+        values=Column(FLOAT),
+        times=Column(FLOAT),
+        attempts=Column(SMALL),
+        ranks=Column(SMALL),
+    )
+
+
+def rank_series(name: str, rank: int) -> Series:
+    """An empty per-rank series with compact columns (a gang holds one per rank, each run long)."""
+    return typed_series(name, {"rank": str(rank)})

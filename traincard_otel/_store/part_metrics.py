@@ -15,10 +15,10 @@ import json
 from array import array
 from collections.abc import MutableSequence
 
+from .._data.rundata import RunData, Series
 from .._schema.keys import series_key
 from .._types import Foreign, JsonValue
-from .columns import SMALL, from_arrow_floats, from_arrow_ints, repeat
-from .rundata import RunData, Series, typed_series
+from .columns import SMALL, from_arrow_floats, from_arrow_ints, repeat, typed_series
 
 #: The part columns :func:`count` reads (``seq`` only when rows are skipped).
 COUNT_COLUMNS = ("k", "name", "g", "rest")

@@ -1,4 +1,4 @@
-"""Records added to a :class:`~traincard_otel._store.rundata.RunData`, one at a time or a packed
+"""Records added to a :class:`~traincard_otel._data.rundata.RunData`, one at a time or a packed
 run of metric rows or step ends a column at a time (what a segment holds, decoded by
 :mod:`.segment`).
 
@@ -14,11 +14,11 @@ import operator
 from array import array
 from collections.abc import MutableSequence, Sequence
 
+from .._data.rundata import DATA_WAIT_TAIL, Record, RunData, Series
 from .._schema import Attr, Event
 from .._schema.keys import series_key
 from .._types import JsonObject, JsonValue
-from .columns import FLOAT, INT, SMALL, Column, extend, repeat
-from .rundata import DATA_WAIT_TAIL, Record, RunData, Series, rank_series, typed_series
+from .columns import FLOAT, INT, SMALL, Column, extend, rank_series, repeat, typed_series
 
 
 def _no_gaps(column: Sequence[JsonValue]) -> bool:
