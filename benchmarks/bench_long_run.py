@@ -2,7 +2,7 @@
 ``load()``, ``traincard render`` and a live card refresh, each in its own process (wall time,
 CPU time, peak resident memory), and pyarrow reading the same numbers from one Parquet file.
 
-    python -m benchmarks.bench_long_run [--steps 1000000] [--rounds 3] [--before REV] [--json F]
+    python -m benchmarks.bench_long_run [--steps 1000000] [--rounds 3] [--before REV] [--quick] [--json F]
 
 The store is built once per run. ``--before REV`` also times the code of git revision ``REV``
 (checked out into a temporary folder) on the same store, in alternating order, so the two sides
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import spread
+from benchmarks._harness import report, spread
 
 NAMES = 8
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,8 +150,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--before", default=None, help="a git revision to time beside the working tree")
     parser.add_argument("--cases", default="pyarrow,load,render,refresh")
     parser.add_argument("--store", default=None, help="reuse a store built by an earlier run (its folder)")
+    parser.add_argument("--quick", action="store_true", help="20k steps, one round")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
+    if args.quick:
+        args.steps, args.rounds = 20_000, 1
     cases = args.cases.split(",")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -180,18 +183,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     got = child(case, target, extra, codes.get(version, ROOT))
                     results.setdefault(case, {}).setdefault(version, []).append(got)
                     print(r, case, version, json.dumps(got), flush=True)
-    summary: dict[str, Any] = {"steps": args.steps, "scalars": args.steps * NAMES}
     base = spread([g["wall_s"] for g in results.get("pyarrow", {}).get("pyarrow", [])] or [float("nan")])
+    base_cpu = spread([g["cpu_s"] for g in results.get("pyarrow", {}).get("pyarrow", [])] or [float("nan")])
+    rows = []
     for case, versions in results.items():
         for version, runs in versions.items():
-            row: dict[str, Any] = {k: spread([g[k] for g in runs]) for k in runs[0]}
-            row["x_pyarrow"] = row["wall_s"]["median"] / base["median"]
-            summary[f"{case}/{version}"] = row
-            figures = ", ".join(f"{k} {v['median']:.3g}" for k, v in row.items() if isinstance(v, dict))
-            print(f"{case:8} {version:7} {figures}, {row['x_pyarrow']:.1f}x pyarrow")
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2))
-    return summary
+            row: dict[str, Any] = {"case": case, "code": version, "rounds": len(runs)}
+            for figure in runs[0]:
+                row[figure] = spread([g[figure] for g in runs])["median"]
+            row["wall_x_pyarrow"] = row["wall_s"] / base["median"]
+            row["cpu_x_pyarrow"] = row["cpu_s"] / base_cpu["median"]
+            rows.append(row)
+    columns = ["case", "code", "wall_s", "cpu_s", "peak_mb", "wall_x_pyarrow", "cpu_x_pyarrow"]
+    return report("long_run", rows, columns, args.json, steps=args.steps, scalars=args.steps * NAMES)
 
 
 if __name__ == "__main__":
