@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,39 @@ def test_a_record_compaction_cannot_encode_turns_compaction_off_and_loses_nothin
     assert any(b.startswith("Store compaction is off: ") and "nothing is lost" in b for b in banners), banners
     assert run.metrics["loss"].steps == [*range(1, 11), *range(12, 42)]
     assert run.step_times[0].steps == [*range(1, 11), "eleven", *range(12, 42)]
+
+
+class _CountingBackend(LocalBackend):
+    """A local store that remembers which objects were fetched."""
+
+    fetched: list[str]
+
+    def read_many(self, names: Iterable[str]) -> dict[str, bytes]:
+        names = list(names)
+        self.fetched += names
+        return super().read_many(names)
+
+
+def test_a_part_of_segments_already_read_is_not_fetched_and_parts_fill_typed_columns(tmp_path: Path) -> None:
+    w = _writer(tmp_path)
+    backend = _CountingBackend(tmp_path)
+    backend.fetched = []
+    reader = StoreReader(backend)
+    for i in range(4):
+        _flush_steps(w, 10 * i + 1, 10 * i + 10)
+        reader.read()  # the live card reads every segment before compaction replaces it
+    assert w.parts_written == 1
+    backend.fetched = []
+    data = reader.read()
+    assert not [n for n in backend.fetched if n.endswith(".parquet")]
+    assert data.metrics["loss"].steps == list(range(1, 41))
+    # a new reader reads the parts: every metric series in typed columns, in report order
+    for i in range(4, 8):
+        _flush_steps(w, 10 * i + 1, 10 * i + 10)
+    run = StoreReader(LocalBackend(tmp_path)).read()
+    loss = run.metrics["loss"]
+    assert isinstance(loss.values, array) and isinstance(loss.steps, array) and isinstance(loss.ranks, array)
+    assert loss.steps == list(range(1, 81)) and loss.values == [1.0 / s for s in range(1, 81)]
+    assert loss.times == [float(s) for s in range(1, 81)] and loss.attempts == [0] * 80
+    assert run.metrics["lr"].values == [0.1] * 80 and run.metrics["gpu{hw=gpu0}"].steps == [7]
+    assert run.metrics["plain"].steps == [7]  # a row kept whole, beside its packed neighbours

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import math
+import random
 from array import array
+from collections.abc import Iterable
+from typing import cast
 
 import pyarrow as pa
 
-from traincard_otel._card.payload.series import MAX_POINTS, RANK_MIN_POINTS, Mode, rank_points, xy
+from traincard_otel._card.payload.series import (
+    HEAD_POINTS,
+    MAX_POINTS,
+    RANK_MIN_POINTS,
+    Mode,
+    head,
+    rank_points,
+    xy,
+)
 from traincard_otel._data.rundata import RunData
-from traincard_otel._store import segment
+from traincard_otel._store import layout, segment
+from traincard_otel._store.backends import Backend
 from traincard_otel._store.columns import (
     Column,
     column,
@@ -19,7 +31,27 @@ from traincard_otel._store.columns import (
     from_arrow_ints,
     rank_series,
 )
+from traincard_otel._store.reader import StoreReader
 from traincard_otel._store.records import add_step_columns
+
+
+class _Memory:
+    """Segments in memory, read as a store."""
+
+    spec = "memory"
+
+    def __init__(self, segments: list[bytes]) -> None:
+        self.objects = {layout.segment_name(0, 0, "w1", i + 1): data for i, data in enumerate(segments)}
+
+    def list(self) -> list[str]:
+        return list(self.objects)
+
+    def read_many(self, names: Iterable[str]) -> dict[str, bytes]:
+        return {n: self.objects[n] for n in names}
+
+
+def read_segments(segments: list[bytes]) -> RunData:
+    return StoreReader(cast(Backend, _Memory(segments))).read()
 
 
 def test_a_column_reads_like_a_list_and_stays_typed() -> None:
@@ -60,7 +92,7 @@ def test_a_packed_run_of_step_ends_is_read_as_typed_columns_with_exact_rates() -
     run = segment.step_run(
         steps, [s / 10 for s in steps], [0.5] * 1000, [0.1] * 1000, [32] * 1000, [0] * 1000
     )
-    records, corrupt = segment.decode(segment.encode([run]), step_columns_kept=True)
+    records, corrupt = segment.decode(segment.encode([run]), columns_kept=True)
     assert not corrupt
     rec = records[0]
     data = RunData(source="t")
@@ -79,3 +111,60 @@ def test_a_chart_of_many_ranks_shares_its_points() -> None:
     series.values = extend(series.values, [0.01 + (i % 7) / 1000 for i in range(100_000)])
     xs, ys = xy(series, Mode(live=False), max_points=rank_points(64))
     assert len(xs) <= rank_points(64) and max(v for v in ys if v is not None) == 0.016
+
+
+def test_packed_metric_rows_are_read_as_typed_columns_per_name() -> None:
+    steps = list(range(1, 101))
+    runs = [
+        segment.metric_run(
+            "train", ["loss", "lr"], steps, [s / 10 for s in steps], [v for s in steps for v in (1 / s, 0.1)]
+        ),
+        segment.metric_run("eval", ["loss"], [50, 100], [5.0, 10.0], [0.7, 0.6], {"split": "val"}),
+    ]
+    data = read_segments([segment.encode(runs)])
+    loss = data.metrics["loss"]
+    assert isinstance(loss.values, Column) and isinstance(loss.steps, Column)
+    assert (
+        loss.steps == steps
+        and loss.values == [1 / s for s in steps]
+        and loss.times == [s / 10 for s in steps]
+    )
+    assert loss.values[-1] == 0.01 and len(loss) == 100 and list(loss.ranks) == [0] * 100
+    assert data.metrics["lr"].values == [0.1] * 100
+    assert data.metrics["loss{split=val}"].steps == [50, 100]
+    assert data.to_rows()[0] == {
+        "metric": "loss",
+        "step": 1,
+        "value": 1.0,
+        "time": 0.1,
+        "attempt": 0,
+        "rank": 0,
+    }
+
+
+def test_rows_that_do_not_fit_a_typed_column_are_kept_as_lists() -> None:
+    rows = [
+        segment.metric_run("train", ["loss"], [1, 2], [0.1, 0.2], [0.5, 0.4]),
+        {"k": "m", "t": 0.3, "s": None, "p": None, "v": {"loss": 0.3}},  # a row without a step
+        {"k": "m", "t": 0.4, "s": 4, "p": None, "v": {"loss": "high"}},  # a value that is not a number
+    ]
+    loss = read_segments([segment.encode(rows)]).metrics["loss"]
+    assert loss.steps == [1, 2, None, 4] and loss.values == [0.5, 0.4, 0.3, "high"]
+    assert loss.times == [0.1, 0.2, 0.3, 0.4]
+
+
+def test_the_live_whole_run_head_is_kept_as_the_series_grows() -> None:
+    series = rank_series("loss", 0)
+    rng = random.Random(1)
+    first = [rng.random() for _ in range(5000)]
+    series.steps, series.values = extend(series.steps, range(5000)), extend(series.values, first)
+    head(series, "step")
+    more = [rng.random() * 3 for _ in range(7000)]
+    series.steps, series.values = extend(series.steps, range(5000, 12_000)), extend(series.values, more)
+    xs, ys = head(series, "step", refresh_s=0.0)
+    fresh = rank_series("loss", 0)
+    fresh.steps, fresh.values = extend(fresh.steps, range(12_000)), extend(fresh.values, first + more)
+    assert (xs, ys) == head(fresh, "step") and len(xs) <= HEAD_POINTS
+    values = first + more
+    assert max(ys) == max(values) and min(ys) == min(values)  # the extremes survive
+    assert xs == sorted(xs)

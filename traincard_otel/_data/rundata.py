@@ -25,8 +25,11 @@ DATA_WAIT_TAIL = 1000
 class Series:
     """One metric's points in report order (rows from every attempt and rank, each labelled).
 
-    Columns are lists, or for the per-rank series (step times, throughput, data wait) compact
-    typed columns (:class:`traincard_otel._store.columns.Column`) that read like lists.
+    A series read from a store holds compact typed columns
+    (:class:`~traincard_otel._store.columns.Column`, an ``array.array`` of 8 bytes a value) that
+    read like lists: indexing, ``len``, iteration, ``values[-1]``, equality with a list; a slice
+    is an ``array.array``. A column whose values do not fit its type (a step that is not an
+    integer) is a list. System series and series built by hand hold lists.
     """
 
     name: str

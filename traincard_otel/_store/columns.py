@@ -120,14 +120,19 @@ def from_arrow_ints(values: Foreign) -> MutableSequence[JsonValue]:
     return out
 
 
-def rank_series(name: str, rank: int) -> Series:
-    """An empty per-rank series with compact columns (a gang holds one per rank, each run long)."""
+def typed_series(name: str, tags: dict[str, str] | None = None) -> Series:
+    """An empty series with compact columns (a run of 1M steps holds millions of points)."""
     return Series(
         name=name,
-        tags={"rank": str(rank)},
+        tags=dict(tags or {}),
         steps=Column(INT),
         values=Column(FLOAT),
         times=Column(FLOAT),
         attempts=Column(SMALL),
         ranks=Column(SMALL),
     )
+
+
+def rank_series(name: str, rank: int) -> Series:
+    """An empty per-rank series with compact columns (a gang holds one per rank, each run long)."""
+    return typed_series(name, {"rank": str(rank)})

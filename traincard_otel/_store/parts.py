@@ -5,42 +5,37 @@ from __future__ import annotations
 
 import json
 
-from .._data.rundata import DATA_WAIT_TAIL, RunData, Series
-from .._schema.keys import series_key
+from .._data.rundata import DATA_WAIT_TAIL, RunData
 from .._types import Foreign
 from .columns import from_arrow_floats, from_arrow_ints, rank_series
+from .part_metrics import Slots, count, equal, kept, reserve, write
 from .records import add_record, extend_series, trim
 
 
-def add_table(data: RunData, table: Foreign, skip: set[int], attempt: int, rank: int) -> int:
-    """Add a compacted part, a column at a time; rows of segments already read are skipped."""
+def add_table(
+    data: RunData, table: Foreign, skip: set[int], attempt: int, rank: int, slots: Slots | None = None
+) -> int:
+    """Add a compacted part, a column at a time; rows of segments already read are skipped.
+
+    ``slots``: where each metric series' rows go (:func:`.part_metrics.reserve`); without them
+    the series are grown by this part's rows.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if skip:
-        table = table.filter(pc.invert(pc.is_in(table["seq"], value_set=pa.array(sorted(skip), pa.int64()))))
-    kinds, whole = table["k"], pc.is_valid(table["rest"])  # a record kept whole is read as one
-    columnar = pc.invert(whole)
+    table = kept(table, skip)
+    if slots is None:
+        counts: dict[str, int] = {}
+        order: list[tuple[str, str, dict[str, str] | None]] = []
+        count(table, counts, order)
+        slots = reserve(data, counts, order)
+    write(data, table, attempt, rank, slots)
+    columnar = pc.is_null(table["rest"])  # a record kept whole is read as one
     # Filtering a table filters every column it has: select each kind's columns first.
     have = set(table.column_names)
-    metrics = table.select([c for c in ("name", "g", "s", "value", "t") if c in have])
-    metrics = metrics.filter(pc.and_(pc.equal(kinds, "m"), columnar))
-    for combo in metrics.group_by(["name", "g"]).aggregate([]).to_pylist():
-        name, tags_json = combo["name"], combo["g"]
-        tags = json.loads(tags_json) if tags_json else None
-        mask = pc.equal(metrics["name"], name)
-        mask = pc.and_(mask, pc.equal(metrics["g"], tags_json) if tags_json else pc.is_null(metrics["g"]))
-        rows = metrics.filter(mask)
-        key = series_key(name, tags)
-        series = data.metrics.get(key)
-        if series is None:
-            series = data.metrics[key] = Series(name=name, tags=dict(tags or {}))
-        extend_series(
-            series, rows["s"].to_pylist(), rows["value"].to_pylist(), rows["t"].to_pylist(), attempt, rank
-        )
     # A step end without a duration adds no point, as in a segment.
     steps = table.select([c for c in ("s", "value", "t", "w", "n", "tok") if c in have])
-    steps = steps.filter(pc.and_(pc.and_(pc.equal(kinds, "st"), columnar), pc.is_valid(table["value"])))
+    steps = steps.filter(pc.and_(pc.and_(equal(table["k"], "st"), columnar), pc.is_valid(table["value"])))
     if steps.num_rows:
         series = data.step_times.get(rank)
         if series is None:
@@ -84,6 +79,6 @@ def add_table(data: RunData, table: Foreign, skip: set[int], attempt: int, rank:
                     attempt,
                     rank,
                 )
-    for rest in table["rest"].filter(whole).to_pylist():
+    for rest in table["rest"].filter(pc.is_valid(table["rest"])).to_pylist():
         add_record(data, json.loads(rest), attempt, rank)
     return int(table.num_rows)  # pyarrow is untyped

@@ -12,11 +12,11 @@ import json
 
 from .._data.rundata import Record, RunData, Series
 from .._types import JsonObject
-from . import layout, segment
+from . import layout, part_metrics, segment
 from .backends import Backend
 from .columns import rank_series
 from .parts import add_table
-from .records import add_record, add_step_columns
+from .records import add_metric_columns, add_record, add_step_columns
 from .time_order import in_time_order
 
 __all__ = ["RunData", "Series", "StoreReader", "rank_series", "read_store"]
@@ -38,7 +38,34 @@ class StoreReader:
         self._seqs: dict[tuple[int, int, str], set[int]] = {}  # segments read, per writer
         self._in_order: dict[str, int] = {}  # system series: points known to be in time order
 
-    def _add_part(self, p: layout.ObjectName, name: str, raw: bytes) -> None:
+    def _add_parts(self, batch: list[tuple[layout.ObjectName, str]], fetched: dict[str, bytes]) -> None:
+        """Parts read one after the other: every metric series grown once for all of them
+        (:mod:`.part_metrics`), then each part added."""
+        from .compaction import read_parquet
+
+        counts: dict[str, int] = {}
+        order: list[tuple[str, str, dict[str, str] | None]] = []
+        for p, name in batch:
+            seen = self._seqs.get((p.attempt, p.rank, p.writer), set())
+            columns = [*part_metrics.COUNT_COLUMNS, *(["seq"] if seen else [])]
+            try:
+                part_metrics.count(
+                    part_metrics.kept(read_parquet(fetched[name], columns), seen), counts, order
+                )
+            except Exception:  # an unreadable part is counted as corrupt when it is added
+                continue
+        slots = part_metrics.reserve(self.data, counts, order)
+        ends = {key: slots[key] + counts[key] for key in slots}
+        import pyarrow as pa
+
+        for p, name in batch:
+            self._add_part(p, name, fetched[name], slots)
+            # Arrow's allocator keeps what a part's tables freed for reuse: given back here, it
+            # was a third of a long run's peak memory
+            pa.default_memory_pool().release_unused()
+        part_metrics.release(self.data, slots, ends)
+
+    def _add_part(self, p: layout.ObjectName, name: str, raw: bytes, slots: part_metrics.Slots) -> None:
         from .compaction import read_parquet
 
         seen = self._seqs.setdefault((p.attempt, p.rank, p.writer), set())
@@ -48,7 +75,7 @@ class StoreReader:
             self._corrupt.add(name)
             self._done.add(name)
             return
-        self._records += add_table(self.data, table, seen, p.attempt, p.rank)
+        self._records += add_table(self.data, table, seen, p.attempt, p.rank, slots)
         seen.update(range(p.seq, p.last + 1))
         self._done.add(name)
 
@@ -67,6 +94,10 @@ class StoreReader:
         data = self.data
         parsed = sorted((p, n) for n in self.backend.list() if (p := layout.parse(n)) is not None)
         parts = [(p, n) for p, n in parsed if p.kind == "part" and n not in self._done]
+        for p, n in parts:  # a part of segments this reader already read adds nothing: not fetched
+            if self._seqs.get((p.attempt, p.rank, p.writer), set()).issuperset(range(p.seq, p.last + 1)):
+                self._done.add(n)
+        parts = [(p, n) for p, n in parts if n not in self._done]
         covered = {(p.attempt, p.rank, p.writer, seq) for p, _n in parts for seq in range(p.seq, p.last + 1)}
         new = [
             n
@@ -76,23 +107,30 @@ class StoreReader:
             and (p.attempt, p.rank, p.writer, p.seq) not in covered
         ]
         fetched = self.backend.read_many([n for _p, n in parts] + new) if parts or new else {}
+        batch: list[tuple[layout.ObjectName, str]] = []  # parts in a row, read together
         for p, name in parsed:
             if name not in fetched:
                 continue
             if p.kind == "part":
-                self._add_part(p, name, fetched[name])
+                batch.append((p, name))
                 continue
-            records, corrupt = segment.decode(fetched[name], step_columns_kept=True)
+            self._add_parts(batch, fetched)
+            batch = []
+            records, corrupt = segment.decode(fetched[name], columns_kept=True)
             if corrupt:
                 self._corrupt.add(name)
             for rec in records:
-                if rec.get("k") == segment.PACKED_STEPS:  # a run of step ends: whole columns at once
+                kind = rec.get("k")
+                if kind == segment.PACKED_METRICS:  # packed runs: whole columns at once
+                    self._records += add_metric_columns(data, rec, p.attempt, p.rank) - 1
+                elif kind == segment.PACKED_STEPS:
                     self._records += add_step_columns(data, rec, p.attempt, p.rank) - 1
                 else:
                     add_record(data, rec, p.attempt, p.rank)
             self._records += len(records)
             self._done.add(name)
             self._seqs.setdefault((p.attempt, p.rank, p.writer), set()).add(p.seq)
+        self._add_parts(batch, fetched)
         stats: JsonObject = {
             "segments": len(self._done),
             "corrupt_segments": len(self._corrupt),

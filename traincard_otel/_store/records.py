@@ -1,9 +1,10 @@
 """Records added to a :class:`~traincard_otel._data.rundata.RunData`, one at a time or a packed
-run of step ends a column at a time (what a segment holds, decoded by :mod:`.segment`).
+run of metric rows or step ends a column at a time (what a segment holds, decoded by
+:mod:`.segment`).
 
-Per-rank series (step time, throughput, data wait) are compact typed columns; a packed run is
-usually whole (every step timed, every count set) and is then added without a Python object per
-value.
+Metric and per-rank series (step time, throughput, data wait) are compact typed columns; a packed
+run is added a column at a time (a step-end run, when whole: every step timed, every count set),
+without a Python object per value.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from __future__ import annotations
 import math
 import operator
 from array import array
-from collections.abc import Sequence
+from collections.abc import MutableSequence, Sequence
 
 from .._data.rundata import DATA_WAIT_TAIL, Record, RunData, Series
 from .._schema import Attr, Event
 from .._schema.keys import series_key
 from .._types import JsonObject, JsonValue
-from .columns import FLOAT, SMALL, extend, rank_series, repeat
+from .columns import FLOAT, INT, SMALL, Column, extend, rank_series, repeat, typed_series
 
 
 def _no_gaps(column: Sequence[JsonValue]) -> bool:
@@ -34,6 +35,21 @@ def _all_nan(column: object) -> bool:
     return (
         isinstance(column, array) and column.tobytes() == (array(FLOAT, [math.nan]) * len(column)).tobytes()
     )
+
+
+def add_metric_columns(data: RunData, rec: Record, attempt: int, rank: int) -> int:
+    """A packed run of metric rows (:func:`~.segment.metric_columns`), one column slice per
+    name (values are row-major: a name's values are every ``len(names)``-th); returns its rows."""
+    names, t, v, tags = rec["n"], rec["t"], rec["v"], rec.get("g")
+    steps = extend(Column(INT), rec["s"])  # packed once for every name
+    width = len(names)
+    for i, name in enumerate(names):
+        key = series_key(name, tags)
+        series = data.metrics.get(key)
+        if series is None:
+            series = data.metrics[key] = typed_series(name, tags)
+        extend_series(series, steps, v[i::width], t, attempt, rank)
+    return len(rec["s"])
 
 
 def add_step_columns(data: RunData, rec: Record, attempt: int, rank: int) -> int:
@@ -117,32 +133,33 @@ def extend_series(
     series.ranks = extend(series.ranks, repeat(SMALL, rank, n) if typed else [rank] * n)
 
 
+def _push(col: MutableSequence[JsonValue], item: JsonValue) -> MutableSequence[JsonValue]:
+    """``col`` with ``item`` appended; a typed column that cannot take it becomes a list."""
+    try:
+        col.append(item)
+    except (TypeError, OverflowError):
+        col = [*col, item]
+    return col
+
+
 def _append(series: Series, step: JsonValue, value: JsonValue, t: float, attempt: int, rank: int) -> None:
-    if isinstance(series.steps, array):  # a typed column takes what fits its type, else becomes a list
-        extend_series(series, [step], [value], [t], attempt, rank)
-        return
-    series.steps.append(step)
-    series.values.append(float(value) if value is not None else float("nan"))
-    series.times.append(t)
-    series.attempts.append(attempt)
-    series.ranks.append(rank)
+    series.steps = _push(series.steps, step)
+    series.values = _push(series.values, float("nan") if value is None else value)
+    series.times = _push(series.times, t)
+    series.attempts = _push(series.attempts, attempt)
+    series.ranks = _push(series.ranks, rank)
 
 
 def _add_row(metrics: dict[str, Series], rec: Record, t: float, attempt: int, rank: int) -> None:
-    """The hot loop of reading a long run: appends inlined on purpose."""
+    """One metric row (stores written before rows were packed; packed runs go a column at a time)."""
     tags = rec.get("g")
     step = rec.get("s")
-    nan = float("nan")
     for name, value in (rec.get("v") or {}).items():
         key = series_key(name, tags)
         series = metrics.get(key)
         if series is None:
-            series = metrics[key] = Series(name=name, tags=dict(tags or {}))
-        series.steps.append(step)
-        series.values.append(nan if value is None else value)
-        series.times.append(t)
-        series.attempts.append(attempt)
-        series.ranks.append(rank)
+            series = metrics[key] = typed_series(name, tags)
+        _append(series, step, value, t, attempt, rank)
 
 
 def add_record(data: RunData, rec: Record, attempt: int, rank: int) -> None:

@@ -124,11 +124,11 @@ def _records(data: bytes) -> tuple[list[Record], bool]:
     return _parse_lines(lines)
 
 
-def decode(data: bytes, *, step_columns_kept: bool = False) -> tuple[list[Record], bool]:
+def decode(data: bytes, *, columns_kept: bool = False) -> tuple[list[Record], bool]:
     """The records of a segment, and whether any line of it was corrupt (and skipped).
 
-    ``step_columns_kept``: packed step ends stay one record of columns (:func:`step_columns`),
-    for readers that add whole columns rather than one row at a time.
+    ``columns_kept``: packed runs stay one record of columns (:func:`step_columns`,
+    :func:`metric_columns`), for readers that add whole columns rather than one row at a time.
     """
     parsed, corrupt = _records(data)
     out: list[Record] = []
@@ -136,12 +136,9 @@ def decode(data: bytes, *, step_columns_kept: bool = False) -> tuple[list[Record
         kind = rec.get("k")
         try:
             if kind == PACKED_STEPS:
-                if step_columns_kept:
-                    out.append(step_columns(rec))
-                else:
-                    out.extend(_unpack_steps(rec))
+                out.extend([step_columns(rec)] if columns_kept else _unpack_steps(rec))
             elif kind == PACKED_METRICS:
-                out.extend(_unpack_metrics(rec))
+                out.extend([metric_columns(rec)] if columns_kept else _unpack_metrics(rec))
             else:
                 out.append(rec)
         except (ValueError, TypeError, KeyError):
@@ -155,6 +152,17 @@ def step_columns(rec: Record) -> Record:
     n = len(rec["s"])
     if not len(cols["t"]) == len(cols["d"]) == len(cols["w"]) == len(rec["n"]) == len(rec["tok"]) == n:
         raise ValueError("packed step ends: column lengths differ")
+    return cols
+
+
+def metric_columns(rec: Record) -> Record:
+    """A packed run of metric rows with its float columns decoded (raises on ragged columns)."""
+    cols = {**rec, "t": _unf64(rec["t"]), "v": _unf64(rec["v"])}
+    names, steps = rec["n"], rec["s"]
+    if not isinstance(names, list) or not isinstance(steps, list) or not names:
+        raise ValueError("packed metric rows: names and steps must be lists")
+    if len(cols["t"]) != len(steps) or len(cols["v"]) != len(names) * len(steps):
+        raise ValueError("packed metric rows: column lengths differ")
     return cols
 
 

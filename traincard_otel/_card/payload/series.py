@@ -10,10 +10,12 @@ import dataclasses
 import itertools
 import math
 import time
+from array import array
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Literal, cast
 
 from ..._store.reader import Series
+from ..._types import JsonValue
 
 MAX_POINTS = 2000  # per series in a full render (min and max of 1000 buckets)
 # A chart with one series per rank shares a budget: 64 ranks x 2000 points made a 64-rank card
@@ -105,7 +107,7 @@ def xy(series: Series, mode: Mode, by: Axis = "step", max_points: int = MAX_POIN
     xs_all = series.steps if by == "step" else series.times
     if mode.live:
         return _live_tail(series, xs_all, mode)
-    if None not in xs_all:  # the common case, checked at C speed
+    if isinstance(xs_all, array) or None not in xs_all:  # the common case, checked at C speed
         return downsample(xs_all, series.values, max_points)
     pairs = [(x, v) for x, v in zip(xs_all, series.values, strict=False) if x is not None]
     return downsample([p[0] for p in pairs], [p[1] for p in pairs], max_points)
@@ -115,37 +117,98 @@ def _live_tail(series: Series, xs_all: Sequence[float | None], mode: Mode) -> XY
     """The points of the last ``LIVE_WINDOW_S`` seconds (at least ``mode.tail`` points), downsampled
     to ``mode.tail``: a viewer polling less often than we refresh still gets every stretch."""
     times = series.times
-    newest = times[-1] if times else 0.0
-    xs: list[float] = []
-    ys: list[float] = []
-    i = len(xs_all) - 1
-    while i >= 0 and len(xs) < LIVE_SCAN_MAX and (len(xs) < mode.tail or times[i] >= newest - LIVE_WINDOW_S):
-        x = xs_all[i]
-        if x is not None:
-            xs.append(x)
-            ys.append(series.values[i])
-        i -= 1
-    xs.reverse()
-    ys.reverse()
-    return downsample(xs, ys, max_points=max(mode.tail, 4))
+    n = len(xs_all)
+    newest = times[-1] if n else 0.0
+    lo = max(0, n - LIVE_SCAN_MAX)
+    xs, ys = xs_all[lo:], series.values[lo:]
+    if None in xs:  # points without an x are left out
+        keep = [i for i, x in enumerate(xs) if x is not None]
+        xs, ys, times = [xs[i] for i in keep], [ys[i] for i in keep], [times[lo + i] for i in keep]
+        lo = 0
+    # from the end: the last ``mode.tail`` points, then back to the first one older than the window
+    cutoff = newest - LIVE_WINDOW_S
+    older = next((i for i in range(len(xs) - mode.tail - 1, -1, -1) if times[lo + i] < cutoff), -1)
+    start = older + 1
+    return downsample(cast("Sequence[float]", xs[start:]), ys[start:], max_points=max(mode.tail, 4))
 
 
-_head_cache: dict[tuple[int, str], tuple[Series, float, XY]] = {}
+HEAD_BLOCK = 1024  # points summed up once into a block's min and max: series only grow
 
 
-def head(series: Series, by: Axis) -> XY:
-    """A coarse picture of the whole series, recomputed at most every ``HEAD_REFRESH_S``."""
+@dataclasses.dataclass
+class _Blocks:
+    """The index of the lowest and of the highest finite point of each whole block of a series
+    (or of its first point with an x, when none is finite), kept as the series grows."""
+
+    series: Series
+    by: Axis
+    lows: list[int] = dataclasses.field(default_factory=list)
+    highs: list[int] = dataclasses.field(default_factory=list)
+
+    def update(self) -> None:
+        xs_all = self.series.steps if self.by == "step" else self.series.times
+        ys = self.series.values
+        for start in range(len(self.lows) * HEAD_BLOCK, len(ys) - HEAD_BLOCK + 1, HEAD_BLOCK):
+            low, high = _extremes(xs_all, ys, start, start + HEAD_BLOCK)
+            self.lows.append(low)
+            self.highs.append(high)
+
+    def head(self, buckets: int) -> XY:
+        """The min and max of ``buckets`` runs of blocks (the newest points, not a whole block yet,
+        as one more), in x order."""
+        self.update()
+        xs_all = self.series.steps if self.by == "step" else self.series.times
+        ys = self.series.values
+        lows, highs = list(self.lows), list(self.highs)
+        if len(ys) > len(lows) * HEAD_BLOCK:  # the newest points, not a whole block yet
+            low, high = _extremes(xs_all, ys, len(lows) * HEAD_BLOCK, len(ys))
+            lows.append(low)
+            highs.append(high)
+        size = -(-len(lows) // max(buckets, 1)) or 1
+        keep: set[int] = set()
+        for b in range(0, len(lows), size):
+            finite = [i for i in lows[b : b + size] + highs[b : b + size] if i >= 0 and _ok(ys[i])]
+            if finite:
+                keep.add(min(finite, key=ys.__getitem__))
+                keep.add(max(finite, key=ys.__getitem__))
+            elif (first := next((i for i in lows[b : b + size] if i >= 0), None)) is not None:
+                keep.add(first)
+        idx = sorted(keep)
+        return [xs_all[i] for i in idx], [_finite(ys[i]) for i in idx]
+
+
+def _ok(v: float) -> bool:
+    return v == v and abs(v) != math.inf
+
+
+def _extremes(xs: Sequence[float | None], ys: Sequence[float], start: int, end: int) -> tuple[int, int]:
+    """Indices of the lowest and highest finite y in ``start:end`` with an x; if none is finite,
+    the first with an x twice; -1 twice if no point has one."""
+    idx = [i for i in range(start, end) if xs[i] is not None]
+    finite = [i for i in idx if _ok(ys[i])]
+    if finite:
+        return min(finite, key=ys.__getitem__), max(finite, key=ys.__getitem__)
+    return (idx[0], idx[0]) if idx else (-1, -1)
+
+
+_head_cache: dict[tuple[int, str], tuple[_Blocks, float, XY]] = {}
+
+
+def head(series: Series, by: Axis, refresh_s: float = HEAD_REFRESH_S) -> XY:
+    """A coarse picture of the whole series, recomputed at most every ``refresh_s`` from block
+    summaries kept as the series grows: a refresh costs the new points, not the run."""
     key = (id(series), by)
     cached = _head_cache.get(key)
     now = time.monotonic()
-    if cached and cached[0] is series and now - cached[1] < HEAD_REFRESH_S:
+    if cached and cached[0].series is series and now - cached[1] < refresh_s:
         return cached[2]
-    xs_all = series.steps if by == "step" else series.times
-    pairs = [(x, v) for x, v in zip(xs_all, series.values, strict=False) if x is not None]
-    out = downsample([p[0] for p in pairs], [p[1] for p in pairs], max_points=HEAD_POINTS)
+    blocks = cached[0] if cached and cached[0].series is series else _Blocks(series, by)
+    if len(blocks.lows) * HEAD_BLOCK > len(series.values):  # shortened (trimmed): start over
+        blocks = _Blocks(series, by)
+    out = blocks.head(HEAD_POINTS // 2)
     if len(_head_cache) > 10_000:
         _head_cache.clear()
-    _head_cache[key] = (series, now, out)
+    _head_cache[key] = (blocks, now, out)
     return out
 
 
@@ -158,6 +221,10 @@ def _cuts(series: Series) -> list[int]:
     start, cuts = (cached[1], list(cached[2])) if cached and cached[0] is series else (0, [])
     steps = series.steps
     last = next((steps[i] for i in range(start - 1, -1, -1) if steps[i] is not None), None)
+    fast = _backwards(steps, start)
+    if fast is not None:
+        cuts += fast
+        start = len(steps)
     for i in range(start, len(steps)):
         step = steps[i]
         if step is None:
@@ -169,6 +236,19 @@ def _cuts(series: Series) -> list[int]:
         _cuts_cache.clear()
     _cuts_cache[id(series)] = (series, len(steps), cuts)
     return cuts
+
+
+def _backwards(steps: Sequence[JsonValue], start: int) -> list[int] | None:
+    """:func:`_cuts`' scan from ``start`` of a typed column (no step missing) at C speed (numpy);
+    None where it cannot be."""
+    if not isinstance(steps, array) or steps.typecode != "q" or start >= len(steps):
+        return None
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    new = np.frombuffer(steps, dtype=np.int64)[max(start - 1, 0) :]
+    return [int(i) for i in np.flatnonzero(new[1:] < new[:-1]) + max(start - 1, 0) + 1]
 
 
 def stretches(series: Series, tail: int | None = None) -> list[tuple[int, Series]]:
@@ -192,7 +272,18 @@ def stretches(series: Series, tail: int | None = None) -> list[tuple[int, Series
 
 
 def subset(series: Series, idx: Iterable[int]) -> Series:
-    """The points of ``series`` at the indices ``idx``."""
+    """The points of ``series`` at the indices ``idx`` (a range of them as slices, at C speed)."""
+    if isinstance(idx, range) and idx.step == 1:
+        cut = slice(idx.start, idx.stop)
+        return Series(
+            name=series.name,
+            tags=series.tags,
+            steps=series.steps[cut],
+            values=series.values[cut],
+            times=series.times[cut],
+            attempts=series.attempts[cut],
+            ranks=series.ranks[cut],
+        )
     idx = list(idx)
     return Series(
         name=series.name,
@@ -205,9 +296,36 @@ def subset(series: Series, idx: Iterable[int]) -> Series:
     )
 
 
+_ranks_cache: dict[int, tuple[Series, int, set[int]]] = {}
+
+
+def _ranks(series: Series) -> list[int]:
+    """The ranks that wrote ``series``, scanned incrementally (series only grow)."""
+    cached = _ranks_cache.get(id(series))
+    start, seen = (cached[1], cached[2]) if cached and cached[0] is series else (0, set())
+    if start > len(series.ranks):
+        start, seen = 0, set()
+    ranks = series.ranks
+    if isinstance(ranks, array) and len(ranks) - start > 1000:
+        try:
+            import numpy as np
+
+            new = np.frombuffer(ranks, dtype=ranks.typecode)[start:]
+            lo, hi = int(new.min()), int(new.max())  # one rank, the common case: no sort
+            seen |= {lo} if lo == hi else {int(r) for r in np.unique(new)}
+        except ImportError:
+            seen |= set(ranks[start:])
+    else:
+        seen |= set(ranks[start:])
+    if len(_ranks_cache) > 10_000:
+        _ranks_cache.clear()
+    _ranks_cache[id(series)] = (series, len(series.ranks), seen)
+    return sorted(seen)
+
+
 def by_rank(series: Series) -> list[tuple[int, Series]]:
     """``series`` split per writing rank (one part, the series itself, when one rank wrote it)."""
-    ranks = sorted(set(series.ranks))
+    ranks = _ranks(series)
     if len(ranks) <= 1:
         return [(ranks[0] if ranks else 0, series)]
     return [(r, subset(series, [i for i, x in enumerate(series.ranks) if x == r])) for r in ranks]

@@ -1,0 +1,202 @@
+"""A long run read back beside pyarrow: N steps x 8 scalars reported through a Reporter, then
+``load()``, ``traincard render`` and a live card refresh, each in its own process (wall time,
+CPU time, peak resident memory), and pyarrow reading the same numbers from one Parquet file.
+
+    python -m benchmarks.bench_long_run [--steps 1000000] [--rounds 3] [--before REV] [--quick] [--json F]
+
+The store is built once per run. ``--before REV`` also times the code of git revision ``REV``
+(checked out into a temporary folder) on the same store, in alternating order, so the two sides
+share the machine's state. The refresh case reads the whole store, then (as the live card does
+every few seconds) two seconds' worth of new rows, 1 000 steps, and times that second read and
+the live payload built from it, with the whole-series heads due (their slowest refresh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks._harness import report, spread
+
+NAMES = 8
+ROOT = Path(__file__).resolve().parent.parent
+
+# Each case runs in a fresh interpreter: ru_maxrss is the process's peak, imports included.
+CHILD = r"""
+import json, resource, sys, time
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+case, store, extra = sys.argv[1], sys.argv[2], sys.argv[3]
+out = {}
+if case == "pyarrow":
+    import pyarrow.parquet as pq
+    c0, t0 = cpu(), time.perf_counter()
+    table = pq.ParquetFile(extra).read()
+    assert table.num_rows > 0
+elif case == "load":
+    import traincard_otel
+    c0, t0 = cpu(), time.perf_counter()
+    run = traincard_otel.load(store)
+    assert len(run.metrics["metric_0"]) > 0 and run.metrics["metric_0"].values[-1] > 0
+elif case == "render":
+    from traincard_otel._cli import main
+    c0, t0 = cpu(), time.perf_counter()
+    assert main(["render", store, "-o", extra]) == 0
+    out["card_bytes"] = __import__("os").path.getsize(extra)
+elif case == "refresh":
+    import os
+    import traincard_otel._card.payload.series as display
+    from traincard_otel._card.payload import build_payload
+    from traincard_otel._store import segment
+    from traincard_otel._store.backends import LocalBackend
+    from traincard_otel._store.reader import StoreReader
+    from traincard_otel._store.writer import StoreWriter
+
+    backend = LocalBackend(store)
+    reader = StoreReader(backend)
+    build_payload(reader.read(), live=True)  # the refresher's earlier refreshes
+    last = reader.data.metrics["metric_0"]
+    step, at = int(last.steps[-1]), float(last.times[-1])
+    steps = list(range(step + 1, step + 1001))
+    names = [f"metric_{i}" for i in range(8)]
+    writer = StoreWriter(backend, attempt=0, rank=0, max_pending=4000)
+    writer.add_many([segment.metric_run("train", names, steps, [at + (s - step) / 500 for s in steps],
+                                        [1.0 / s if i == 0 else 0.5 for s in steps for i in range(8)])])
+    writer.flush_now()
+    for key in list(display._head_cache):  # the whole-series heads are due on this refresh
+        series, _at, xy = display._head_cache[key]
+        display._head_cache[key] = (series, -1e9, xy)
+    c0, t0 = cpu(), time.perf_counter()
+    payload = build_payload(reader.read(), live=True)
+    out["payload_bytes"] = len(json.dumps(payload))
+    assert reader.data.metrics["metric_0"].steps[-1] == steps[-1]
+out.update(wall_s=time.perf_counter() - t0, cpu_s=cpu() - c0,
+           peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(json.dumps(out))
+"""
+
+
+def build(store: Path, wide: Path, steps: int, code: Path) -> None:
+    """The store through a Reporter (as bench_store_scale writes it), then its numbers as one
+    Parquet file of one row per step (step, time, one column per metric), read back by load()."""
+    script = r"""
+import os, sys
+os.environ["TRAINCARD_SYSTEM"] = "false"
+import pyarrow as pa, pyarrow.parquet as pq
+import traincard_otel
+store, wide, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+reporter = traincard_otel.configure(store=f"file://{store}")
+values = {f"metric_{i}": 0.5 for i in range(8)}
+for step in range(1, steps + 1):
+    values["metric_0"] = 1.0 / step
+    reporter.metrics(values, step=step)
+    if step % 10_000 == 0:
+        reporter.flush()
+traincard_otel.shutdown()
+run = traincard_otel.load(store)
+first = run.metrics["metric_0"]
+assert len(first) == steps, (len(first), steps)
+columns = {"step": pa.array(list(first.steps), pa.int64()), "time": pa.array(list(first.times), pa.float64())}
+for i in range(8):
+    columns[f"metric_{i}"] = pa.array(list(run.metrics[f"metric_{i}"].values), pa.float64())
+pq.write_table(pa.table(columns), wide, compression="zstd")
+"""
+    env = {**os.environ, "PYTHONPATH": str(code), "USER": os.environ.get("USER", "bench")}
+    subprocess.run(
+        [sys.executable, "-c", script, str(store), str(wide), str(steps)], check=True, env=env, cwd=code
+    )
+
+
+def child(case: str, store: Path, extra: str, code: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(code), "USER": os.environ.get("USER", "bench")}
+    # run from the code's folder: ``python -c`` puts the working directory first on sys.path
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, case, str(store), extra],
+        check=True,
+        env=env,
+        cwd=code,
+        capture_output=True,
+        text=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def checkout(rev: str, into: Path) -> Path:
+    """The package as it was at ``rev`` (git archive), importable from ``into``."""
+    archive = subprocess.run(
+        ["git", "archive", rev, "traincard_otel"], cwd=ROOT, check=True, capture_output=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Each case's median wall and CPU time and peak memory, per code version; the ratios to pyarrow."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", default=None, help="a git revision to time beside the working tree")
+    parser.add_argument("--cases", default="pyarrow,load,render,refresh")
+    parser.add_argument("--store", default=None, help="reuse a store built by an earlier run (its folder)")
+    parser.add_argument("--quick", action="store_true", help="20k steps, one round")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.steps, args.rounds = 20_000, 1
+    cases = args.cases.split(",")
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        codes = {"after": ROOT}
+        if args.before:
+            codes["before"] = checkout(args.before, Path(tempfile.mkdtemp(dir=tmp)))
+        store = Path(args.store) if args.store else tmp / "store"
+        wide = store.parent / (store.name + "-wide.parquet")
+        if not wide.exists():
+            t0 = time.perf_counter()
+            build(store, wide, args.steps, ROOT)
+            print(
+                f"built {args.steps} steps x {NAMES} scalars in {time.perf_counter() - t0:.0f} s", flush=True
+            )
+        results: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for r in range(args.rounds):
+            order = list(codes) if r % 2 == 0 else list(reversed(codes))
+            for case in cases:
+                for version in ["pyarrow"] if case == "pyarrow" else order:
+                    # the refresh writes into its store: each gets a copy of the store
+                    target = store
+                    if case == "refresh":
+                        target = tmp / f"copy-{version}-{r}"
+                        subprocess.run(["cp", "-r", str(store), str(target)], check=True)
+                    extra = str(wide) if case == "pyarrow" else str(tmp / "card.html")
+                    got = child(case, target, extra, codes.get(version, ROOT))
+                    results.setdefault(case, {}).setdefault(version, []).append(got)
+                    print(r, case, version, json.dumps(got), flush=True)
+    base = spread([g["wall_s"] for g in results.get("pyarrow", {}).get("pyarrow", [])] or [float("nan")])
+    base_cpu = spread([g["cpu_s"] for g in results.get("pyarrow", {}).get("pyarrow", [])] or [float("nan")])
+    rows = []
+    for case, versions in results.items():
+        for version, runs in versions.items():
+            row: dict[str, Any] = {"case": case, "code": version, "rounds": len(runs)}
+            for figure in runs[0]:
+                row[figure] = spread([g[figure] for g in runs])["median"]
+            row["wall_x_pyarrow"] = row["wall_s"] / base["median"]
+            row["cpu_x_pyarrow"] = row["cpu_s"] / base_cpu["median"]
+            rows.append(row)
+    columns = ["case", "code", "wall_s", "cpu_s", "peak_mb", "wall_x_pyarrow", "cpu_x_pyarrow"]
+    return report("long_run", rows, columns, args.json, steps=args.steps, scalars=args.steps * NAMES)
+
+
+if __name__ == "__main__":
+    main()
