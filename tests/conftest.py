@@ -1,4 +1,10 @@
-"""Shared fixtures: a clean environment per test and a fresh pipeline per test."""
+"""Shared fixtures (a clean environment and a fresh pipeline per test) and the suite's order.
+
+``make test`` runs the suite on several pytest-xdist workers (``--dist loadgroup``): the tests
+that share a module- or class-scoped fixture (one flow run read by several tests) go to one worker
+together, and the slowest tests start first, so that the run does not end waiting on one of them.
+Each worker has its own temporary directory, ports and (session-scoped) Chromium.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,51 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "examples"))
 sys.path.insert(0, str(REPO / "tests"))
 os.environ.setdefault("USER", "traincard")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: two workers per core (up to 8), since most tests wait on child processes, servers
+    and sleeps; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides it."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    return max(2, min(8, 2 * (os.cpu_count() or 1)))
+
+
+#: What starts first: real flows and multi-process training, then the other integration and browser
+#: tests, then the unit tests.
+_FIRST = ("slow", "integration", "browser")
+
+
+def _weight(item: pytest.Item) -> int:
+    if item.get_closest_marker("slow"):
+        return 0
+    parts = item.path.relative_to(REPO / "tests").parts
+    return _FIRST.index(parts[0]) if parts[0] in _FIRST else len(_FIRST)
+
+
+def _shared_scope(item: pytest.Item) -> str | None:
+    """The node whose fixtures this test shares with others (its module or class), if any."""
+    info = getattr(item, "_fixtureinfo", None)
+    scopes = {defs[-1].scope for defs in (info.name2fixturedefs.values() if info else ()) if defs}
+    for scope, node_type in (("module", pytest.Module), ("class", pytest.Class)):
+        if scope in scopes:
+            node = item.getparent(node_type)
+            return node.nodeid if node else None
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    weights: dict[pytest.Collector | None, int] = {}
+    for item in items:  # a module runs as one block (its module fixtures set up once), by its slowest test
+        module = item.getparent(pytest.Module)
+        weights[module] = min(weights.get(module, len(_FIRST)), _weight(item))
+    items.sort(key=lambda item: weights[item.getparent(pytest.Module)])  # stable: file order within
+    for item in items:
+        group = _shared_scope(item)
+        if group is not None and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)
