@@ -1,4 +1,4 @@
-"""Hot path: one 8-scalar report at a new step, as the training thread sees it.
+"""Hot path: one 8-scalar report at a new step, and one step end, as the training thread sees them.
 
     python -m benchmarks.bench_hot_path [--quick] [--json out.json]
 
@@ -104,6 +104,9 @@ def _cases(tmp: str, stack: contextlib.ExitStack, *, peers: bool) -> dict[str, C
     return {
         FLOOR: lambda s: floor.append((s, {n: 0.5 for n in NAMES})),
         "traincard Reporter.metrics": lambda s: reporter.metrics({n: 0.5 for n in NAMES}, step=s),
+        # a raw loop's step end (the reporter times the step) and an adapter's (it passes its own)
+        "traincard Reporter.step_end(step)": lambda s: reporter.step_end(s),
+        "traincard Reporter.step_end(step, duration_s)": lambda s: reporter.step_end(s, 0.01),
         **(_peers(tmp, stack) if peers else {}),
     }
 

@@ -161,8 +161,8 @@ def resource_attributes(
         Attr.WORLD_SIZE: rank.world_size,
         Attr.NODE_RANK: rank.node_rank,
         Attr.ROLE: "launcher" if rank.launcher else "rank",
-        "host.name": socket.gethostname(),
-        "process.pid": os.getpid(),
+        Attr.HOST_NAME: socket.gethostname(),
+        Attr.PROCESS_PID: os.getpid(),
     }
     if rank.gang is not None:  # a Grafana panel splits by node and rank with these
         attrs[Attr.NODE_INDEX] = rank.gang.node_index
@@ -184,5 +184,5 @@ def resource_attributes(
             attrs[Attr.MF_ORIGIN_RUN_ID] = mf.origin_run_id
     name = service_name or (mf.flow_name if mf else None)
     if name:
-        attrs["service.name"] = name
+        attrs[Attr.SERVICE_NAME] = name
     return attrs

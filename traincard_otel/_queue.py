@@ -35,6 +35,9 @@ class ReportQueue:
         self.open_phases: list[tuple[int, str]] = []  # (token, name), innermost last
         self.phase_tokens = itertools.count(1)
         self.perf_to_wall = 0.0
+        # time.perf_counter() at the last step end, phase start or phase end: where the time of a
+        # step ended without a duration starts
+        self.step_clock = time.perf_counter()
         # texts that logging records brought lately: console capture skips their printed copies
         self.recent_messages: collections.deque[str] = collections.deque(maxlen=64)
         self.sync_clocks()

@@ -66,6 +66,7 @@ class Phase:
         if entry in q.open_phases:
             q.open_phases.remove(entry)
         err = None if error is None else (type(error).__name__, str(error))
+        q.step_clock = time.perf_counter()  # the phase's time is no step's (Reporter.step_end)
         q.put(PhaseEnd(time.time(), self.token, err))
 
 
@@ -208,13 +209,25 @@ class Reporter:
     ) -> None:
         """Mark an optimizer step as done: progress, step time, throughput and the time spent
         waiting for data (every rank; the card flags input-bound training from it), and the
-        epoch (fractional) if known. ``at``: when the step ended, by ``time.perf_counter()``, if
-        the caller has read it (it spares the training thread a read of the wall clock)."""
+        epoch (fractional) if known.
+
+        Without ``duration_s``, the step's time is measured: the time since the previous
+        ``step_end``, or since the latest phase start or end if one came after it (the first
+        step's time counts from the phase it runs in, or from the reporter's start outside any
+        phase). So an evaluation or a save in its own phase between two steps is not counted as
+        the next step's time, while anything else the loop does between steps is (as a step time
+        measured around the whole loop body would count it). Open ``reporter.phase("train")``
+        where training starts, so the first step does not count the set-up before it.
+
+        ``at``: when the step ended, by ``time.perf_counter()``, if the caller has read it (it
+        spares the training thread a clock read)."""
         if self._on:
             q = self._queue
-            # A cold wall-clock read costs about 1 µs on a step's evicted caches; an addition does not.
+            # One clock read: the wall clock is the perf counter plus an offset the converter
+            # re-reads at every drain (a cold wall-clock read costs about 1 µs on a step's caches).
             try:
-                now = time.time() if at is None else at + q.perf_to_wall
+                end = time.perf_counter() if at is None else at + 0.0
+                now = end + q.perf_to_wall
             except TypeError:
                 warn_once(
                     "step_end.at",
@@ -222,7 +235,10 @@ class Reporter:
                     "the wall clock's time is used (reported once)",
                     at,
                 )
-                now = time.time()
+                end, now = time.perf_counter(), time.time()
+            if duration_s is None:
+                duration_s = end - q.step_clock
+            q.step_clock = end
             q.step = step
             q.heartbeat_at = now
             if epoch is not None:
@@ -269,6 +285,7 @@ class Reporter:
         ph = Phase(q if self._on else None, str(name), next(q.phase_tokens))
         if self._on:
             q.open_phases.append((ph.token, ph.name))
+            q.step_clock = time.perf_counter()
             q.put(PhaseStart(time.time(), ph.name, ph.token, q.step))
         return ph
 

@@ -41,9 +41,38 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _run(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[bytes], traincard_otel.RunData]:
+# A Python warning while a tqdm bar draws, from the training thread and from a DataLoader worker.
+WARNING_IN_BAR = textwrap.dedent(
+    """
+    import sys, warnings
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+    from tqdm import tqdm
+    import traincard_otel
+
+    class Warns(Dataset):
+        def __len__(self):
+            return 8
+        def __getitem__(self, i):
+            if i == 5:
+                warnings.warn("odd sample in a worker")
+            return torch.zeros(2)
+
+    reporter = traincard_otel.Reporter()
+    for i in tqdm(range(40), mininterval=0, file=sys.stderr):
+        if i == 20:
+            warnings.warn("careful inside the bar")
+    for _ in tqdm(DataLoader(Warns(), batch_size=2, num_workers=2), mininterval=0, file=sys.stderr):
+        pass
+    """
+)
+
+
+def _run(
+    tmp_path: Path, script_text: str = SCRIPT, **env: str
+) -> tuple[subprocess.CompletedProcess[bytes], traincard_otel.RunData]:
     script = tmp_path / "script.py"
-    script.write_text(SCRIPT)
+    script.write_text(script_text)
     out = subprocess.run(
         [sys.executable, str(script)],
         capture_output=True,
@@ -78,6 +107,16 @@ def test_console_output_reaches_the_terminal_unchanged_and_the_card_as_log_lines
     # the logging record came through the logging bridge; its printed copy is not a second line
     assert sum("a logged warning that also prints" in text for text in by_text) == 1
     assert all(line["attributes"].get("traincard.rank") == "0" for _l, stream, line in lines if stream)
+
+
+def test_a_warning_printed_while_a_tqdm_bar_draws_reaches_the_logs_as_a_warning(tmp_path: Path) -> None:
+    out, run = _run(tmp_path, WARNING_IN_BAR)
+    assert b"UserWarning: careful inside the bar" in out.stderr  # the terminal has it
+    warnings = [line["message"] for line in run.logs if line["level"] == "WARNING"]
+    assert any("UserWarning: careful inside the bar" in text and "20/40" in text for text in warnings)
+    assert any("UserWarning: odd sample in a worker" in text for text in warnings)
+    bars = [line["message"] for line in run.logs if line["level"] == "INFO"]
+    assert any("40/40" in text for text in bars) and any("4/4" in text for text in bars)
 
 
 def test_capture_can_be_switched_off(tmp_path: Path) -> None:

@@ -50,6 +50,27 @@ def test_progress_bar_keeps_its_latest_state_only() -> None:
     assert got == [("INFO", " 999/999 [##  ]", None, "stderr")]
 
 
+def test_a_warning_printed_while_a_bar_draws_is_kept_with_its_severity() -> None:
+    splitter, got = _splitter("stderr")
+    for i in range(5):
+        splitter.feed(f"\r{i}/9 [##  ]".encode())
+    splitter.feed(b"x.py:7: UserWarning: careful\n  warnings.warn('careful')\n")
+    splitter.feed(b"\r5/9 [### ]\r9/9 [####]\n")
+    assert got == [
+        ("WARNING", "4/9 [##  ]x.py:7: UserWarning: careful", None, "stderr"),  # as the terminal shows it
+        ("WARNING", "  warnings.warn('careful')", None, "stderr"),
+        ("INFO", "9/9 [####]", None, "stderr"),
+    ]
+
+
+def test_a_traceback_printed_while_a_bar_draws_is_one_block_after_the_bars_state() -> None:
+    splitter, got = _splitter("stderr")
+    splitter.feed(b"\r1/9 [#   ]\r2/9 [#   ]Traceback (most recent call last):\n")
+    splitter.feed(b'  File "x.py", line 1, in <module>\nValueError: bad\n')
+    assert [(r[0], r[1]) for r in got] == [("INFO", "2/9 [#   ]"), ("ERROR", "ValueError: bad")]
+    assert got[1][2] is not None and got[1][2].startswith("Traceback (most recent call last):")
+
+
 def test_a_running_bar_reports_every_progress_interval(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     now = [100.0]
     monkeypatch.setattr(console, "time", SimpleNamespace(monotonic=lambda: now[0]))

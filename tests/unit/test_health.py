@@ -10,6 +10,7 @@ import pytest
 
 import traincard_otel
 from traincard_otel._card.payload import build_payload
+from traincard_otel._schema import Attr
 
 
 def _events(run: traincard_otel.RunData, name: str) -> list[dict]:
@@ -96,8 +97,8 @@ def test_previous_attempt_that_vanished_near_its_memory_limit(
     traincard_otel.shutdown()
     run = traincard_otel.load(store_dir)
     resumed = _events(run, "traincard.run.resumed")[0]["attributes"]
-    assert resumed["traincard.previous_end"] == "vanished"
-    assert resumed["traincard.verdict"] == "host_oom"
+    assert resumed[Attr.PREVIOUS_END] == "vanished"
+    assert resumed[Attr.PREVIOUS_VERDICT] == "host_oom"
     payload = build_payload(run)
     assert payload["run"]["restarts"] == 1
     text = next(b for b in payload["banners"] if b["kind"] == "resumed")["text"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from typing import Any
@@ -130,3 +131,28 @@ def test_stretches_at_once_give_the_rows_and_events_of_row_by_row(
     assert any("traincard.run.rewind" in e for e in at_once["events"])
     for key in ("metric_rows", "step_rows", "events", "last_metrics", "rejected", "recent", "max_step"):
         assert at_once[key] == row_by_row[key], key
+
+
+def test_a_line_logged_every_step_leaves_the_rows_in_one_batch_and_events_in_order() -> None:
+    """A Trainer's printer logs a line per step: the lines must not cut the rows into a batch per
+    step. Each stretch's rows go out first, then its lines, then the event that ends it."""
+    log = logging.getLogger("train")
+    with capture() as cap:
+        for step in range(1, 41):
+            cap.reporter.metrics({"loss": 1.0 / step}, step)
+            cap.reporter.step_end(step, 0.01)
+            log.warning("step %d", step)
+            if step == 20:
+                cap.reporter.event("traincard.test.marker", {"traincard.step": step})
+        cap.drain()
+        ours = (Event.METRICS, Event.STEP_TIMING, "traincard.test.marker", "train: ")
+        every = [r.log_record.event_name or str(r.log_record.body) for r in cap.logs]
+        emitted = [name for name in every if name.startswith(ours)]
+        first = [f"train: step {i}" for i in range(1, 21)]
+        then = [f"train: step {i}" for i in range(21, 41)]
+        batch = [Event.METRICS, Event.STEP_TIMING]
+        assert emitted == [*batch, *first, "traincard.test.marker", *batch, *then]
+        runs = [e.body["runs"] for e in cap.events(Event.METRICS)]  # type: ignore[index]
+        assert [run[0]["steps"] for run in runs] == [list(range(1, 21)), list(range(21, 41))]
+        timing = [e.body["steps"] for e in cap.events(Event.STEP_TIMING)]  # type: ignore[index]
+        assert timing == [list(range(1, 21)), list(range(21, 41))]

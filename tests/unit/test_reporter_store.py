@@ -69,8 +69,11 @@ def test_interleaved_names_phases_and_tags_come_back_row_for_row(store_dir: Path
     assert run.metrics["eval_loss"].steps == list(range(3, 31, 3))
     assert run.metrics["eval_loss"].values == [2.0 / s for s in range(3, 31, 3)]
     assert run.metrics["util{gpu=1}"].values == [s / 100 for s in range(5, 31, 5)]
-    assert run.step_times[0].steps == list(range(1, 31, 2))  # steps without a duration add no point
-    assert run.throughput["samples_per_second{rank=0}"].values == [800.0] * 15
+    assert run.step_times[0].steps == list(range(1, 31))  # without a duration, the reporter timed it
+    given = [v for s, v in zip(run.step_times[0].steps, run.step_times[0].values, strict=True) if s % 2]
+    assert given == [0.01] * 15
+    samples = run.throughput["samples_per_second{rank=0}"]
+    assert [v for s, v in zip(samples.steps, samples.values, strict=True) if s % 2] == [800.0] * 15
 
 
 def test_a_step_end_timed_by_the_perf_counter_is_stored_at_wall_clock_time(

@@ -18,6 +18,7 @@ from opentelemetry.util.types import AnyValue
 from .._insights.anomalies import KINDS, Anomaly, AnomalyDetector, AnomalyRules
 from .._safety import internal_error
 from .._schema import Attr, Event, Metric
+from .._schema.keys import series_key
 from .._types import JsonObject, JsonValue
 from ..exceptions import ConfigError
 
@@ -76,9 +77,8 @@ class AnomalyWatch:
             if not watched:
                 continue
             k, steps, times, values = len(names), run["steps"], run["times"], run["values"]
-            suffix = "{" + ",".join(f"{a}={b}" for a, b in sorted(tags.items())) + "}" if tags else ""
             for j, name in watched:
-                key = name + suffix
+                key = series_key(name, tags)
                 for i, value in enumerate(values[j::k]):
                     found = detector.observe(steps[i], key, value, phase)
                     if found:

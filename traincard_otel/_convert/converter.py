@@ -44,7 +44,7 @@ from .rows import RowBatcher
 from .spans import SEVERITY, PhaseSpans
 from .values import Rejections, safe_text, safe_value, to_float
 
-_ROW_TYPES = (MetricsReport, StepEnd)
+_BATCHED_TYPES = (MetricsReport, StepEnd, LogLine)
 
 
 class Converter:
@@ -108,25 +108,46 @@ class Converter:
                     items = place_after_step_ends(items, read, self._last_step_end)
                 if last_end is not None:
                     self._last_step_end = (last_end.step, last_end.t)
+            # Log lines do not end a stretch of rows: a line printed every step (a Trainer's
+            # printer) would otherwise cut the rows into a batch per step, an SDK record per row.
+            # They follow the stretch's rows out, before the next event.
+            lines: list[LogLine] = []
             start, n = 0, len(items)
             while start < n:
                 end = start
-                while end < n and type(items[end]) in _ROW_TYPES:
+                rows: list[MetricsReport | StepEnd] = []
+                while end < n and type(items[end]) in _BATCHED_TYPES:
+                    item = items[end]
+                    if type(item) is LogLine:
+                        lines.append(item)
+                    else:
+                        rows.append(item)  # type: ignore[arg-type]
                     end += 1
                 if end > start:
-                    self.rows.add(items[start:end], self._error)  # type: ignore[arg-type]
+                    if rows:
+                        self.rows.add(rows, self._error)
                     start = end
                     continue
+                self._flush_rows(lines)  # keep rows and events in report order
                 try:
-                    self.rows.flush()  # keep rows and events in report order
                     self._handle(items[start])
                 except Exception as exc:
                     self._error(exc)
                 start += 1
+            self._flush_rows(lines)
+
+    def _flush_rows(self, lines: list[LogLine]) -> None:
+        """Emit the batched rows, then the log lines held beside them (emptying ``lines``)."""
+        try:
+            self.rows.flush()
+        except Exception as exc:
+            self._error(exc)
+        for line in lines:
             try:
-                self.rows.flush()
+                self._handle(line)
             except Exception as exc:
                 self._error(exc)
+        lines.clear()
 
     @staticmethod
     def _error(exc: Exception) -> None:

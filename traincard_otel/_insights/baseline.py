@@ -31,6 +31,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Generic, Literal, Protocol, TypeVar, cast
 
+from .._schema.keys import is_tagged
 from .._types import JsonObject, JsonValue
 
 WINDOW_STEPS: Final = 20
@@ -137,7 +138,7 @@ def _is_eval(name: str) -> bool:
 
 def main_metric(names: Sequence[str] | Mapping[str, JsonValue]) -> str | None:
     """The training loss among ``names`` (metric keys of a run), or None when it has none."""
-    keys = [k for k in names if "{" not in k]
+    keys = [k for k in names if not is_tagged(k)]
     for name in _LOSS_NAMES:
         if name in keys:
             return name

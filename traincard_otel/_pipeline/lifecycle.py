@@ -26,7 +26,17 @@ from .._convert.anomalies import parse_rules
 from .._identity import MetaflowIdentity, RankIdentity, resource_attributes
 from .._queue import ReportQueue
 from .._safety import internal_error, report_internal_error
-from .._schema import RUN_SPAN, Attr, Event, Failure, LifecycleEvent, LogLine, Metric, StatusSnapshot
+from .._schema import (
+    RUN_SPAN,
+    Attr,
+    Event,
+    Failure,
+    LifecycleEvent,
+    LogLine,
+    Metric,
+    StatusSnapshot,
+    SystemMetric,
+)
 from .._store.backends import Backend
 from .._store.writer import StoreWriter
 from .._telemetry.health import Watchdog
@@ -39,6 +49,7 @@ from .schedule import FlushSchedule
 
 if TYPE_CHECKING:
     from .._telemetry import SystemSampler
+    from .._telemetry.console import ConsoleCapture
 
 logger = logging.getLogger("traincard_otel")
 _SCOPE = "traincard_otel"
@@ -131,8 +142,10 @@ class Pipeline:
             self.writer.start()
         self.schedule.start()
         self.watchdog.start()
+        self._log_handler: logbridge.QueueHandler | None = None
+        self.console: ConsoleCapture | None = None
         if settings.log_level != "OFF":
-            handler = logbridge.attach(self.queue, settings.log_level)
+            handler = self._log_handler = logbridge.attach(self.queue, settings.log_level)
             self.on_shutdown.append(lambda: logbridge.detach(handler))
         if settings.capture_console:
             self._capture_console()
@@ -174,7 +187,7 @@ class Pipeline:
             return any(m in line for m in list(queue.recent_messages) if len(m) >= 8)
 
         try:
-            console = ConsoleCapture(sink, seen).start()
+            console = self.console = ConsoleCapture(sink, seen).start()
         except Exception as exc:
             internal_error("console capture", exc)
             return
@@ -189,6 +202,27 @@ class Pipeline:
         self.sampler = SystemSampler(self.settings.system_interval_s)
         self.sampler.start()
         register_system_instruments(meter, self.sampler)
+        reader = self.providers.store_reader
+        if reader is not None:  # each sample stored once, as it is taken (the first is taken already)
+            reader.collect()
+            self.sampler.add_listener(lambda _snapshot: reader.collect())
+
+    def leave_to_parent(self) -> None:
+        """In a forked child: this copy is the parent's pipeline, and goes silent here.
+
+        Its threads did not survive the fork and nothing restarts them; it is closed, so the exit
+        hooks leave it alone; Python logging no longer feeds its queue (a child's warning reaches
+        the parent's console capture through the inherited stderr instead), and the console
+        capture stops holding this process's copies of its descriptors.
+        """
+        self.closed = True
+        try:
+            if self._log_handler is not None:
+                logbridge.detach(self._log_handler)
+            if self.console is not None:
+                self.console.leave_to_parent()
+        except Exception as exc:
+            internal_error("leaving a forked child", exc)
 
     # -- what other parts read ------------------------------------------------------------------
     def last_system(self) -> dict[str, float]:
@@ -196,7 +230,8 @@ class Pipeline:
         return {s.reading_key: s.value for s in getattr(snap, "samples", ())}
 
     def gpu_utilization(self) -> list[float]:
-        return [v for k, v in self.last_system().items() if k.startswith("hw.gpu.utilization")]
+        snap = self.sampler.latest() if self.sampler is not None else None
+        return [s.value for s in getattr(snap, "samples", ()) if s.name == SystemMetric.GPU_UTILIZATION.name]
 
     def event(self, name: str, attributes: Mapping[str, Reported], body: Reported = None) -> None:
         """Queue a lifecycle event (the watchdog's and the pipeline's own)."""
@@ -296,7 +331,7 @@ class Pipeline:
             self.run_span.end(end_time=int(end * 1e9))
             if self.sampler is not None:
                 self.sampler.stop(0.5)
-            # Collect the store metric reader once more so the last system sample is kept.
+            # The OTLP metric readers export what they hold (the store's took each sample already).
             mp = self.providers.meter_provider
             bounded(lambda: mp.force_flush(1000), left(deadline, 1.0), default=False)
             if self.writer is not None:

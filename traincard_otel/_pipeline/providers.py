@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, MetricsData
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -21,8 +21,33 @@ from .._schema import Metric
 from .._store.writer import StoreWriter
 from ..exporters.otlp import exporter_classes
 from ..exporters.store import TraincardLogExporter, TraincardMetricExporter, TraincardSpanExporter
+from .children import ParentOnlyPeriodicReader
 
 STEP_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class SampleReader(MetricReader):
+    """The store's metric reader: collected by the system sampler right after each sample.
+
+    One stored point per sample, in sampling order: a reader on a timer of its own drifts against
+    the sampler, storing one sample twice or missing one. No thread, so nothing for a forked child
+    to restart.
+    """
+
+    def __init__(self, exporter: MetricExporter) -> None:
+        super().__init__()
+        self._exporter = exporter
+
+    def _receive_metrics(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object
+    ) -> None:
+        self._exporter.export(metrics_data, timeout_millis=timeout_millis)
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True  # every sample was exported as it was taken: a collection now would repeat one
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
+        self._exporter.shutdown(timeout_millis=timeout_millis)
 
 
 @dataclass(frozen=True)
@@ -31,6 +56,7 @@ class Providers:
     logger_provider: LoggerProvider
     meter_provider: MeterProvider
     exports_metrics: bool  # a metric backend beyond the store reads the training instruments
+    store_reader: SampleReader | None
 
     def all(self) -> tuple[TracerProvider, LoggerProvider, MeterProvider]:
         return self.tracer_provider, self.logger_provider, self.meter_provider
@@ -40,16 +66,14 @@ def build_providers(settings: Settings, resource: Resource, writer: StoreWriter 
     tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
     readers: list[MetricReader] = []
+    store_reader = None
     if writer is not None:
         # The store exporters run synchronously on the schedule's thread: export() only appends
         # to memory, and no SDK queue sits between the converter and the store that could drop rows.
         tracer_provider.add_span_processor(SimpleSpanProcessor(TraincardSpanExporter(writer)))
         logger_provider.add_log_record_processor(SimpleLogRecordProcessor(TraincardLogExporter(writer)))
-        readers.append(
-            PeriodicExportingMetricReader(
-                TraincardMetricExporter(writer), export_interval_millis=settings.system_interval_s * 1000
-            )
-        )
+        store_reader = SampleReader(TraincardMetricExporter(writer))
+        readers.append(store_reader)
     for cls in exporter_classes("traces", settings.traces_exporters):
         tracer_provider.add_span_processor(BatchSpanProcessor(cls()))
     for cls in exporter_classes("logs", settings.logs_exporters):
@@ -59,9 +83,7 @@ def build_providers(settings: Settings, resource: Resource, writer: StoreWriter 
             readers.append(cls())
         else:
             readers.append(
-                PeriodicExportingMetricReader(
-                    cls(), export_interval_millis=settings.metric_export_interval_ms
-                )
+                ParentOnlyPeriodicReader(cls(), export_interval_millis=settings.metric_export_interval_ms)
             )
     views = [
         View(
@@ -72,4 +94,6 @@ def build_providers(settings: Settings, resource: Resource, writer: StoreWriter 
     meter_provider = MeterProvider(
         metric_readers=readers, resource=resource, shutdown_on_exit=False, views=views
     )
-    return Providers(tracer_provider, logger_provider, meter_provider, len(readers) > (writer is not None))
+    return Providers(
+        tracer_provider, logger_provider, meter_provider, len(readers) > (writer is not None), store_reader
+    )

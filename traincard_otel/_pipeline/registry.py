@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import threading
 from collections.abc import Mapping
 
@@ -12,11 +14,13 @@ from .._store.backends import Backend
 from .._store.locate import resolve_backend
 from .._types import Reported
 from ..exceptions import ConfigError
-from . import process_exit
+from . import children, process_exit
 from .lifecycle import Pipeline
 
+logger = logging.getLogger("traincard_otel")
 _lock = threading.RLock()
 _active: Pipeline | None = None
+_fork_hook = False
 
 
 def active() -> Pipeline | None:
@@ -78,15 +82,39 @@ def start(
             return running
         if resolved.sdk_disabled:
             return None
+        parent = None if metaflow_identity is not None else children.parent_pid()
+        if parent is not None:  # a Metaflow task is never a child: @traincard names it
+            logger.debug("traincard: pid %d is a child of pid %d, which reports for it", os.getpid(), parent)
+            return None
         mf = metaflow_identity or detect_metaflow()
         if mf is not None and backend is None and not resolved.store:
             mf = _metaflow_datastore(mf)
         if backend is None:
             backend = resolve_backend(resolved, mf)
+        _watch_forks()
         _active = Pipeline(resolved, mf=mf, rank=detect_rank(), backend=backend)
         _active.configured_by_step = metaflow_identity is not None
         process_exit.install(active)
+        children.claim()
         return _active
+
+
+def _watch_forks() -> None:
+    """Registered before the first pipeline's OTel SDK registers its own hooks, so it runs first."""
+    global _fork_hook
+    if not _fork_hook and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _fork_hook = True
+
+
+def _after_fork_in_child() -> None:
+    """A forked child: the copy of the parent's pipeline is the parent's, and stays silent here."""
+    global _active, _lock
+    _lock = threading.RLock()  # another thread may have held it at the fork
+    children.forked_from_pipeline = True
+    inherited, _active = _active, None
+    if inherited is not None:
+        inherited.leave_to_parent()
 
 
 def shutdown(timeout_s: float | None = None) -> None:

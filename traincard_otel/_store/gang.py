@@ -23,12 +23,13 @@ import json
 import time
 from pathlib import Path
 
+from .._schema.keys import series_key
 from .._types import JsonObject
 from .attribution import analyze
 from .backends import Backend, LocalBackend, MetaflowBackend
 from .columns import concat
 from .reader import StoreReader
-from .rundata import RunData, Series, series_key
+from .rundata import RunData, Series
 
 GANG_FILE = "gang.json"
 NODE_PREFIX = "gang/node-"

@@ -4,33 +4,21 @@ numbers (CPU, memory, each GPU), their sum over nodes, and memory evidence for t
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 
+from .._schema import Attr, SystemMetric
+from .._schema.keys import series_key, split_reading_key
 from .._types import JsonObject, JsonValue
-
-# The samplers' reading keys, ``name[hw.id]{attr=value,...}`` (telemetry._samples.Sample).
-_READING_KEY = re.compile(r"^([^\[{]+)(?:\[([^\]]*)\])?(?:\{(.*)\})?$")
-
-
-def split_reading_key(key: str) -> tuple[str, str | None, dict[str, str]]:
-    m = _READING_KEY.match(key)
-    if m is None:
-        return key, None, {}
-    attrs = dict(part.split("=", 1) for part in (m.group(3) or "").split(",") if "=" in part)
-    return m.group(1), m.group(2), attrs
-
 
 NEAR_LIMIT = 0.9
 
 
 def host_oom_evidence(last_system: Mapping[str, JsonValue]) -> str | None:
     """A process that vanished (SIGKILL / exit 137) with memory near its limit: likely the OOM killer."""
-    util = last_system.get(
-        "system.memory.utilization{system.memory.state=used}", last_system.get("system.memory.utilization")
-    )
-    rss = last_system.get("process.memory.usage")
-    limit = last_system.get("system.memory.limit")
+    util_name = SystemMetric.MEMORY_UTILIZATION.name
+    util = last_system.get(series_key(util_name, {Attr.MEMORY_STATE: "used"}), last_system.get(util_name))
+    rss = last_system.get(SystemMetric.PROCESS_MEMORY_USAGE.name)
+    limit = last_system.get(SystemMetric.MEMORY_LIMIT.name)
     if (
         isinstance(rss, (int, float))
         and isinstance(limit, (int, float))
@@ -44,9 +32,9 @@ def host_oom_evidence(last_system: Mapping[str, JsonValue]) -> str | None:
 
 
 _GPU_FIELDS = {
-    "hw.gpu.utilization": "utilization",
-    "hw.gpu.memory.usage": "memory_used",
-    "hw.gpu.memory.limit": "memory_limit",
+    SystemMetric.GPU_UTILIZATION.name: "utilization",
+    SystemMetric.GPU_MEMORY_USAGE.name: "memory_used",
+    SystemMetric.GPU_MEMORY_LIMIT.name: "memory_limit",
 }
 
 
@@ -58,11 +46,11 @@ def node_system(last_system: JsonObject) -> JsonObject:
         if not isinstance(value, (int, float)) or not math.isfinite(value):
             continue
         name, hw_id, attrs = split_reading_key(key)
-        if name == "system.cpu.utilization" and not attrs:
+        if name == SystemMetric.CPU_UTILIZATION.name and not attrs:
             out["cpu_utilization"] = value
-        elif name == "system.memory.usage" and attrs.get("system.memory.state") in (None, "used"):
+        elif name == SystemMetric.MEMORY_USAGE.name and attrs.get(Attr.MEMORY_STATE) in (None, "used"):
             out["memory_used"] = value
-        elif name == "system.memory.limit":
+        elif name == SystemMetric.MEMORY_LIMIT.name:
             out["memory_limit"] = value
         elif hw_id and name in _GPU_FIELDS:
             gpus.setdefault(hw_id, {})[_GPU_FIELDS[name]] = value

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 
+from .._schema.keys import series_key
 from .._types import Foreign
 from .columns import from_arrow_floats, from_arrow_ints
 from .records import add_record, extend_series, trim
-from .rundata import DATA_WAIT_TAIL, RunData, Series, rank_series, series_key
+from .rundata import DATA_WAIT_TAIL, RunData, Series, rank_series
 
 
 def add_table(data: RunData, table: Foreign, skip: set[int], attempt: int, rank: int) -> int:
@@ -30,7 +31,7 @@ def add_table(data: RunData, table: Foreign, skip: set[int], attempt: int, rank:
         mask = pc.equal(metrics["name"], name)
         mask = pc.and_(mask, pc.equal(metrics["g"], tags_json) if tags_json else pc.is_null(metrics["g"]))
         rows = metrics.filter(mask)
-        key = series_key(name, tags) if tags else name
+        key = series_key(name, tags)
         series = data.metrics.get(key)
         if series is None:
             series = data.metrics[key] = Series(name=name, tags=dict(tags or {}))

@@ -15,9 +15,9 @@ from . import layout, segment
 from .backends import Backend
 from .parts import add_table
 from .records import add_record, add_step_columns
-from .rundata import Record, RunData, Series, rank_series, series_key
+from .rundata import Record, RunData, Series, rank_series
 
-__all__ = ["RunData", "Series", "StoreReader", "rank_series", "read_store", "series_key"]
+__all__ = ["RunData", "Series", "StoreReader", "rank_series", "read_store"]
 
 
 class StoreReader:

@@ -14,9 +14,10 @@ from array import array
 from collections.abc import Sequence
 
 from .._schema import Attr, Event
+from .._schema.keys import series_key
 from .._types import JsonObject, JsonValue
 from .columns import FLOAT, SMALL, extend, repeat
-from .rundata import DATA_WAIT_TAIL, Record, RunData, Series, rank_series, series_key
+from .rundata import DATA_WAIT_TAIL, Record, RunData, Series, rank_series
 
 
 def _no_gaps(column: Sequence[JsonValue]) -> bool:
@@ -133,7 +134,7 @@ def _add_row(metrics: dict[str, Series], rec: Record, t: float, attempt: int, ra
     step = rec.get("s")
     nan = float("nan")
     for name, value in (rec.get("v") or {}).items():
-        key = series_key(name, tags) if tags else name
+        key = series_key(name, tags)
         series = metrics.get(key)
         if series is None:
             series = metrics[key] = Series(name=name, tags=dict(tags or {}))
@@ -189,7 +190,7 @@ def add_record(data: RunData, rec: Record, attempt: int, rank: int) -> None:
                 "time": t,
                 "level": rec.get("lvl", "INFO"),
                 "message": rec.get("msg", ""),
-                "traceback": (rec.get("a") or {}).get("exception.stacktrace"),
+                "traceback": (rec.get("a") or {}).get(Attr.EXCEPTION_STACKTRACE),
                 "attributes": rec.get("a") or {},
                 "attempt": attempt,
                 "rank": rank,

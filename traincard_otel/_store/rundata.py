@@ -169,9 +169,3 @@ class RunData:
 
     def series(self, name: str) -> Series:
         return self.metrics[name]
-
-
-def series_key(name: str, tags: dict[str, str] | None) -> str:
-    if not tags:
-        return name
-    return name + "{" + ",".join(f"{k}={v}" for k, v in sorted(tags.items())) + "}"

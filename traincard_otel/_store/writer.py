@@ -6,13 +6,15 @@ never duplicate data), and the writer backs off on the schedule of :mod:`.retry`
 answers again; beyond ``max_pending`` records, new records are dropped and counted, and the counts
 and :attr:`StoreWriter.store_health` are written to ``state.json`` for the card and
 :func:`traincard_otel.load`. Limits and counts are in rows: a packed run of per-step rows
-(:mod:`.segment`) counts as its length.
+(:mod:`.segment`) counts as its length. A forked child's copy of a writer writes nothing: its
+buffer and names (writer id, next segment number) are the parent's.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import threading
 import time
@@ -56,6 +58,7 @@ class StoreWriter:
         max_pending: int = 200_000,
     ) -> None:
         self.backend = backend
+        self.pid = os.getpid()  # a forked child's copy never writes: these are the parent's files
         self.attempt, self.rank = attempt, rank
         self.writer_id = f"w{int(time.time()):x}{secrets.token_hex(3)}"
         self.flush_interval_s = flush_interval_s
@@ -88,6 +91,8 @@ class StoreWriter:
         self.add_many([record])
 
     def add_many(self, records: list[Record]) -> None:
+        if os.getpid() != self.pid:
+            return
         sizes = [segment.row_count(rec) for rec in records]
         with self._lock:
             room = self.max_pending - self._buffered - self._pending_unwritten()
@@ -107,6 +112,8 @@ class StoreWriter:
 
     def set_state(self, state: Mapping[str, JsonValue]) -> None:
         """Keep ``state`` as what the next flush writes to the state file (with our counts)."""
+        if os.getpid() != self.pid:
+            return
         with self._lock:
             self._state = dict(state)
 
@@ -150,6 +157,8 @@ class StoreWriter:
         return self._flush(retry_now=True)
 
     def _flush(self, *, retry_now: bool) -> bool:
+        if os.getpid() != self.pid:
+            return True  # nothing of a forked child's is written (its locks may be held, too)
         with self._io_lock:
             with self._lock:
                 batch, rows, self._buffer, self._buffered = self._buffer, self._buffered, [], 0

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
-from typing import Literal
 
-Kind = Literal["gauge", "counter", "updowncounter"]
+from .._schema import InstrumentKind, MetricSpec
+from .._schema.keys import reading_key
+
 AttrValue = str | int | float | bool
 
 
@@ -18,7 +18,7 @@ class Sample:
     name: str
     value: float
     unit: str
-    kind: Kind
+    kind: InstrumentKind
     attributes: Mapping[str, AttrValue] = dataclasses.field(default_factory=dict)
 
     @property
@@ -27,29 +27,13 @@ class Sample:
 
     @property
     def reading_key(self) -> str:
-        """``"hw.errors[gpu0]{error.type=corrected}"``: how a reading is named in the run status
-        (the device in brackets, descriptive attributes of the device left out)."""
-        key = self.name
-        hw_id = self.attributes.get("hw.id")
-        other = [f"{k}={v}" for k, v in sorted(self.attributes.items()) if k not in _DEVICE_ATTRIBUTES]
-        if hw_id is not None:
-            key += f"[{hw_id}]"
-        if other:
-            key += "{" + ",".join(other) + "}"
-        return key
+        """How the reading is named in the run status (:func:`traincard_otel._schema.keys.reading_key`)."""
+        return reading_key(self.name, self.attributes)
 
 
-_DEVICE_ATTRIBUTES = {"hw.id", "hw.name", "hw.vendor", "hw.type", "hw.gpu.task"}
-_READING_KEY = re.compile(r"^([^\[{]+)(?:\[([^\]]*)\])?(?:\{(.*)\})?$")
-
-
-def split_reading_key(key: str) -> tuple[str, str | None, dict[str, str]]:
-    """The inverse of :attr:`Sample.reading_key`: ``(name, hw.id or None, other attributes)``."""
-    m = _READING_KEY.match(key)
-    if m is None:
-        return key, None, {}
-    attrs = dict(part.split("=", 1) for part in (m.group(3) or "").split(",") if "=" in part)
-    return m.group(1), m.group(2), attrs
+def sample(spec: MetricSpec, value: float, attributes: Mapping[str, AttrValue] | None = None) -> Sample:
+    """One figure of the instrument ``spec`` (its name, unit and kind from the schema)."""
+    return Sample(spec.name, value, spec.unit, spec.kind, attributes or {})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,9 +10,11 @@ Lines become records with ``log.iostream`` (stdout, stderr) and this process's r
 a Python traceback is one ERROR record carrying the whole block; a line that says it is a warning
 is WARNING; any other stderr line is ERROR, except a progress bar; stdout is INFO. Carriage-return
 progress bars (tqdm) keep only their latest state: one record when the bar's line ends, and at
-most one every ``PROGRESS_EVERY_S`` while it runs. Lines longer than ``MAX_LINE_CHARS`` are cut
-with a mark; bytes that are not UTF-8 are escaped. Text that a ``logging`` record already brought
-to the card (a StreamHandler printing it) is not recorded twice.
+most one every ``PROGRESS_EVERY_S`` while it runs. Text printed while a bar is drawing (a Python
+warning) follows the bar's state on its line and ends it: the record keeps it, as the terminal
+does, at the text's severity. Lines longer than ``MAX_LINE_CHARS`` are cut with a mark; bytes
+that are not UTF-8 are escaped. Text that a ``logging`` record already brought to the card (a
+StreamHandler printing it) is not recorded twice.
 """
 
 from __future__ import annotations
@@ -32,8 +34,12 @@ from .._safety import internal_error
 MAX_LINE_CHARS = 4096
 PROGRESS_EVERY_S = 30.0
 PARSE_EVERY_S = 0.2
+GATHER_S = 0.05
+READ_BYTES = 65536
+PIPE_BYTES = 1 << 20
 _WARNING = re.compile(r"\b(warn(ing)?s?|[A-Za-z]*Warning)\b[:\]]?", re.I)
 _TRACEBACK = "Traceback (most recent call last):"
+_TRACEBACK_BYTES = _TRACEBACK.encode()
 
 #: (level, line, traceback or None, stream) -> None
 Sink = Callable[[str, str, str | None, str], None]
@@ -81,6 +87,12 @@ class LineSplitter:
         raw = raw.rstrip(b"\r")
         if progress:
             raw = raw.rsplit(b"\r", 1)[-1]
+            # Printed while a bar was drawing: the text follows the bar's state, and the newline
+            # keeps both on the terminal. A traceback there starts its block.
+            start = raw.find(_TRACEBACK_BYTES)
+            if start > 0:
+                self._emit(_text(raw[:start]), True)
+                raw = raw[start:]
         line, dropped = _text(raw), self._dropped
         self._dropped = 0
         if self._traceback is not None:
@@ -107,10 +119,10 @@ class LineSplitter:
         self._after_seen = self._seen(line)
         if self._after_seen:
             return
-        if progress:
-            level = "INFO"
-        elif _WARNING.search(line):
+        if _WARNING.search(line):  # also a warning printed after a bar's state on its line
             level = "WARNING"
+        elif progress:
+            level = "INFO"
         else:
             level = "ERROR" if self.stream == "stderr" else "INFO"
         self._sink(level, _cut(line, dropped), None, self.stream)
@@ -141,6 +153,11 @@ class _FdTee:
         self.original = os.dup(fd)
         read, write = os.pipe()
         self._read = read
+        with contextlib.suppress(ImportError, AttributeError, OSError):  # Linux only; a limit
+            import fcntl
+
+            # room for what a loud writer prints while the reader gathers (GATHER_S)
+            fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         os.dup2(write, fd)
         os.close(write)
         self._thread = threading.Thread(target=self._run, name=f"traincard-console-{fd}", daemon=True)
@@ -155,10 +172,15 @@ class _FdTee:
                     os.dup2(self.original, self.fd)
 
     def _copy_and_parse(self) -> None:
-        # Lines are parsed a batch at a time (every PARSE_EVERY_S), not per write: each wake-up
-        # of this thread takes the GIL from the training thread, and most of the cost is per batch.
-        # Held bytes are parsed at the latest PARSE_EVERY_S after they came, also when nothing
-        # follows them (a loop printing "epoch 1" and then training quietly for an hour).
+        # Each wake-up of this thread takes the GIL from the training thread (three times: after
+        # the read, the write and the wait), and on a busy machine the training thread then waits
+        # for a core to be handed the GIL back. So this thread wakes for a batch of writes, not
+        # for each: after copying what came, it sleeps GATHER_S while the next writes gather in
+        # the pipe (a loop printing a line per step writes twice per step when unbuffered, as
+        # Metaflow runs a task). A lone write still goes through at once; what follows it within
+        # GATHER_S waits at most that long. Lines are parsed a batch at a time (every
+        # PARSE_EVERY_S): held bytes at the latest PARSE_EVERY_S after they came, also when
+        # nothing follows them (a loop printing "epoch 1" and then training quietly for an hour).
         self._broken, parsed_at = False, time.monotonic()
         held: list[bytes] = []
         while True:
@@ -167,7 +189,7 @@ class _FdTee:
                 held, parsed_at = [], time.monotonic()
                 continue
             try:
-                data = os.read(self._read, 65536)
+                data = os.read(self._read, READ_BYTES)
             except OSError:
                 break
             if not data:
@@ -178,6 +200,8 @@ class _FdTee:
             if time.monotonic() - parsed_at >= PARSE_EVERY_S:
                 self._parse(b"".join(held))
                 held, parsed_at = [], time.monotonic()
+            if len(data) < READ_BYTES and not self._stopping:  # (a full read: more is waiting)
+                time.sleep(GATHER_S)
         self._parse(b"".join(held))
 
     def _parse(self, data: bytes) -> None:
@@ -187,6 +211,13 @@ class _FdTee:
             except Exception as exc:  # the output itself must go on flowing
                 self._broken = True
                 internal_error("console capture", exc)
+
+    def leave_to_parent(self) -> None:
+        # A forked child writes on into the pipe (its fd is a copy of the parent's write end),
+        # and the parent's reader records it; the child's copies of the reader's ends go.
+        for fd in (self._read, self.original):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def stop(self, timeout_s: float) -> None:
         self._stopping = True
@@ -223,6 +254,11 @@ class _StreamTee:
     def __getattr__(self, name: str) -> object:
         return getattr(self.original, name)
 
+    def leave_to_parent(self) -> None:
+        # The parent's splitter is no use in a forked child: its lines would reach no queue.
+        if getattr(sys, self.name) is self:
+            setattr(sys, self.name, self.original)
+
     def stop(self, timeout_s: float) -> None:
         if getattr(sys, self.name) is self:
             setattr(sys, self.name, self.original)
@@ -253,6 +289,13 @@ class ConsoleCapture:
                     self._tees.append(_StreamTee(name, splitter))
                     self.mode = "stream" if self.mode == "off" else self.mode
         return self
+
+    def leave_to_parent(self) -> None:
+        """In a forked child: what it prints still reaches the parent's capture where descriptors
+        are captured (they are inherited); nothing here records it a second time."""
+        for tee in self._tees:
+            tee.leave_to_parent()
+        self._tees = []
 
     def stop(self, timeout_s: float = 0.5) -> None:
         for name in ("stdout", "stderr"):

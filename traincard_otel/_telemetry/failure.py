@@ -9,6 +9,9 @@ import re
 from collections.abc import Mapping
 from typing import TypedDict
 
+from .._schema import SystemMetric
+from .._schema.keys import split_reading_key
+
 _CUDA_OOM = re.compile(
     r"CUDA out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|"
     r"cudaErrorMemoryAllocation|out of memory.*(cuda|gpu|device)|HIP out of memory",
@@ -22,7 +25,7 @@ def _vram_near_limit(last_system: Mapping[str, object]) -> list[str]:
     out = []
     for key, value in last_system.items():
         if (
-            key.startswith("hw.gpu.memory.utilization")
+            split_reading_key(key)[0] == SystemMetric.GPU_MEMORY_UTILIZATION.name
             and isinstance(value, (int, float))
             and value >= _NEAR_LIMIT
         ):
@@ -51,7 +54,14 @@ def classify(
         return {"kind": "cuda_oom", "text": "Likely CUDA out of memory", "evidence": evidence}
     if exc_type == "MemoryError":
         evidence.append("MemoryError raised by the Python process")
-        util = last_system.get("system.memory.utilization")
+        util = next(
+            (
+                v
+                for k, v in last_system.items()
+                if split_reading_key(k)[0] == SystemMetric.MEMORY_UTILIZATION.name
+            ),
+            None,
+        )
         if isinstance(util, (int, float)):
             evidence.append(f"host memory utilization {util:.0%} in the last sample")
         return {"kind": "host_oom", "text": "Likely host (CPU RAM) out of memory", "evidence": evidence}

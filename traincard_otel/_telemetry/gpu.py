@@ -12,9 +12,9 @@ import os
 import sys
 from collections.abc import Callable
 
-from .._schema import GPU_TORCH_MEMORY, Attr
+from .._schema import Attr, SystemMetric
 from .._types import Foreign
-from ._samples import Sample
+from ._samples import Sample, sample
 
 _NO_PYNVML = "No GPU figures: NVML is not available (pip install 'traincard-otel[gpu]')"
 
@@ -95,43 +95,34 @@ class GpuSampler:
 
     def _device(self, hw_id: str, handle: object, name: str) -> list[Sample]:
         nvml = self._nvml
-        base = {"hw.id": hw_id, "hw.name": name, "hw.vendor": "nvidia"}
-        typed = {**base, "hw.type": "gpu"}
+        base = {Attr.HW_ID: hw_id, Attr.HW_NAME: name, Attr.HW_VENDOR: "nvidia"}
+        typed = {**base, Attr.HW_TYPE: "gpu"}
         out: list[Sample] = []
         util = self._query(nvml.nvmlDeviceGetUtilizationRates, handle)
         if util is not None:
             out.append(
-                Sample(
-                    "hw.gpu.utilization", util.gpu / 100.0, "1", "gauge", {**base, "hw.gpu.task": "general"}
-                )
+                sample(SystemMetric.GPU_UTILIZATION, util.gpu / 100.0, {**base, Attr.HW_GPU_TASK: "general"})
             )
         mem = self._query(nvml.nvmlDeviceGetMemoryInfo, handle)
         if mem is not None:
-            out.append(Sample("hw.gpu.memory.usage", float(mem.used), "By", "updowncounter", base))
-            out.append(Sample("hw.gpu.memory.limit", float(mem.total), "By", "updowncounter", base))
+            out.append(sample(SystemMetric.GPU_MEMORY_USAGE, float(mem.used), base))
+            out.append(sample(SystemMetric.GPU_MEMORY_LIMIT, float(mem.total), base))
             if mem.total:
-                out.append(Sample("hw.gpu.memory.utilization", mem.used / mem.total, "1", "gauge", base))
+                out.append(sample(SystemMetric.GPU_MEMORY_UTILIZATION, mem.used / mem.total, base))
         temp = self._query(nvml.nvmlDeviceGetTemperature, handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
         if temp is not None:
-            out.append(Sample("hw.temperature", float(temp), "Cel", "gauge", typed))
+            out.append(sample(SystemMetric.TEMPERATURE, float(temp), typed))
         power = self._query(nvml.nvmlDeviceGetPowerUsage, handle)
         if power is not None:
-            out.append(Sample("hw.power", power / 1000.0, "W", "gauge", typed))
+            out.append(sample(SystemMetric.POWER, power / 1000.0, typed))
         energy = self._query(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
         if energy is not None:
-            out.append(Sample("hw.energy", energy / 1000.0, "J", "counter", typed))
+            out.append(sample(SystemMetric.ENERGY, energy / 1000.0, typed))
         for kind, error_type in ((0, "corrected"), (1, "uncorrected")):
             count = self._query(nvml.nvmlDeviceGetTotalEccErrors, handle, kind, 0)  # volatile counter
             if count is not None:
-                out.append(
-                    Sample(
-                        "hw.errors",
-                        float(count),
-                        "{error}",
-                        "counter",
-                        {"hw.id": hw_id, "hw.type": "gpu", "error.type": error_type},
-                    )
-                )
+                attrs = {Attr.HW_ID: hw_id, Attr.HW_TYPE: "gpu", Attr.ERROR_TYPE: error_type}
+                out.append(sample(SystemMetric.ERRORS, float(count), attrs))
         return out
 
     def _query(self, fn: Callable[..., Foreign], *args: object) -> Foreign:
@@ -175,15 +166,8 @@ def torch_allocator() -> list[Sample]:
                 ("reserved", reserved),
                 ("peak", cuda.max_memory_allocated(i)),
             ):
-                out.append(
-                    Sample(
-                        GPU_TORCH_MEMORY,
-                        float(value),
-                        "By",
-                        "gauge",
-                        {"hw.id": f"gpu{i}", Attr.TORCH_MEMORY_KIND: kind},
-                    )
-                )
+                attrs = {Attr.HW_ID: f"gpu{i}", Attr.TORCH_MEMORY_KIND: kind}
+                out.append(sample(SystemMetric.TORCH_MEMORY, float(value), attrs))
         return out
     except Exception:
         return []

@@ -42,6 +42,18 @@ def read_states(backend: Backend) -> list[JsonObject]:
     return out
 
 
+# The keys of :func:`previous_attempt_end` as attributes of the ``traincard.run.resumed`` event.
+_RESUMED_ATTRS = {
+    "previous_attempt": Attr.PREVIOUS_ATTEMPT,
+    "previous_step": Attr.PREVIOUS_STEP,
+    "previous_end": Attr.PREVIOUS_END,
+    "exception_type": Attr.PREVIOUS_EXCEPTION_TYPE,
+    "verdict": Attr.PREVIOUS_VERDICT,
+    "evidence": Attr.PREVIOUS_EVIDENCE,
+    "signal": Attr.SIGNAL,
+}
+
+
 def previous_attempt_end(states: list[JsonObject], attempt: int) -> JsonObject | None:
     """How attempt ``attempt - 1`` ended: exception, signal, finished, or vanished (killed)."""
     prev = [s for s in states if s.get("attempt") == attempt - 1]
@@ -201,7 +213,7 @@ class Watchdog:
                     Event.RANK_LOST,
                     {
                         Attr.LOST_RANK: r,
-                        "host.name": str(s.get("host")),
+                        Attr.HOST_NAME: str(s.get("host")),
                         Attr.STEP: s.get("step") or -1,
                         Attr.HEARTBEAT_AGE_S: age,
                     },
@@ -217,7 +229,7 @@ class Watchdog:
         if info is None:
             return
         self.previous_attempt = info
-        self._emit(Event.RUN_RESUMED, {f"traincard.{k}": v for k, v in info.items() if v is not None})
+        self._emit(Event.RUN_RESUMED, {_RESUMED_ATTRS[k]: v for k, v in info.items() if v is not None})
 
     def status_fields(self) -> StatusSnapshot:
         return {

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import psutil
 
+from .._schema import Attr, SystemMetric
 from . import procfs
-from ._samples import Sample
+from ._samples import Sample, sample
 
 # The tree of a training process (DataLoader workers, compile workers) rarely changes: walk it at
 # most this often and reuse the list in between (children that exit are skipped, new ones join at
@@ -172,7 +173,7 @@ class HostSampler:
     def sample(self, now: float) -> list[Sample]:
         self._refresh(now)
         cpu, mem = self._cpu_memory()
-        out: list[Sample] = [Sample("system.cpu.utilization", cpu, "1", "gauge")]
+        out: list[Sample] = [sample(SystemMetric.CPU_UTILIZATION, cpu)]
         total, available = mem["total"] or 0, mem["available"] or 0
         limit = min(total, self._limit) if self._limit else total
         used = total - available
@@ -183,41 +184,21 @@ class HostSampler:
             ("buffers", mem["buffers"]),
         ):
             if value is not None:
-                out.append(
-                    Sample(
-                        "system.memory.usage",
-                        float(value),
-                        "By",
-                        "updowncounter",
-                        {"system.memory.state": state},
-                    )
-                )
+                out.append(sample(SystemMetric.MEMORY_USAGE, float(value), {Attr.MEMORY_STATE: state}))
         if total:
-            out.append(
-                Sample(
-                    "system.memory.utilization", used / total, "1", "gauge", {"system.memory.state": "used"}
-                )
-            )
-        out.append(Sample("system.memory.limit", float(limit), "By", "updowncounter"))
+            out.append(sample(SystemMetric.MEMORY_UTILIZATION, used / total, {Attr.MEMORY_STATE: "used"}))
+        out.append(sample(SystemMetric.MEMORY_LIMIT, float(limit)))
         disk, net = self._disk_net()
         if disk is not None:
             for direction, value in zip(("read", "write"), disk, strict=True):
-                out.append(
-                    Sample("system.disk.io", float(value), "By", "counter", {"disk.io.direction": direction})
-                )
+                out.append(sample(SystemMetric.DISK_IO, float(value), {Attr.DISK_IO_DIRECTION: direction}))
         if net is not None:
             for direction, value in zip(("receive", "transmit"), net, strict=True):
                 out.append(
-                    Sample(
-                        "system.network.io",
-                        float(value),
-                        "By",
-                        "counter",
-                        {"network.io.direction": direction},
-                    )
+                    sample(SystemMetric.NETWORK_IO, float(value), {Attr.NETWORK_IO_DIRECTION: direction})
                 )
         util, rss = self._process_figures(now)
         if util is not None:
-            out.append(Sample("process.cpu.utilization", util, "1", "gauge"))
-        out.append(Sample("process.memory.usage", float(rss), "By", "updowncounter"))
+            out.append(sample(SystemMetric.PROCESS_CPU_UTILIZATION, util))
+        out.append(sample(SystemMetric.PROCESS_MEMORY_USAGE, float(rss)))
         return out

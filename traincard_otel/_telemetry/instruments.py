@@ -6,12 +6,11 @@ from collections.abc import Callable, Iterable
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from .._schema import SYSTEM_METRICS
+from .._schema import GPU_PREFIXES, SYSTEM_METRICS
 from .sampler import SystemSampler
 
 # (name, kind, unit) of every system figure, from the wire schema (docs/schema.md).
 SYSTEM_INSTRUMENTS: tuple[tuple[str, str, str], ...] = tuple((m.name, m.kind, m.unit) for m in SYSTEM_METRICS)
-GPU_PREFIXES = ("hw.", "traincard.gpu.")
 
 
 def _callback(sampler: SystemSampler, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:

@@ -159,8 +159,8 @@ class Refresher:
             attrs = {
                 Attr.RANK: int(facts["rank"]),
                 Attr.GANG_NODE_INDEX: int(facts.get("node") or 0),
-                "host.name": str(facts.get("host") or ""),
-                "process.pid": int(facts.get("pid") or 0),
+                Attr.HOST_NAME: str(facts.get("host") or ""),
+                Attr.PROCESS_PID: int(facts.get("pid") or 0),
                 Attr.STEP: int(facts["step"]) if facts.get("step") is not None else -1,
                 Attr.GANG_HEARTBEAT_AT: float(facts.get("heartbeat_at") or 0.0),
             }
@@ -169,7 +169,7 @@ class Refresher:
                 if facts.get("signal"):
                     attrs[Attr.SIGNAL] = int(facts["signal"])
                 if facts.get("exit_code") is not None:
-                    attrs["process.exit.code"] = int(facts["exit_code"])
+                    attrs[Attr.PROCESS_EXIT_CODE] = int(facts["exit_code"])
                 attrs[Attr.GANG_CONSEQUENCES] = [int(c["rank"]) for c in facts.get("consequences") or []]
             self._emit(name, attrs)
 

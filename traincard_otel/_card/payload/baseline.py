@@ -17,6 +17,7 @@ import threading
 from typing import Final
 
 from ..._insights.baseline import Baseline, compare, main_metric
+from ..._schema.keys import is_tagged
 from ..._store.reader import RunData, Series
 from ..._types import JsonObject
 from .series import Mode, downsample
@@ -57,7 +58,7 @@ def _overlaid(data: RunData, base: RunData) -> list[str]:
     """The baseline's metric keys to overlay: the training loss, then its eval metrics."""
     main = main_metric(data.metrics) or main_metric(base.metrics)
     keys = [main] if main in base.metrics else []
-    keys += sorted(k for k in base.metrics if k.startswith("eval_") and "{" not in k)
+    keys += sorted(k for k in base.metrics if k.startswith("eval_") and not is_tagged(k))
     return [k for k in keys if k is not None][:MAX_SERIES]
 
 

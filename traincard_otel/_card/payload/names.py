@@ -3,9 +3,10 @@ kinds and metric names it treats specially. ``card.js`` keeps no copies of its o
 
 from __future__ import annotations
 
+from ..._schema import REPORTED_FRACTIONS, SYSTEM_METRICS, SystemMetric
 from ..._types import JsonObject
 from .logs import LEVELS
-from .system import RATIO_METRICS, TORCH_MEMORY
+from .system import RATIO_METRICS
 
 # Most severe first: (kind, title, icon, announced as an alert).
 BANNERS: list[tuple[str, str, str, bool]] = [
@@ -46,21 +47,11 @@ REPLACED_SECTIONS = [
 # Readings that are fractions of one (shown as percentages) besides the charted utilizations.
 FRACTION_METRICS = [
     *RATIO_METRICS,
-    "system.memory.utilization",
-    "system.filesystem.utilization",
-    "process.memory.utilization",
-    "hw.gpu.memory.utilization",
+    *(m.name for m in (SystemMetric.MEMORY_UTILIZATION, SystemMetric.GPU_MEMORY_UTILIZATION)),
+    *REPORTED_FRACTIONS,
 ]
-BYTE_METRICS = [
-    "system.memory.usage",
-    "system.memory.limit",
-    "process.memory.usage",
-    "hw.gpu.memory.usage",
-    "hw.gpu.memory.limit",
-    TORCH_MEMORY,
-    "system.disk.io",
-    "system.network.io",
-]
+# Readings in bytes (or bytes per second): every system instrument measured in bytes.
+BYTE_METRICS = [m.name for m in SYSTEM_METRICS if m.unit == "By"]
 
 
 def wire_names() -> JsonObject:

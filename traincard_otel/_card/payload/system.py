@@ -5,53 +5,53 @@ from __future__ import annotations
 
 import re
 
-from ..._schema import SYSTEM_METRICS, Attr
+from ..._schema import Attr, SystemMetric
+from ..._schema.keys import DEVICE_ATTRIBUTES, split_reading_key
 from ..._store.reader import RunData, Series
-from ..._telemetry._samples import split_reading_key
 from ..._types import JsonObject
 from .series import Mode, subset, xy
 
 Chart = JsonObject
 
-# The torch allocator's gauge: the system metric whose attributes carry the memory kind.
-TORCH_MEMORY = next(m.name for m in SYSTEM_METRICS if Attr.TORCH_MEMORY_KIND in m.attributes)
+M = SystemMetric
+TORCH_MEMORY = M.TORCH_MEMORY.name
 
 SYSTEM_CHARTS: list[tuple[str, str, str, tuple[str, ...]]] = [
     # (chart id, title, unit, metric names)
-    ("cpu", "CPU utilization", "%", ("system.cpu.utilization", "process.cpu.utilization")),
-    ("memory", "Memory used", "GB", ("system.memory.usage", "process.memory.usage", "system.memory.limit")),
-    ("disk", "Disk throughput", "MB/s", ("system.disk.io",)),
-    ("network", "Network throughput", "MB/s", ("system.network.io",)),
-    ("gpu_util", "GPU utilization", "%", ("hw.gpu.utilization",)),
-    (
-        "gpu_mem",
-        "GPU memory used",
-        "GB",
-        ("hw.gpu.memory.usage", "hw.gpu.memory.limit", TORCH_MEMORY),
-    ),
-    ("gpu_temp", "GPU temperature", "°C", ("hw.temperature",)),
-    ("gpu_power", "GPU power", "W", ("hw.power",)),
+    ("cpu", "CPU utilization", "%", (M.CPU_UTILIZATION.name, M.PROCESS_CPU_UTILIZATION.name)),
+    ("memory", "Memory used", "GB", (M.MEMORY_USAGE.name, M.PROCESS_MEMORY_USAGE.name, M.MEMORY_LIMIT.name)),
+    ("disk", "Disk throughput", "MB/s", (M.DISK_IO.name,)),
+    ("network", "Network throughput", "MB/s", (M.NETWORK_IO.name,)),
+    ("gpu_util", "GPU utilization", "%", (M.GPU_UTILIZATION.name,)),
+    ("gpu_mem", "GPU memory used", "GB", (M.GPU_MEMORY_USAGE.name, M.GPU_MEMORY_LIMIT.name, TORCH_MEMORY)),
+    ("gpu_temp", "GPU temperature", "°C", (M.TEMPERATURE.name,)),
+    ("gpu_power", "GPU power", "W", (M.POWER.name,)),
 ]
-RATIO_METRICS = ("system.cpu.utilization", "process.cpu.utilization", "hw.gpu.utilization")
-_RATE_METRICS = {"system.disk.io", "system.network.io"}
+RATIO_METRICS = (M.CPU_UTILIZATION.name, M.PROCESS_CPU_UTILIZATION.name, M.GPU_UTILIZATION.name)
+_RATE_METRICS = {M.DISK_IO.name, M.NETWORK_IO.name}
 _SCALE = {"%": 100.0, "GB": 1e-9, "MB/s": 1e-6}
 _AVERAGED = set(RATIO_METRICS)
-_LABEL_SKIP = {"unit", "hw.name", "hw.vendor", "hw.type", "hw.gpu.task"}
+# Summed or averaged across nodes: the host figures and GPU utilization.
+_TOTALLED = {
+    m.name
+    for m in (M.CPU_UTILIZATION, M.MEMORY_USAGE, M.MEMORY_LIMIT, M.DISK_IO, M.NETWORK_IO, M.GPU_UTILIZATION)
+}
+_LABEL_SKIP = {"unit", *(DEVICE_ATTRIBUTES - {Attr.HW_ID})}
 
 # The latest-readings tiles: (metric, attributes it must carry, label); GPU labels get "gpu0 " first.
 _TILES: list[tuple[str, dict[str, str], str]] = [
-    ("system.cpu.utilization", {}, "CPU"),
-    ("process.cpu.utilization", {}, "CPU, this process"),
-    ("system.memory.usage", {"system.memory.state": "used"}, "Memory used"),
-    ("system.memory.limit", {}, "Memory total"),
-    ("process.memory.usage", {}, "Memory, this process"),
-    ("hw.gpu.utilization", {}, "utilization"),
-    ("hw.gpu.memory.usage", {}, "memory used"),
-    ("hw.gpu.memory.limit", {}, "memory total"),
+    (M.CPU_UTILIZATION.name, {}, "CPU"),
+    (M.PROCESS_CPU_UTILIZATION.name, {}, "CPU, this process"),
+    (M.MEMORY_USAGE.name, {Attr.MEMORY_STATE: "used"}, "Memory used"),
+    (M.MEMORY_LIMIT.name, {}, "Memory total"),
+    (M.PROCESS_MEMORY_USAGE.name, {}, "Memory, this process"),
+    (M.GPU_UTILIZATION.name, {}, "utilization"),
+    (M.GPU_MEMORY_USAGE.name, {}, "memory used"),
+    (M.GPU_MEMORY_LIMIT.name, {}, "memory total"),
     (TORCH_MEMORY, {Attr.TORCH_MEMORY_KIND: "peak"}, "torch peak"),
-    ("hw.temperature", {}, "temperature"),
-    ("hw.power", {}, "power"),
-    ("hw.errors", {"error.type": "uncorrected"}, "uncorrected ECC errors"),
+    (M.TEMPERATURE.name, {}, "temperature"),
+    (M.POWER.name, {}, "power"),
+    (M.ERRORS.name, {Attr.ERROR_TYPE: "uncorrected"}, "uncorrected ECC errors"),
 ]
 
 # NVML's error classes, as the sampler may quote them, in words.
@@ -136,7 +136,7 @@ def system_charts(data: RunData, mode: Mode) -> list[Chart]:
         for _key, series in sorted(data.system.items()):
             if series.name not in names:
                 continue
-            if series.name == "system.memory.usage" and series.tags.get("system.memory.state") not in (
+            if series.name == M.MEMORY_USAGE.name and series.tags.get(Attr.MEMORY_STATE) not in (
                 None,
                 "used",
             ):
@@ -154,7 +154,7 @@ def system_charts(data: RunData, mode: Mode) -> list[Chart]:
                 ys = [None if y is None else y * scale for y in ys]
                 label = _label(series, nodes.get(rank, f"rank {rank}") if rank is not None else None)
                 series_out.append({"label": label, "x": xs, "y": ys})
-                if rank is not None and series.name.startswith(("system.", "hw.gpu.utilization")):
+                if rank is not None and series.name in _TOTALLED:
                     by_metric.setdefault((series.name, _label(series, None)), []).append((label, xs, ys))
         for (name, base), per_node in by_metric.items():
             if len(per_node) > 1:
@@ -191,7 +191,7 @@ def system_section(data: RunData) -> JsonObject:
         for key, value, name, hw_id, attrs in readings:
             if name != metric or any(attrs.get(k) != v for k, v in want.items()):
                 continue
-            if metric == "hw.errors" and not value:
+            if metric == M.ERRORS.name and not value:
                 continue  # a tile only once the GPU reports uncorrectable errors
             device = (len(hw_id or ""), hw_id or "")  # host first, then gpu0, gpu1, ..., gpu10
             tile = {

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ..._schema.keys import series_key, tags_text
 from ..._store.reader import RunData, Series
 from ..._types import JsonObject
 from .kind import TRAINING, RunKind
@@ -82,12 +83,9 @@ def summary_table(data: RunData) -> list[JsonObject]:
     for series in summary:
         finite = [v for v in series.values if v == v and abs(v) != float("inf")]
         steps = [s for s in series.steps if s is not None]
-        label = series.name + (
-            "{" + ",".join(f"{k}={v}" for k, v in sorted(series.tags.items())) + "}" if series.tags else ""
-        )
         rows.append(
             {
-                "name": label,
+                "name": series_key(series.name, series.tags),
                 "value": finite[-1] if finite else None,
                 "unit": metric_unit(series.name),
                 "step": steps[-1] if steps else None,
@@ -107,7 +105,7 @@ def training_charts(data: RunData, mode: Mode, kind: RunKind = TRAINING) -> list
     for series in charted:
         chart_id, label = chart_name(series.name, kind.series)
         if series.tags:
-            label = ",".join(f"{k}={v}" for k, v in sorted(series.tags.items()))
+            label = tags_text(series.tags)
         chart = charts.setdefault(
             chart_id,
             {

@@ -1,0 +1,263 @@
+"""Logging every step, as a user runs it: one process per run, instrumented or not.
+
+    python -m benchmarks.bench_log_every_step [--pairs 20] [--steps 600] [--quick] [--json F]
+    python -m benchmarks.bench_log_every_step --attribute [--rounds 4] [--steps 600] [--json F]
+
+An HF Trainer on a tiny GPT-2 (about 8.5 ms a step on a free core) logs every step
+(``logging_steps=1``) with its printer callback, so every step prints a line to stdout (a file
+here, as a task log takes it). Each run is a fresh ``python`` process, as a user launches
+training: the plain script, or the same script with ``traincard_otel.instrument(trainer)`` and
+every default (console capture on, anomaly rules on, log bridge on). Runs come in pairs, one of
+each, in ABBA order so that the machine's slow drifts cancel; the figure is the median over pairs
+of ``instrumented / plain - 1`` in mean step time (from step ``--skip`` to the last), with a
+bootstrap 95 % interval over pairs, and the mean beside it.
+
+``--attribute`` says where the time goes. It runs, in turn, the plain script and the
+instrumented one with each part switched off (console capture, anomaly rules, the log bridge,
+the system sampler), and reports per step: the training thread's CPU, its waits (wall time it
+was not running: the GIL held by another thread, or its core taken) and every other thread's
+CPU by name (``time.pthread_getcpuclockid``, nanosecond clocks), over the timed steps only.
+CPU time is what to read on a loaded machine: it does not move with the neighbours' load as
+wall time does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks._harness import bootstrap_interval, report
+
+REPO = Path(__file__).resolve().parent.parent
+# The instrumented variants of --attribute: environment settings over the defaults.
+VARIANTS: dict[str, dict[str, str]] = {
+    "traincard": {},
+    "no console capture": {"TRAINCARD_CAPTURE_CONSOLE": "false"},
+    "no anomaly rules": {"TRAINCARD_ANOMALIES": "off"},
+    "no log bridge": {"TRAINCARD_LOG_LEVEL": "OFF"},
+    "no system sampler": {"TRAINCARD_SYSTEM": "false"},
+}
+
+
+def thread_figures() -> dict[str, tuple[float, int]]:
+    """CPU seconds and wake-ups (voluntary context switches: each one a GIL taken again when the
+    thread runs Python) of every live thread of this process, by thread name (same names summed)."""
+    out: dict[str, tuple[float, int]] = {}
+    for thread in threading.enumerate():
+        if thread.ident is None or thread.native_id is None:
+            continue
+        try:
+            seconds = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+            status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+        except OSError:  # ended between enumerate() and the read
+            continue
+        wakeups = int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+        name = thread.name.rstrip("0123456789-") or thread.name
+        cpu, woke = out.get(name, (0.0, 0))
+        out[name] = (cpu + seconds, woke + wakeups)
+    return out
+
+
+def child(tracked: bool, steps: int, skip: int, result: str) -> None:
+    """One training run: the script a user writes, with a clock at every step's end."""
+    import torch
+    from transformers import TrainerCallback
+
+    sys.path.insert(0, str(REPO / "examples"))
+    from tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
+    from transformers import Trainer
+
+    torch.set_num_threads(1)
+    marks: list[tuple[float, float]] = []
+    threads: list[dict[str, tuple[float, int]]] = []
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            marks.append((time.perf_counter(), time.thread_time()))
+            if len(marks) in (skip + 1, steps):
+                threads.append(thread_figures())
+
+    with tempfile.TemporaryDirectory() as out:
+        args = training_args(
+            out,
+            max_steps=steps,
+            logging_steps=1,
+            eval_strategy="no",
+            save_strategy="no",
+            warmup_steps=0,
+            disable_tqdm=True,  # the printer callback: one line per logged step
+        )
+        trainer = Trainer(
+            model=tiny_gpt2(), args=args, train_dataset=ProgressionDataset(1024), callbacks=[Clock()]
+        )
+        if tracked:
+            import traincard_otel
+
+            traincard_otel.instrument(trainer)
+        trainer.train()
+    (wall0, cpu0), (wall1, cpu1) = marks[skip], marks[-1]
+    n = len(marks) - 1 - skip
+    main = threading.main_thread().name
+    first = threads[0]
+    per_step = {
+        name: ((cpu - first.get(name, (0.0, 0))[0]) / n, (woke - first.get(name, (0.0, 0))[1]) / n)
+        for name, (cpu, woke) in threads[1].items()
+    }
+    figures = {
+        "step_s": (wall1 - wall0) / n,
+        "thread_s": (cpu1 - cpu0) / n,
+        "threads_s": {name: cpu for name, (cpu, _) in per_step.items() if name != main},
+        "wakeups": {name: woke for name, (_, woke) in per_step.items()},
+    }
+    Path(result).write_text(json.dumps(figures))
+
+
+def run(tracked: bool, env: dict[str, str], steps: int, skip: int, checkout: Path = REPO) -> dict[str, Any]:
+    """One fresh process, its stdout to a file (a task log), its figures back as JSON.
+
+    ``checkout``: the source tree whose ``traincard_otel`` the process imports (an older commit's,
+    for a before/after comparison from one run of this benchmark)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = f"{tmp}/result.json"
+        cmd = [sys.executable, __file__, "--child", str(int(tracked))]
+        cmd += ["--steps", str(steps), "--skip", str(skip), "--result", result]
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINCARD_", "OTEL_"))}
+        path = os.pathsep.join(p for p in (str(checkout), str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+        # Unbuffered, as Metaflow runs a task: every print reaches the descriptor (and the capture's
+        # pipe) at once, the most wake-ups of the capture's thread.
+        full = dict(base, PYTHONPATH=path, PYTHONUNBUFFERED="1", TRAINCARD_DIR=f"{tmp}/store", **env)
+        with open(f"{tmp}/stdout.log", "wb") as log:
+            done = subprocess.run(
+                cmd, cwd=checkout, env=full, stdout=log, stderr=subprocess.PIPE, timeout=1800
+            )
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr.decode(errors="replace")[-2000:])
+        lines = Path(f"{tmp}/stdout.log").read_bytes().count(b"\n")
+        figures: dict[str, Any] = json.loads(Path(result).read_text())
+        figures["stdout_lines"] = lines
+        return figures
+
+
+def pairs_row(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
+    """Median and mean of ``tracked / plain - 1`` over pairs, with a bootstrap 95 % interval."""
+    ratios = [[t["step_s"] / p["step_s"] - 1] for t, p in pairs]
+    every = [r for (r,) in ratios]
+    low, high = bootstrap_interval(ratios, statistics.median)
+    mean_low, mean_high = bootstrap_interval(ratios, statistics.fmean)
+
+    def diff_us(key: str) -> float:
+        return statistics.median(t[key] - p[key] for t, p in pairs) * 1e6
+
+    def other(figures: dict[str, Any]) -> float:
+        return float(sum(figures["threads_s"].values()))
+
+    return {
+        "pairs": len(pairs),
+        "plain_ms": statistics.median(p["step_s"] for _, p in pairs) * 1e3,
+        "tracked_ms": statistics.median(t["step_s"] for t, _ in pairs) * 1e3,
+        "overhead_pct": statistics.median(every) * 100,
+        "ci95_low_pct": low * 100,
+        "ci95_high_pct": high * 100,
+        "mean_pct": statistics.fmean(every) * 100,
+        "mean_ci95_low_pct": mean_low * 100,
+        "mean_ci95_high_pct": mean_high * 100,
+        "thread_us": diff_us("thread_s"),
+        "wait_us": statistics.median(
+            (t["step_s"] - t["thread_s"]) - (p["step_s"] - p["thread_s"]) for t, p in pairs
+        )
+        * 1e6,
+        "other_cpu_us": statistics.median(other(t) - other(p) for t, p in pairs) * 1e6,
+    }
+
+
+def end_to_end(pairs: int, steps: int, skip: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    done: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for i in range(pairs):
+        order = (False, True) if i % 2 == 0 else (True, False)
+        got = {tracked: run(tracked, {}, steps, skip) for tracked in order}
+        done.append((got[True], got[False]))
+        t, p = got[True]["step_s"], got[False]["step_s"]
+        change = (t / p - 1) * 100
+        print(f"pair {i + 1}/{pairs}: plain {p * 1e3:.2f} ms, traincard {t * 1e3:.2f} ms ({change:+.2f} %)")
+    return [pairs_row(done)], {"pairs": [[t, p] for t, p in done]}
+
+
+def attribute(
+    rounds: int, steps: int, skip: int, before: Path | None, variants: Sequence[str]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    cases: dict[str, tuple[bool, dict[str, str], Path]] = {"plain": (False, {}, REPO)}
+    if before is not None:
+        cases["traincard (before)"] = (True, {}, before)
+    cases.update({name: (True, VARIANTS[name], REPO) for name in variants})
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in cases}
+    names = list(cases)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else reversed(names):
+            tracked, env, checkout = cases[name]
+            runs[name].append(run(tracked, env, steps, skip, checkout))
+            print(f"round {r + 1}/{rounds}: {name} {runs[name][-1]['step_s'] * 1e3:.2f} ms")
+    rows = []
+    for name, figures in runs.items():
+        threads: dict[str, list[float]] = {}
+        for f in figures:
+            for thread, seconds in f["threads_s"].items():
+                threads.setdefault(thread, []).append(seconds)
+        row: dict[str, Any] = {
+            "case": name,
+            "step_ms": statistics.median(f["step_s"] for f in figures) * 1e3,
+            "train_cpu_us": statistics.median(f["thread_s"] for f in figures) * 1e6,
+            "train_wait_us": statistics.median(f["step_s"] - f["thread_s"] for f in figures) * 1e6,
+            "other_cpu_us": statistics.median(sum(f["threads_s"].values()) for f in figures) * 1e6,
+        }
+        row.update({f"{t} us": statistics.median(v) * 1e6 for t, v in sorted(threads.items())})
+        wakeups: dict[str, list[float]] = {}
+        for f in figures:
+            for thread, n in f["wakeups"].items():
+                wakeups.setdefault(thread, []).append(n)
+        row.update({f"{t} wakeups": statistics.median(v) for t, v in sorted(wakeups.items())})
+        rows.append(row)
+    return rows, {"runs": runs}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pairs", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--skip", type=int, default=100)
+    parser.add_argument("--attribute", action="store_true", help="per-thread CPU of each variant")
+    parser.add_argument(
+        "--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS), help="with --attribute"
+    )
+    parser.add_argument("--before", type=Path, help="with --attribute: an older checkout, as one more case")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--child", type=int, choices=(0, 1), help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        child(bool(args.child), args.steps, args.skip, args.result)
+        return {}
+    if args.quick:
+        args.pairs, args.rounds, args.steps, args.skip = 1, 1, 30, 10
+    if args.attribute:
+        rows, raw = attribute(args.rounds, args.steps, args.skip, args.before, args.variants)
+        return report("log_every_step_attribution", rows, None, args.json, raw=raw)
+    rows, raw = end_to_end(args.pairs, args.steps, args.skip)
+    return report("log_every_step", rows, None, args.json, raw=raw)
+
+
+if __name__ == "__main__":
+    main()

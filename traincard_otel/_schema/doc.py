@@ -1,0 +1,140 @@
+"""``docs/schema.md``, generated from the names and metric specs."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .metrics import ALL_METRICS
+from .names import PHASE_SPAN_PREFIX, RUN_SPAN, Attr, Event
+
+# -- the documentation page ------------------------------------------------------------------
+_EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
+    (
+        Event.METRICS,
+        "per-step metric rows, batched column by column: one event per drain (at each store flush, "
+        'or every second without a store; ≤ 2000 rows), body `{"runs": [{"phase", "names": [name], '
+        '"steps": [step], "times": [unix s], "values": [value], "tags"?}]}`, one run per stretch '
+        "of rows with the same phase, names and tags; `values` is row-major, `len(steps) x len(names)`; "
+        f"attributes `{Attr.STEP}` (last row), `{Attr.ROWS}`",
+    ),
+    (
+        Event.STEP_TIMING,
+        'step ends, batched the same way: body `{"steps", "times", "durations" (s; NaN where not '
+        'measured), "waits" (data-wait s; NaN where not measured), "samples", "tokens" (0 where not '
+        "reported)}`, one list each, one entry per step; attributes as above",
+    ),
+    (Event.SYSTEM, "the user's own system figures (`Reporter.system`), body {name: value}"),
+    (Event.HYPERPARAMS, "hyperparameters the adapter found (body {name: text})"),
+    (
+        Event.STATUS,
+        "this rank's status panel at every flush (status, phase, step, progress fields, heartbeat, "
+        "last metrics, failure, last system sample, dropped/rejected counts); the store keeps the "
+        "latest as `state.json`",
+    ),
+    (
+        Event.CHECKPOINT_SAVED,
+        f"`{Attr.CHECKPOINT_PATH}`, `{Attr.STEP}`, `{Attr.CHECKPOINT_SIZE}`, `{Attr.CHECKPOINT_BEST}`, "
+        f"`{Attr.CHECKPOINT_METRIC}`, `{Attr.CHECKPOINT_METRIC_VALUE}` (also a span event of the open phase)",
+    ),
+    (Event.RUN_STARTED, f"`{Attr.ATTEMPT}`, `{Attr.RANK}`, `{Attr.HOST_NAME}`"),
+    (Event.RUN_FINISHED, f"`{Attr.STATUS}`"),
+    (Event.RUN_TERMINATED, f"`{Attr.STATUS}`, `{Attr.SIGNAL}`"),
+    (
+        Event.RUN_FAILED,
+        f"`{Attr.EXCEPTION_TYPE}`, `{Attr.EXCEPTION_MESSAGE}`, `{Attr.EXCEPTION_STACKTRACE}`; body: the "
+        "failure summary (type, message, traceback, phase, step, last metrics, last system, verdict)",
+    ),
+    (
+        Event.RUN_RESUMED,
+        f"a new attempt: `{Attr.ATTEMPT}`, `{Attr.STEP}`, `{Attr.RESUME_SOURCE}` (from the trainer); how "
+        f"the attempt before ended (from the store): `{Attr.PREVIOUS_ATTEMPT}`, `{Attr.PREVIOUS_STEP}`, "
+        f"`{Attr.PREVIOUS_END}` (exception, signal, finished, vanished), `{Attr.PREVIOUS_EXCEPTION_TYPE}`, "
+        f"`{Attr.SIGNAL}`, `{Attr.PREVIOUS_VERDICT}`, `{Attr.PREVIOUS_EVIDENCE}`",
+    ),
+    (Event.RUN_REWIND, f"a step counter moving backwards: `{Attr.STEP}`, `{Attr.REWIND_FROM}`"),
+    (Event.STALL_STARTED, f"watchdog: `{Attr.STALL_IDLE_S}`, `{Attr.STALL_THRESHOLD_S}`"),
+    (Event.STALL_CLEARED, f"watchdog: `{Attr.STALL_DURATION_S}`"),
+    (
+        Event.RANK_LOST,
+        f"a rank whose heartbeat stopped: `{Attr.LOST_RANK}`, `{Attr.HOST_NAME}`, `{Attr.STEP}`, "
+        f"`{Attr.HEARTBEAT_AGE_S}`",
+    ),
+    (Event.RANK_RECOVERED, f"a lost rank heard from again: `{Attr.LOST_RANK}`"),
+    (
+        Event.GANG_FIRST_FAILURE,
+        f"the first rank of a `@parallel` gang to fail (the control node says it once): `{Attr.RANK}`, "
+        f"`{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`, `{Attr.PROCESS_PID}`, `{Attr.GANG_FAILURE_HOW}`, "
+        f"`{Attr.STEP}`, `{Attr.GANG_HEARTBEAT_AT}`, `{Attr.GANG_CONSEQUENCES}`, `{Attr.SIGNAL}` and "
+        f"`{Attr.PROCESS_EXIT_CODE}` (when known)",
+    ),
+    (Event.GANG_RANK_HUNG, "a rank whose heartbeat stopped while nothing says it ended; same attributes"),
+    (
+        Event.ANOMALY,
+        "a loss spike, a NaN/inf loss or gradient norm, an exploding gradient norm, a throughput drop or "
+        "an eval regression (rules: `traincard_otel/_insights/anomalies.py`, set by `TRAINCARD_ANOMALIES`); "
+        f"body: the one-line explanation; `{Attr.ANOMALY_KIND}`, `{Attr.METRIC_NAME}`, `{Attr.STEP}`, "
+        f"`{Attr.ANOMALY_VALUE}`, `{Attr.ANOMALY_EXPECTED}` (the median or best value it was judged "
+        "against, when there is one)",
+    ),
+)
+
+_RESOURCE_DOC: Final = (
+    f"`{Attr.SERVICE_NAME}` (flow name unless `OTEL_SERVICE_NAME`), `{Attr.MF_FLOW_NAME}`, "
+    f"`{Attr.MF_RUN_ID}`, "
+    f"`{Attr.MF_STEP_NAME}`, `{Attr.MF_TASK_ID}`, `{Attr.MF_RETRY_COUNT}`, `{Attr.MF_ORIGIN_RUN_ID}`, "
+    f"`{Attr.MF_PATHSPEC}`, `{Attr.RANK}`, `{Attr.LOCAL_RANK}`, `{Attr.WORLD_SIZE}`, `{Attr.NODE_RANK}`, "
+    f"`{Attr.ROLE}` (rank or launcher), `{Attr.NODE_INDEX}`, `{Attr.PARALLEL_NODE_INDEX}`, "
+    f"`{Attr.PARALLEL_NUM_NODES}`, `{Attr.PARALLEL_CONTROL_TASK_ID}` (in a `@parallel` gang), "
+    f"`{Attr.HOST_NAME}`, `{Attr.PROCESS_PID}`, plus everything in `OTEL_RESOURCE_ATTRIBUTES`."
+)
+
+
+def render_markdown() -> str:
+    """``docs/schema.md``: every name above as a page."""
+    out = [
+        "# Emitted names",
+        "",
+        "Every metric, span, event and resource attribute the package emits. Generated from",
+        "`traincard_otel/_schema/` (`python -m traincard_otel._schema > docs/schema.md`);",
+        "`tests/unit/test_schema.py` fails if this page and the module differ, or if the code emits a",
+        "name the module does not define. The dashboards and alert rules in `collector-config/` are",
+        "checked against this page.",
+        "",
+        "## Metrics",
+        "",
+        "The `traincard.*` metrics exist for metric backends: they are created only when a metric",
+        "exporter (`OTEL_METRICS_EXPORTER`: OTLP, Prometheus, console) is configured. The store, and so",
+        "the card, has the same facts in full already. Without one, the store's metric points are the",
+        "host, process and GPU figures; GPU instruments exist only where the sampler reads a GPU.",
+        "",
+        "| name | instrument | unit | attributes | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    out += [f"| `{m.name}` | {m.kind} | `{m.unit}` | {m.attributes} | {m.meaning} |" for m in ALL_METRICS]
+    out += [
+        "",
+        "## Spans",
+        "",
+        "| name | when | attributes |",
+        "|---|---|---|",
+        f"| `{RUN_SPAN}` | one per task attempt and rank, from `configure()` to shutdown | `{Attr.STATUS}`, "
+        f"`{Attr.ATTEMPT}` |",
+        f"| `{PHASE_SPAN_PREFIX}<phase>` (`training.train`, `training.eval`, `training.save`, any user phase)"
+        f" | child of `{RUN_SPAN}` | `{Attr.PHASE}`, `{Attr.STEP}` |",
+        "",
+        "## Log events (`event_name`)",
+        "",
+        "| event | body / attributes |",
+        "|---|---|",
+    ]
+    out += [f"| `{name}` | {doc} |" for name, doc in _EVENTS_DOC]
+    out += [
+        f"| (none) | text log lines: severity, body = the line; `{Attr.EXCEPTION_STACKTRACE}` for a "
+        f"traceback, `{Attr.LOG_STREAM}` (stdout, stderr) for captured console output |",
+        "",
+        "## Resource attributes",
+        "",
+        _RESOURCE_DOC,
+        "",
+    ]
+    return "\n".join(out)

@@ -1,0 +1,169 @@
+"""The typed records: reports from the training thread to the converter, the status snapshot, and
+the store's record codes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, NamedTuple, TypedDict
+
+from .._types import JsonObject, Reported
+
+# -- records from the training thread to the converter -----------------------------------------
+# NamedTuples: a report is built on the training thread, where each µs counts (a NamedTuple costs
+# about 0.2 µs more than a bare tuple, a frozen dataclass three times that), and the converter
+# translates a stretch of them column by column with ``zip(*reports)``.
+
+
+class MetricsReport(NamedTuple):
+    """Scalars reported together at one step (``Reporter.metric`` / ``metrics``)."""
+
+    t: float
+    step: Reported  # an int; numpy/tensor scalars are converted off the training thread
+    phase: str | None
+    values: dict[Reported, Reported]  # name -> number-like; checked and converted by the converter
+    tags: Reported  # Mapping[str, str] | None, checked by the converter
+
+
+class StepEnd(NamedTuple):
+    """An optimizer step done (``Reporter.step_end``)."""
+
+    t: float
+    step: Reported
+    duration_s: Reported
+    samples: Reported
+    tokens: Reported
+    data_wait_s: Reported
+
+
+class LogLine(NamedTuple):
+    """A text log line (``Reporter.log``, the logging bridge, console capture)."""
+
+    t: float
+    level: str
+    line: str
+    traceback: str | None
+    attributes: Mapping[str, str] | None
+
+
+class PhaseStart(NamedTuple):
+    t: float
+    name: str
+    token: int
+    step: int | None
+
+
+class PhaseEnd(NamedTuple):
+    t: float
+    token: int
+    error: tuple[str, str] | None  # (exception type, message)
+
+
+class CheckpointSaved(NamedTuple):
+    t: float
+    path: str
+    step: int | None
+    metadata: dict[str, Reported]
+
+
+class SystemReport(NamedTuple):
+    """The user's own system figures (``Reporter.system``)."""
+
+    t: float
+    stats: dict[Reported, Reported]
+
+
+class Hyperparameters(NamedTuple):
+    t: float
+    values: dict[str, str]
+
+
+class LifecycleEvent(NamedTuple):
+    """Any other event: run lifecycle, watchdog, user events (``Reporter.event``)."""
+
+    t: float
+    name: str
+    attributes: dict[str, Reported]
+    body: Reported
+
+
+class Failure(NamedTuple):
+    """An exception that ends training (``Reporter.failure``)."""
+
+    t: float
+    exc: BaseException
+    traceback: str
+
+
+Report = (
+    MetricsReport
+    | StepEnd
+    | LogLine
+    | PhaseStart
+    | PhaseEnd
+    | CheckpointSaved
+    | SystemReport
+    | Hyperparameters
+    | LifecycleEvent
+    | Failure
+)
+
+#: What a metric source returns per report: (values, step, phase).
+SourcedReport = tuple[Mapping[str, Reported], Reported, str | None]
+
+
+# -- the status snapshot (state.json), emitted as a ``traincard.status`` event ------------------
+class Heartbeat(NamedTuple):
+    """How far a rank has got and when it last said it was alive."""
+
+    step: int | None
+    at: float
+
+
+class StatusSnapshot(TypedDict, total=False):
+    """One rank's status panel: the body of ``traincard.status`` and the store's ``state.json``."""
+
+    status: str
+    terminated_by: str | None
+    started_at: float
+    updated_at: float
+    heartbeat_at: float
+    step: int | None
+    progress: dict[str, Reported]
+    host: str
+    pid: int
+    rank: int
+    local_rank: int
+    node_rank: int
+    world_size: int
+    pathspec: str | None
+    origin_run_id: str | None
+    hot_path_overflow: int
+    hourly_cost: float | None
+    rank_timeout_s: float
+    notes: list[str]
+    last_system: dict[str, float]
+    last_metrics: dict[str, float]
+    rejected: dict[str, int]
+    failure: JsonObject | None
+    checkpoints: int
+    phase: str | None
+    stalled: bool
+    stalled_since: float | None
+    stalls: int
+    input_bound_share: float | None
+    lost_ranks: list[JsonObject]
+    previous_attempt: JsonObject | None
+
+
+# -- store records (one JSON object per line of a segment; ``k`` says which) --------------------
+class StoreKind:
+    """The ``k`` codes of the store's records (``docs/architecture.md``, store layout)."""
+
+    METRIC_ROW: Final = "m"
+    METRIC_RUN: Final = "m*"  # a packed run of metric rows (store/segment.py)
+    STEP_END: Final = "st"
+    STEP_RUN: Final = "st*"
+    LOG: Final = "l"
+    EVENT: Final = "e"
+    SPAN: Final = "s"
+    METRIC_POINT: Final = "x"
