@@ -8,10 +8,13 @@ Each worker has its own temporary directory, ports and (session-scoped) Chromium
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +22,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "examples"))
 sys.path.insert(0, str(REPO / "tests"))
 os.environ.setdefault("USER", "traincard")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # The workers share the cores: one compute thread each (and in their child processes), not a
+    # pool per core in every worker spinning against the others'.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -53,17 +60,60 @@ def _shared_scope(item: pytest.Item) -> str | None:
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     weights: dict[pytest.Collector | None, int] = {}
     for item in items:  # a module runs as one block (its module fixtures set up once), by its slowest test
         module = item.getparent(pytest.Module)
         weights[module] = min(weights.get(module, len(_FIRST)), _weight(item))
     items.sort(key=lambda item: weights[item.getparent(pytest.Module)])  # stable: file order within
-    for item in items:
-        group = _shared_scope(item)
-        if group is not None and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(group))
+    groups_file = os.environ.get(_GROUPS)
+    if os.environ.get("PYTEST_XDIST_WORKER") and groups_file:
+        groups = {}
+        for item in items:
+            mark = item.get_closest_marker("xdist_group")
+            group = str(mark.args[0]) if mark and mark.args else _shared_scope(item)
+            if group is not None:
+                groups[item.nodeid] = group
+        written = Path(f"{groups_file}.{os.environ['PYTEST_XDIST_WORKER']}")
+        written.write_text(json.dumps(groups))
+        written.replace(groups_file)  # every worker collects the same tests: any one's file will do
+
+
+#: The file where the workers leave the test groups for the controller's scheduler. (xdist's own
+#: loadgroup marks them by renaming the test ids, which pytest 9 no longer takes.)
+_GROUPS = "PYTEST_TRAINCARD_GROUPS"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER") and config.getoption("dist", "no") == "loadgroup":
+        fd, path = tempfile.mkstemp(prefix="pytest-groups-", suffix=".json")
+        os.close(fd)
+        os.environ[_GROUPS] = path  # the workers start after this, with it in their environment
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_GROUPS):
+        Path(os.environ.pop(_GROUPS)).unlink(missing_ok=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: each group (tests sharing a module or class fixture, or an explicit
+    ``xdist_group``) is one unit of work for one worker; every other test is a unit of its own."""
+    groups_file = os.environ.get(_GROUPS)
+    if config.getoption("dist") != "loadgroup" or not groups_file:
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # read once every worker has collected
+                self.groups = json.loads(Path(groups_file).read_text() or "{}")
+            return self.groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)
