@@ -7,24 +7,24 @@ datastore and, when ``OTEL_*`` variables ask for it, an existing OTLP stack.
 
 from __future__ import annotations
 
+from . import _run
+from ._data.rundata import RunData, Series
 from ._insights.items import ItemMeter
 from ._instrument import instrument
 from ._load import load
 from ._pipeline import shutdown
 from ._reporter import Phase, Reporter, active_reporter, configure
-from ._store import rundata as _rundata
-from ._store.reader import RunData, Series
 from ._version import __version__
 from .exceptions import ConfigError, MissingDependencyError, TraincardError
 
 
-def _card_html(data: RunData) -> str:
+def _card_html(data: _run.LoadedRun) -> str:
     from ._card.render import render_data
 
     return render_data(data, live=False, final=True)
 
 
-_rundata.html_renderer = _card_html
+_run.html_renderer = _card_html
 
 __all__ = [
     "ConfigError",

@@ -10,8 +10,10 @@ from collections import OrderedDict
 from pathlib import Path
 
 from ._config import baseline_spec
+from ._data.rundata import RunData, Series
 from ._insights.baseline import Baseline, main_metric
-from ._store.reader import RunData, Series, read_store
+from ._run import LoadedRun
+from ._store.reader import read_store
 from ._targets import PATHSPEC, backend_for, is_store, resolve_one, stores_under
 from ._types import Foreign
 
@@ -27,7 +29,7 @@ def _is_task_dir_or_url(target: str | os.PathLike[str]) -> bool:
     return os.path.isdir(path) and (is_store(Path(path)) or not stores_under(Path(path)))
 
 
-def load(target: object, *, baseline: str | None = None) -> RunData:
+def load(target: object, *, baseline: str | None = None) -> LoadedRun:
     """Read everything a training task recorded: metric series, phases, checkpoints, logs, status.
 
     Args:
@@ -51,6 +53,13 @@ def load(target: object, *, baseline: str | None = None) -> RunData:
         loss = run.metrics["loss"]
         print(loss.steps[-1], loss.values[-1], run.status["status"])
     """
+    data, pathspec = read(target)
+    return LoadedRun.of(data, load_baseline(pathspec, baseline) if baseline is not None else None)
+
+
+def read(target: object) -> tuple[RunData, str | None]:
+    """What ``target`` recorded, as the store holds it (not analysed), and its Metaflow task
+    pathspec if it has one (see :func:`load`)."""
     if isinstance(target, (str, os.PathLike)) and not _is_task_dir_or_url(target):
         target = resolve_one(target)[0].target  # the newest run of a folder; Flow[/run[/step]]
     backend, title = backend_for(target)
@@ -58,9 +67,7 @@ def load(target: object, *, baseline: str | None = None) -> RunData:
 
     gang = GangReader.for_task(backend, title)  # any task of a @parallel gang reads all its nodes
     data = gang.read() if gang is not None else read_store(backend, source=title)
-    if baseline is not None:
-        data.baseline = load_baseline(_pathspec_of(target, title), baseline)
-    return data
+    return data, _pathspec_of(target, title)
 
 
 def _pathspec_of(target: object, title: str) -> str | None:
@@ -88,7 +95,7 @@ def load_baseline(
     *,
     slim: bool = False,
     timeout_s: float | None = None,
-) -> Baseline[RunData] | None:
+) -> Baseline | None:
     """The baseline of the task ``current`` (a pathspec ``Flow/run/step/task``, or None outside
     Metaflow) for the setting ``spec`` (see :data:`traincard_otel.environment_variables.TRAINCARD_BASELINE`);
     None when ``spec`` is ``none``. Never raises: a missing or unreadable baseline is a
@@ -105,7 +112,7 @@ def load_baseline(
         return None
     if timeout_s is None:
         return _load_baseline(current, spec, slim)
-    box: list[Baseline[RunData]] = []
+    box: list[Baseline] = []
     worker = threading.Thread(
         target=lambda: box.append(_load_baseline(current, spec, slim)), name="traincard-baseline", daemon=True
     )
@@ -117,7 +124,7 @@ def load_baseline(
     return Baseline(label=spec, note=f"baseline {what} could not be read: not within {timeout_s:g} s")
 
 
-def _load_baseline(current: str | None, spec: str, slim: bool) -> Baseline[RunData]:
+def _load_baseline(current: str | None, spec: str, slim: bool) -> Baseline:
     try:
         label, target, run_id, data = _find(current, spec)
     except _NoBaseline as exc:

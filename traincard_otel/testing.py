@@ -36,8 +36,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from . import _pipeline
 from ._identity import MetaflowIdentity
 from ._reporter import Reporter
+from ._run import LoadedRun
 from ._schema import StatusSnapshot
-from ._store.reader import RunData, read_store
+from ._store.reader import read_store
 from ._types import Reported
 from .exceptions import ConfigError
 
@@ -121,10 +122,10 @@ class Capture:
         """The status panel as the card would show it now."""
         return self.pipeline.state()
 
-    def load(self) -> RunData:
+    def load(self) -> LoadedRun:
         """Flush, then read the in-memory store as :func:`traincard_otel.load` reads a real one."""
         self.flush()
-        return read_store(self.store)
+        return LoadedRun.of(read_store(self.store))
 
     def close(self) -> None:
         self.pipeline.shutdown()

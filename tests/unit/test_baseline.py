@@ -12,13 +12,14 @@ import traincard_otel
 from traincard_otel._card.payload import LIVE_MAX_BYTES, build_payload
 from traincard_otel._card.payload.baseline import FULL_POINTS, LIVE_POINTS
 from traincard_otel._config import baseline_spec, resolve
+from traincard_otel._data.rundata import RunData
 from traincard_otel._insights.baseline import Baseline, main_metric
 from traincard_otel._load import load_baseline
-from traincard_otel._store.reader import RunData
+from traincard_otel._run import LoadedRun
 from traincard_otel.testing import capture
 
 
-def _run(steps: int, scale: float, step_s: float, evals: int = 0) -> RunData:
+def _run(steps: int, scale: float, step_s: float, evals: int = 0) -> LoadedRun:
     """A real pipeline's store: loss = scale / step, every step timed ``step_s``."""
     with capture() as cap:
         r = cap.reporter

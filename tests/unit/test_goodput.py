@@ -40,7 +40,7 @@ def test_each_category_comes_from_what_the_loop_did() -> None:
         live = cap.load()
     run = read_store(cap.store)
     assert run.status["status"] == "finished" and live.status["status"] == "running"
-    g = run.goodput
+    g = goodput(run)
     assert g is not None and g.attempts == 1 and tuple(g.seconds) == CATEGORIES
     s = g.seconds
     assert sum(s.values()) == pytest.approx(g.wall_s)

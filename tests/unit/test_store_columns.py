@@ -8,10 +8,18 @@ from array import array
 import pyarrow as pa
 
 from traincard_otel._card.payload.series import MAX_POINTS, RANK_MIN_POINTS, Mode, rank_points, xy
+from traincard_otel._data.rundata import RunData
 from traincard_otel._store import segment
-from traincard_otel._store.columns import Column, column, concat, extend, from_arrow_floats, from_arrow_ints
+from traincard_otel._store.columns import (
+    Column,
+    column,
+    concat,
+    extend,
+    from_arrow_floats,
+    from_arrow_ints,
+    rank_series,
+)
 from traincard_otel._store.records import add_step_columns
-from traincard_otel._store.rundata import RunData, rank_series
 
 
 def test_a_column_reads_like_a_list_and_stays_typed() -> None:

@@ -1,7 +1,8 @@
 """The card's gang section: nodes, ranks, stragglers, the first failure and hung ranks.
 
-Pure (no Metaflow, no I/O): the analysis is :func:`traincard_otel._store.attribution.analyze` (the
-same that ``load()`` applies to a gang); this adds the headline lines the panel starts with.
+Pure (no Metaflow, no I/O): the analysis is :func:`traincard_otel._insights.gang.attribution.analyze`,
+run once per read by :func:`traincard_otel._insights.analysis.analyse`; this adds the headline
+lines the panel starts with.
 ``card.js`` draws the section in the gang panel.
 """
 
@@ -9,18 +10,15 @@ from __future__ import annotations
 
 import time
 
-from .._store.attribution import analyze
-from .._store.reader import RunData
 from .._types import JsonObject
 
 
-def gang_section(data: RunData, now: float | None = None) -> JsonObject | None:
-    """The gang panel's data; ``None`` for a run with one rank and no gang."""
-    section = analyze(data, now)
-    if section is None:
+def gang_section(diagnosis: JsonObject | None) -> JsonObject | None:
+    """The gang panel's data (the analysis's ``Insights.gang``); ``None`` for a run with one rank
+    and no gang."""
+    if diagnosis is None:
         return None
-    section["headline"] = headline(section)
-    return section
+    return {**diagnosis, "headline": headline(diagnosis)}
 
 
 def _clock(t: float | None) -> str:

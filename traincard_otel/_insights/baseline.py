@@ -29,10 +29,13 @@ import math
 import operator
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final, Generic, Literal, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Final, Literal, cast
 
 from .._schema.keys import is_tagged
 from .._types import JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from .._data.rundata import RunData, Series
 
 WINDOW_STEPS: Final = 20
 LEVEL_FRACTION: Final = 0.005  # within half a percent: level
@@ -47,32 +50,8 @@ _WHERE: Final[dict[Verdict, str]] = {
 }
 
 
-class _Series(Protocol):
-    @property
-    def steps(self) -> Sequence[int | None]: ...
-    @property
-    def values(self) -> Sequence[float]: ...
-    @property
-    def tags(self) -> Mapping[str, str]: ...
-
-
-class RunRecords(Protocol):
-    """What a comparison reads of a :class:`traincard_otel.RunData`."""
-
-    @property
-    def source(self) -> str: ...
-    @property
-    def metrics(self) -> Mapping[str, _Series]: ...
-    @property
-    def step_times(self) -> Mapping[int, _Series]: ...
-
-
-#: What a baseline holds: a :class:`traincard_otel.RunData`, known to this layer by what it reads.
-_Data = TypeVar("_Data", bound=RunRecords)
-
-
 @dataclasses.dataclass(frozen=True)
-class Baseline(Generic[_Data]):
+class Baseline:
     """The run a card or :func:`traincard_otel.load` compares with.
 
     ``label`` names it (a pathspec ``Flow/run/step/task``, or what the user named); ``run_id`` is
@@ -82,7 +61,7 @@ class Baseline(Generic[_Data]):
     """
 
     label: str
-    data: _Data | None = None
+    data: RunData | None = None
     note: str | None = None
     run_id: str | None = None
 
@@ -170,16 +149,16 @@ def _in_order(steps: Sequence[int | None]) -> bool:
     return ok
 
 
-def last_step(series: _Series) -> int | None:
+def last_step(series: Series) -> int | None:
     """The highest step ``series`` reached (None if no point has a step)."""
     steps = series.steps
     if steps and _in_order(steps):
-        return steps[-1]
+        return cast("int", steps[-1])
     found = [s for s in steps if isinstance(s, int)]
     return max(found) if found else None
 
 
-def window(series: _Series, step: int, width: int = WINDOW_STEPS) -> list[float]:
+def window(series: Series, step: int, width: int = WINDOW_STEPS) -> list[float]:
     """The finite values of ``series`` at steps in ``(step - width, step]``."""
     lo = step - width
     steps, values = series.steps, series.values
@@ -244,12 +223,12 @@ def _time_figure(step: int, mine: list[float], theirs: list[float]) -> Figure:
     return Figure("time per step", step, value, base, verdict, relative, text)
 
 
-def _timing_series(run: RunRecords) -> _Series | None:
+def _timing_series(run: RunData) -> Series | None:
     times = run.step_times
     return times[min(times)] if times else None
 
 
-def compare(run: RunRecords, baseline: RunRecords, label: str) -> Comparison:
+def compare(run: RunData, baseline: RunData, label: str) -> Comparison:
     """Where ``run`` stands against ``baseline`` (named ``label``) at ``run``'s latest step."""
     notes: list[str] = []
     name = main_metric(run.metrics)

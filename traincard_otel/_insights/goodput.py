@@ -45,11 +45,14 @@ import dataclasses
 import itertools
 import math
 import operator
-from collections.abc import Mapping, Sequence
-from typing import Final, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
 
 from .._schema import PHASE_SPAN_PREFIX, Attr, Event
-from .._types import JsonObject, JsonValue
+from .._types import JsonObject
+
+if TYPE_CHECKING:
+    from .._data.rundata import RunData, Series
 
 CATEGORIES: Final = (
     "productive",
@@ -80,34 +83,6 @@ EVAL_PHASES: Final = frozenset(
 )
 CHECKPOINT_PHASES: Final = frozenset({"save", "checkpoint", "load", "restore", "resume"})
 _PRIORITY: Final = {"stall": 3, "checkpoint": 2, "eval": 1}
-
-
-class _Series(Protocol):
-    @property
-    def steps(self) -> Sequence[int | None]: ...
-    @property
-    def values(self) -> Sequence[float]: ...
-    @property
-    def times(self) -> Sequence[float]: ...
-    @property
-    def attempts(self) -> Sequence[int]: ...
-
-
-class RunRecords(Protocol):
-    """What goodput reads of a :class:`traincard_otel.RunData`."""
-
-    @property
-    def step_times(self) -> Mapping[int, _Series]: ...
-    @property
-    def data_wait(self) -> Mapping[int, _Series]: ...
-    @property
-    def data_wait_total(self) -> Mapping[int, float]: ...
-    @property
-    def phases(self) -> Sequence[Mapping[str, JsonValue]]: ...
-    @property
-    def events(self) -> Sequence[Mapping[str, JsonValue]]: ...
-    @property
-    def states(self) -> Sequence[Mapping[str, JsonValue]]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +161,7 @@ def _overlap(lo: float, hi: float, pieces: Sequence[tuple[float, float, str]]) -
 class _Steps:
     """One rank's timed steps as intervals sorted by end time."""
 
-    def __init__(self, series: _Series) -> None:
+    def __init__(self, series: Series) -> None:
         times = series.times
         if all(map(operator.le, times, times[1:])):  # the usual case: in order
             self.ends, self.durations = list(times), list(series.values)
@@ -210,7 +185,7 @@ class _Steps:
         return total
 
 
-def goodput(run: RunRecords, now: float | None = None) -> Goodput | None:
+def goodput(run: RunData, now: float | None = None) -> Goodput | None:
     """The goodput of ``run`` (see the module docstring); None when it timed no steps.
 
     ``now``: the end of a run still running (its last record otherwise, or when not given).

@@ -17,6 +17,7 @@ import struct
 from array import array
 from collections.abc import Iterable, MutableSequence, Sequence
 
+from .._data.rundata import Series
 from .._types import Foreign, JsonValue
 
 FLOAT, INT, SMALL = "d", "q", "i"  # values and times; steps; attempts and ranks
@@ -117,3 +118,16 @@ def from_arrow_ints(values: Foreign) -> MutableSequence[JsonValue]:
         if len(chunk):
             out.frombytes(_chunk_view(chunk.cast(pa.int64()), 8))
     return out
+
+
+def rank_series(name: str, rank: int) -> Series:
+    """An empty per-rank series with compact columns (a gang holds one per rank, each run long)."""
+    return Series(
+        name=name,
+        tags={"rank": str(rank)},
+        steps=Column(INT),
+        values=Column(FLOAT),
+        times=Column(FLOAT),
+        attempts=Column(SMALL),
+        ranks=Column(SMALL),
+    )

@@ -23,13 +23,12 @@ import json
 import time
 from pathlib import Path
 
+from .._data.rundata import RunData, Series
 from .._schema.keys import series_key
 from .._types import JsonObject
-from .attribution import analyze
 from .backends import Backend, LocalBackend, MetaflowBackend
 from .columns import concat
 from .reader import StoreReader
-from .rundata import RunData, Series
 
 GANG_FILE = "gang.json"
 NODE_PREFIX = "gang/node-"
@@ -121,12 +120,7 @@ class GangReader:
             parts.append((node.info, data, agents))
         control = self._nodes[min(self._nodes)].info if self._nodes else {}
         step_path = str(control.get("pathspec") or "").rsplit("/", 1)[0]
-        merged = merge(step_path or self.source, parts)  # the gang's card is the step's, not a task's
-        summary = analyze(merged, time.time())
-        if summary is not None:
-            merged.gang["summary"] = summary
-            merged.gang["failure"] = summary["failure"]
-        return merged
+        return merge(step_path or self.source, parts)  # the gang's card is the step's, not a task's
 
 
 def _agents(backend: Backend) -> list[JsonObject]:

@@ -1,15 +1,15 @@
 """A compacted part (Parquet, :mod:`.compaction`) added to a
-:class:`~traincard_otel._store.rundata.RunData` a column at a time."""
+:class:`~traincard_otel._data.rundata.RunData` a column at a time."""
 
 from __future__ import annotations
 
 import json
 
+from .._data.rundata import DATA_WAIT_TAIL, RunData, Series
 from .._schema.keys import series_key
 from .._types import Foreign
-from .columns import from_arrow_floats, from_arrow_ints
+from .columns import from_arrow_floats, from_arrow_ints, rank_series
 from .records import add_record, extend_series, trim
-from .rundata import DATA_WAIT_TAIL, RunData, Series, rank_series
 
 
 def add_table(data: RunData, table: Foreign, skip: set[int], attempt: int, rank: int) -> int:

@@ -1,4 +1,4 @@
-"""Records added to a :class:`~traincard_otel._store.rundata.RunData`, one at a time or a packed
+"""Records added to a :class:`~traincard_otel._data.rundata.RunData`, one at a time or a packed
 run of step ends a column at a time (what a segment holds, decoded by :mod:`.segment`).
 
 Per-rank series (step time, throughput, data wait) are compact typed columns; a packed run is
@@ -13,11 +13,11 @@ import operator
 from array import array
 from collections.abc import Sequence
 
+from .._data.rundata import DATA_WAIT_TAIL, Record, RunData, Series
 from .._schema import Attr, Event
 from .._schema.keys import series_key
 from .._types import JsonObject, JsonValue
-from .columns import FLOAT, SMALL, extend, repeat
-from .rundata import DATA_WAIT_TAIL, Record, RunData, Series, rank_series
+from .columns import FLOAT, SMALL, extend, rank_series, repeat
 
 
 def _no_gaps(column: Sequence[JsonValue]) -> bool:

@@ -18,13 +18,14 @@ from collections.abc import Callable
 from typing import Protocol
 
 from .._card.payload import build_payload
+from .._data.rundata import RunData
+from .._insights.analysis import Insights, analyse
 from .._insights.baseline import Baseline
 from .._load import load_baseline
 from .._safety import report_internal_error
 from .._schema import Attr, Event
 from .._store.backends import Backend
 from .._store.reader import StoreReader
-from .._store.rundata import RunData
 from .._types import Foreign, JsonObject
 from ..environment_variables import TRAINCARD_BASELINE
 
@@ -76,7 +77,7 @@ class Refresher:
         retry_s: float = 0.25,
         reader: Reader | None = None,
         emit: Callable[[str, JsonObject], None] | None = None,
-        publish: Callable[[JsonObject], None] | None = None,
+        publish: Callable[[Insights], None] | None = None,
         baseline: str = "none",
         pathspec: str | None = None,
         publish_gang: Callable[[JsonObject], None] | None = None,
@@ -88,7 +89,7 @@ class Refresher:
         # A gang's task reads every node's store (a GangReader); any other task, its own.
         self._reader: Reader = reader if reader is not None else StoreReader(backend, source=title)
         self._emit = emit  # gang events, from the control node only (one event per gang)
-        self._publish = publish  # the card's goodput and MFU, for the pipeline's gauges
+        self._publish = publish  # the analysis the card draws, for the pipeline's gauges
         self._publish_gang = publish_gang  # a gang's failed and hung ranks, for its metrics
         self._told: set[tuple[str, int]] = set()
         self._stop = threading.Event()
@@ -96,7 +97,7 @@ class Refresher:
         # The baseline is a finished run: found and read once, on its own thread (a slow metadata
         # service or datastore delays only the overlay), then kept for every later payload.
         self._baseline_spec, self._pathspec = baseline, pathspec
-        self.baseline: Baseline[RunData] | None = None
+        self.baseline: Baseline | None = None
         self._baseline_thread = threading.Thread(
             target=self._find_baseline, name="traincard-baseline", daemon=True
         )
@@ -131,15 +132,18 @@ class Refresher:
             return False
         try:
             data = self._reader.read()
-            payload = build_payload(data, live=True, hourly_cost=self.hourly_cost, baseline=self.baseline)
+            insights = analyse(data, baseline=self.baseline)  # once: for the card and the gauges
+            payload = build_payload(
+                data, live=True, hourly_cost=self.hourly_cost, baseline=self.baseline, insights=insights
+            )
             for card in cards:
                 card.refresh(payload)
-            if self._publish is not None and payload.get("insights"):
-                self._publish(payload["insights"])
-            if self._emit is not None and payload.get("gang"):
-                self._gang_events(payload["gang"])
-            if self._publish_gang is not None and payload.get("gang"):
-                self._publish_gang(payload["gang"])
+            if self._publish is not None:
+                self._publish(insights)
+            if self._emit is not None and insights.gang:
+                self._gang_events(insights.gang)
+            if self._publish_gang is not None and insights.gang:
+                self._publish_gang(insights.gang)
             self.pushed += 1
         except Exception as exc:
             report_internal_error("card refresher", exc)

@@ -8,6 +8,7 @@ import re
 from ..._schema import Attr, SystemMetric
 from ..._schema.keys import DEVICE_ATTRIBUTES, split_reading_key
 from ..._store.reader import RunData, Series
+from ..._store.time_order import in_time_order
 from ..._types import JsonObject
 from .series import Mode, subset, xy
 
@@ -142,7 +143,7 @@ def system_charts(data: RunData, mode: Mode) -> list[Chart]:
             ):
                 continue
             for rank in sorted(set(series.ranks)) if multi_node else [None]:
-                part = (
+                part = in_time_order(
                     series
                     if rank is None
                     else subset(series, [i for i, r in enumerate(series.ranks) if r == rank])

@@ -24,7 +24,7 @@ class _Series(Protocol):
 
 
 class RunData(Protocol):
-    """What these conversions read of :class:`~traincard_otel._store.rundata.RunData`."""
+    """What these conversions read of :class:`~traincard_otel._data.rundata.RunData`."""
 
     @property
     def metrics(self) -> Mapping[str, _Series]: ...

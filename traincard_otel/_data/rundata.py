@@ -1,28 +1,23 @@
-"""What a store holds, in memory: :class:`RunData` (one run, every attempt and rank merged) and
+"""What a run recorded, in memory: :class:`RunData` (one run, every attempt and rank merged) and
 its :class:`Series` (one metric's points, each labelled with its attempt and rank).
 
-Filled by the reader (:mod:`.reader`, :mod:`.records`, :mod:`.parts`); read by ``load()``, the card
-and the CLI. Pure data: no I/O.
+Plain data at the foundation: the store's reader fills it (:mod:`traincard_otel._store.reader`),
+the analysis (:mod:`traincard_otel._insights`), the card and the CLI read it. No I/O, no analysis.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, MutableSequence
+from collections.abc import MutableSequence
 from typing import TYPE_CHECKING
 
-from .._insights.baseline import Baseline, Comparison, compare
-from .._insights.goodput import Goodput, goodput
 from .._types import Foreign, JsonObject, JsonValue
-from .columns import FLOAT, INT, SMALL, Column
 
 if TYPE_CHECKING:
     from .frames import Kind
 
 Record = JsonObject
 
-#: Draws a RunData as the card's HTML; set by the package facade (the card sits above the store).
-html_renderer: Callable[[RunData], str] | None = None
 DATA_WAIT_TAIL = 1000
 
 
@@ -31,7 +26,7 @@ class Series:
     """One metric's points in report order (rows from every attempt and rank, each labelled).
 
     Columns are lists, or for the per-rank series (step times, throughput, data wait) compact
-    typed columns (:class:`~traincard_otel._store.columns.Column`) that read like lists.
+    typed columns (:class:`traincard_otel._store.columns.Column`) that read like lists.
     """
 
     name: str
@@ -44,19 +39,6 @@ class Series:
 
     def __len__(self) -> int:
         return len(self.values)
-
-
-def rank_series(name: str, rank: int) -> Series:
-    """An empty per-rank series with compact columns (a gang holds one per rank, each run long)."""
-    return Series(
-        name=name,
-        tags={"rank": str(rank)},
-        steps=Column(INT),
-        values=Column(FLOAT),
-        times=Column(FLOAT),
-        attempts=Column(SMALL),
-        ranks=Column(SMALL),
-    )
 
 
 @dataclasses.dataclass
@@ -79,9 +61,7 @@ class RunData:
     events: list[Record] = dataclasses.field(default_factory=list)
     states: list[Record] = dataclasses.field(default_factory=list)
     stats: JsonObject = dataclasses.field(default_factory=dict)
-    gang: JsonObject = dataclasses.field(default_factory=dict)  # see :mod:`.gang`
-    #: the run this one is compared with, set by ``load(target, baseline=...)`` (see :meth:`compare`)
-    baseline: Baseline[RunData] | None = None
+    gang: JsonObject = dataclasses.field(default_factory=dict)  # see traincard_otel._store.gang
 
     def to_rows(self, kind: Kind = "metrics") -> list[JsonObject]:
         """One dict per metric point, step time, log line, checkpoint or event (``kind``)."""
@@ -100,18 +80,6 @@ class RunData:
         from .frames import to_pandas
 
         return to_pandas(self, kind, wide=wide)
-
-    def _repr_html_(self) -> str:
-        """The card, inline in Jupyter (sandboxed in an iframe, so its scripts run on their own)."""
-        if html_renderer is None:
-            return f"<pre>RunData({self.source!r})</pre>"
-        import html
-
-        page = html_renderer(self)
-        return (
-            f'<iframe srcdoc="{html.escape(page, quote=True)}" style="width:100%;height:900px;border:0" '
-            'sandbox="allow-scripts"></iframe>'
-        )
 
     @property
     def attempts(self) -> list[int]:
@@ -137,35 +105,8 @@ class RunData:
         return merged
 
     @property
-    def goodput(self) -> Goodput | None:
-        """Wall time split into productive training steps and the rest (startup, data wait, eval,
-        checkpoints, stalls, restarts, shutdown); None when no step was timed.
-        :mod:`traincard_otel._insights.goodput` defines each category."""
-        return goodput(self)
-
-    @property
     def failure(self) -> Record | None:
         return self.status.get("failure")
-
-    def compare(self, other: RunData | None = None, *, label: str | None = None) -> Comparison | None:
-        """Where this run stands against ``other`` (default: :attr:`baseline`) at its latest step.
-
-        Compares the training loss (lower is better) and the time per step over the last 20 steps
-        up to this run's latest one; :mod:`traincard_otel._insights.baseline` defines both.
-        None when there is nothing to compare with (no baseline, or one that could not be read:
-        ``run.baseline.note`` says why).
-
-        Example::
-
-            run = traincard_otel.load("TrainFlow/12/train/3", baseline="auto")
-            print(run.baseline.label)          # TrainFlow/11/train/2: the latest earlier good run
-            print(run.compare().metric.text)   # loss ahead of baseline at step 400: 0.41 vs 0.45 (...)
-        """
-        if other is None:
-            if self.baseline is None or self.baseline.data is None:
-                return None
-            other, label = self.baseline.data, label or self.baseline.label
-        return compare(self, other, label or other.source)
 
     def series(self, name: str) -> Series:
         return self.metrics[name]
