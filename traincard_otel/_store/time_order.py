@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import operator
 
-from .rundata import Series
+from .._data.rundata import Series
 
 
 def in_time_order(series: Series, checked: int = 0) -> Series:
