@@ -309,13 +309,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         child(bool(args.child), args.steps, args.skip, args.result)
         return {}
     if args.quick:
-        args.pairs, args.rounds, args.steps, args.skip = 1, 1, 30, 10
+        args.pairs, args.rounds, args.steps, args.skip = 1, 1, 12, 4
     if args.converter:
         rows, raw = converter(args.rounds, args.steps * 10, args.before)
         return report("log_every_step_converter", rows, None, args.json, raw=raw)
     if args.attribute:
         rows, raw = attribute(args.rounds, args.steps, args.skip, args.before, args.variants)
-        return report("log_every_step_attribution", rows, None, args.json, raw=raw)
+        columns = list(dict.fromkeys(key for row in rows for key in row))  # threads of every case
+        return report("log_every_step_attribution", rows, columns, args.json, raw=raw)
     rows, raw = end_to_end(args.pairs, args.steps, args.skip)
     return report("log_every_step", rows, None, args.json, raw=raw)
 
