@@ -19,11 +19,17 @@ from typing import Any
 import pytest
 
 import traincard_otel
-from traincard_otel._card.payload.insights import efficiency
+from traincard_otel._insights.efficiency import efficiency
 from traincard_otel._insights.flops import peak_flops
 
 SEQ, BATCH, STEPS, TIMED_FROM = 512, 8, 200, 20
 INTERVAL_S = 0.5
+
+
+def _efficiency(run: traincard_otel.RunData) -> dict[str, Any] | None:
+    """The card's efficiency figures (MFU and what it is made of) as a dict."""
+    e = efficiency(run)
+    return e.as_dict() if e is not None else None
 
 
 def _cuda() -> Any:
@@ -108,7 +114,7 @@ def test_hf_gpt2_with_dataloader_workers_mfu_and_system_series(
     per_token = 6 * params + 12 * 12 * 768 * SEQ
     device = torch.cuda.get_device_name(0)
     peak = peak_flops(device, "bf16").flops
-    e = efficiency(run)
+    e = _efficiency(run)
     assert e is not None and e["dtype"] == "bf16" and e["seq_len"] == pytest.approx(SEQ)
     assert e["flops_per_token"] == pytest.approx(per_token, rel=1e-6)
 

@@ -5,17 +5,24 @@ synthetic data: the HF Trainer with gradient accumulation and DataLoader workers
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import traincard_otel
-from traincard_otel._card.payload.insights import efficiency
+from traincard_otel._insights.efficiency import efficiency
 from traincard_otel._insights.flops import model_flops
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 PEAK = 1e12  # TRAINCARD_PEAK_FLOPS: a CPU has no table entry, and MFU needs a peak
+
+
+def _efficiency(run: traincard_otel.RunData) -> dict[str, Any] | None:
+    """The card's efficiency figures (MFU and what it is made of) as a dict."""
+    e = efficiency(run)
+    return e.as_dict() if e is not None else None
 
 
 def _per_step(run: traincard_otel.RunData, kind: str) -> list[float]:
@@ -99,7 +106,7 @@ def test_a_compiled_model_has_the_model_flops_of_the_model_it_compiles(
     assert progress["flops_per_token"] == 6 * params
     assert progress["attention_flops_per_position"] == 12 * 2 * 64  # L x d of the config
     assert progress["compute_dtype"] == "fp32"
-    e = efficiency(run)
+    e = _efficiency(run)
     assert e is not None and e["seq_len"] == pytest.approx(32)
     assert e["flops_per_token"] == pytest.approx(6 * params + 12 * 2 * 64 * 32)
     assert e["mfu"] == pytest.approx(e["flops_per_token"] * e["ranks"][0]["tokens_per_s"] / PEAK)
@@ -121,7 +128,7 @@ def test_bf16_autocast_in_a_raw_loop_is_the_precision_of_the_mfu(
     run = traincard_otel.load(store_dir)
     assert run.metrics["loss"].values == pytest.approx(losses)
     assert run.status["progress"]["compute_dtype"] == "bf16"
-    e = efficiency(run)
+    e = _efficiency(run)
     assert e is not None and e["dtype"] == "bf16" and e["mfu"] is not None and e["mfu"] > 0
 
 
@@ -142,6 +149,6 @@ def test_hf_bf16_on_the_cpu_is_the_precision_of_the_mfu(
     run = traincard_otel.load(store_dir)
     assert run.metrics["loss"].values == [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert run.status["progress"]["compute_dtype"] == "bf16"
-    e = efficiency(run)
+    e = _efficiency(run)
     assert e is not None and e["dtype"] == "bf16"
     assert e["mfu"] == pytest.approx(e["flops_per_token"] * e["ranks"][0]["tokens_per_s"] / PEAK)
