@@ -3,10 +3,11 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+HOST_PATH := $(PATH)
 export USER ?= traincard
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test venv system-packages lint bench screenshots
+.PHONY: demo test venv system-packages lint bench screenshots gpu-check gpu-wheels
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -45,3 +46,25 @@ bench: venv
 # The README's pictures, from real runs of the demo (a healthy one and a failing one).
 screenshots: venv system-packages
 	$(BIN)/python docs/img/screenshots.py
+
+# The GPU check (docs/performance.md): the tests marked gpu, on a machine with an NVIDIA GPU, in
+# the Python that holds its CUDA torch, transformers and NVML (GPU_PY, looked up without .venv),
+# not in .venv. What that Python lacks of our dependencies is installed into GPU_SITE from the
+# wheels in GPU_WHEELS (no index needed there), which `make gpu-wheels` fills where PyPI is reachable.
+GPU_PY ?= python3
+GPU_WHEELS ?= .gpu-wheels
+GPU_SITE ?= build/gpu-site
+
+gpu-wheels:
+	$(PY) -m pip download -q --only-binary=:all: -d $(GPU_WHEELS) 'opentelemetry-sdk>=1.44,<2' 'psutil>=5.9'
+
+gpu-check:
+	@PATH="$(HOST_PATH)"; missing=""; \
+	$(GPU_PY) -c "import opentelemetry.sdk" 2>/dev/null || missing="opentelemetry-sdk"; \
+	$(GPU_PY) -c "import psutil" 2>/dev/null || missing="$$missing psutil"; \
+	if [ -n "$$missing" ]; then \
+	  ls $(GPU_WHEELS)/*.whl >/dev/null 2>&1 || { echo "gpu-check: $(GPU_PY) lacks $$missing and $(GPU_WHEELS)/ holds no wheels: run 'make gpu-wheels' where PyPI is reachable"; exit 1; }; \
+	  $(GPU_PY) -m pip install -q --no-index --find-links $(GPU_WHEELS) --target $(GPU_SITE) --upgrade $$missing || exit 1; \
+	fi; \
+	PYTHONPATH="$(CURDIR):$(abspath $(GPU_SITE))" $(GPU_PY) -m pytest -q -s -rs -m gpu -p no:cacheprovider \
+	  tests/integration/test_gpu_real.py tests/integration/test_gpu_gpt2.py

@@ -229,6 +229,55 @@ def attribute(
     return rows, {"runs": runs}
 
 
+def child_converter(steps: int, result: str) -> None:
+    """The converter's CPU for what an HF run logging and printing every step hands it: per step
+    four logged figures, a step end and a console line, drained every 117 steps (a second of
+    8.5 ms steps), into the store's exporters (in memory) and written as the store writes."""
+    from traincard_otel._schema import LogLine
+    from traincard_otel.testing import capture
+
+    attrs = {"traincard.rank": "0", "log.iostream": "stdout"}
+    drain_s = write_s = 0.0
+    with capture() as cap:
+        reporter, queue = cap.reporter, cap.pipeline.queue
+        for step in range(1, steps + 1):
+            logs = {"loss": 1.0 / step, "grad_norm": 0.5, "learning_rate": 1e-3, "epoch": step / 64}
+            reporter.metrics(logs, step)
+            reporter.step_end(step, 0.0085, 16, 512)
+            queue.put(LogLine(time.time(), "INFO", repr(logs), None, attrs))
+            if step % 117 == 0 or step == steps:
+                t0 = time.thread_time()
+                cap.drain()
+                t1 = time.thread_time()
+                cap.flush()
+                drain_s, write_s = drain_s + t1 - t0, write_s + time.thread_time() - t1
+    Path(result).write_text(json.dumps({"drain_s": drain_s / steps, "write_s": write_s / steps}))
+
+
+def converter(rounds: int, steps: int, before: Path | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    checkouts = {"after": REPO} if before is None else {"before": before, "after": REPO}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in checkouts}
+    for r in range(rounds):
+        for name in list(checkouts) if r % 2 == 0 else reversed(list(checkouts)):
+            with tempfile.TemporaryDirectory() as tmp:
+                result = f"{tmp}/result.json"
+                cmd = [sys.executable, __file__, "--child-converter", "--steps", str(steps)]
+                path = os.pathsep.join((str(checkouts[name]), str(REPO)))
+                env = dict(os.environ, PYTHONPATH=path, TRAINCARD_DIR=f"{tmp}/store")
+                subprocess.run([*cmd, "--result", result], cwd=checkouts[name], env=env, check=True)
+                runs[name].append(json.loads(Path(result).read_text()))
+    rows = [
+        {
+            "code": name,
+            "runs": len(figures),
+            "drain_us": statistics.median(f["drain_s"] for f in figures) * 1e6,
+            "store_write_us": statistics.median(f["write_s"] for f in figures) * 1e6,
+        }
+        for name, figures in runs.items()
+    ]
+    return rows, {"runs": runs}
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -241,20 +290,33 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS), help="with --attribute"
     )
-    parser.add_argument("--before", type=Path, help="with --attribute: an older checkout, as one more case")
+    parser.add_argument(
+        "--before", type=Path, help="with --attribute or --converter: an older checkout, as one more case"
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--converter", action="store_true", help="the converter's CPU per step, in this process"
+    )
     parser.add_argument("--child", type=int, choices=(0, 1), help=argparse.SUPPRESS)
+    parser.add_argument("--child-converter", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child_converter:
+        child_converter(args.steps, args.result)
+        return {}
     if args.child is not None:
         child(bool(args.child), args.steps, args.skip, args.result)
         return {}
     if args.quick:
-        args.pairs, args.rounds, args.steps, args.skip = 1, 1, 30, 10
+        args.pairs, args.rounds, args.steps, args.skip = 1, 1, 12, 4
+    if args.converter:
+        rows, raw = converter(args.rounds, args.steps * 10, args.before)
+        return report("log_every_step_converter", rows, None, args.json, raw=raw)
     if args.attribute:
         rows, raw = attribute(args.rounds, args.steps, args.skip, args.before, args.variants)
-        return report("log_every_step_attribution", rows, None, args.json, raw=raw)
+        columns = list(dict.fromkeys(key for row in rows for key in row))  # threads of every case
+        return report("log_every_step_attribution", rows, columns, args.json, raw=raw)
     rows, raw = end_to_end(args.pairs, args.steps, args.skip)
     return report("log_every_step", rows, None, args.json, raw=raw)
 

@@ -28,7 +28,7 @@ How the tracker is switched, per framework, with everything else identical:
   second, identical optimizer over the same model.
 
 What keeps running in "off" blocks is the tracker's background work (traincard's sampler and
-pump, which reads the Trainer's logged dicts in both; a peer's writer thread or service process
+converter, which reads the Trainer's logged dicts in both; a peer's writer thread or service process
 finishing its backlog), so this measures
 what the training thread pays per step; ``bench_background`` measures the background CPU.
 """

@@ -14,7 +14,7 @@ an epoch's end or a garbage collection, to one side):
 
 * in "on" steps traincard's taps run (the Trainer's wrapped events and ``training_step``; the
   Lightning callback and logger; the instrumented optimizer and ``log()`` in the raw loop), and
-  its background threads (pump, store writer, system sampler, watchdog, the OTel SDK's metric
+  its background threads (converter, store writer, system sampler, watchdog, the OTel SDK's metric
   reader) may work;
 * in "off" steps the taps are out and no background thread starts any work: each of them loops
   on ``Event.wait``, and a :class:`BackgroundGate` holds it when it leaves its wait until the
@@ -232,7 +232,7 @@ def child_hf(tracker: str, steps: int, batch: int) -> dict[str, Any]:
             tracked_step = plain_step = trainer.training_step
 
         # The Trainer logs every step; in "off" steps into a list the tracker does not read, so
-        # that its pump reads one logged dict per "on" step, as it reads one per step in a run.
+        # that its converter reads one logged dict per "on" step, as it reads one per step in a run.
         logs = {True: trainer.state.log_history, False: []}
 
         def switch(on: bool) -> None:

@@ -56,6 +56,7 @@ class RankIdentity:
     node_rank: int = 0
     gang: GangIdentity | None = None
     launcher: bool = False
+    local_world_size: int | None = None  # ranks on this node, where the launcher says
 
 
 def _env_int(env: Mapping[str, str], *names: str) -> int | None:
@@ -74,6 +75,35 @@ ENV_CONTROL_TASK = "TRAINCARD_GANG_CONTROL"
 ENV_LAUNCHER_PID = "TRAINCARD_LAUNCHER_PID"
 
 
+# Every variable a launcher sets to give a process its rank (torchrun, accelerate, SLURM, MPI,
+# Metaflow @parallel and @traincard's gang nodes): what :func:`launched_rank` and
+# :func:`detect_gang` read; a child process that inherited them unchanged is no rank.
+RANK_VARIABLES = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "GROUP_RANK",
+    "NODE_RANK",
+    "LOCAL_WORLD_SIZE",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NTASKS",
+    "SLURM_NODEID",
+    "SLURM_STEP_ID",
+    "SLURM_STEP_NUM_TASKS",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_RANK",
+    "MF_PARALLEL_NODE_INDEX",
+    "MF_PARALLEL_CONTROL_TASK_ID",
+    ENV_NODE_INDEX,
+    ENV_CONTROL_TASK,
+    ENV_LAUNCHER_PID,
+)
+
+
 def detect_gang(env: Mapping[str, str] | None = None) -> GangIdentity | None:
     """The ``@parallel`` gang this process belongs to, from ``@traincard``'s or Metaflow's variables."""
     env = os.environ if env is None else env
@@ -88,18 +118,88 @@ def detect_gang(env: Mapping[str, str] | None = None) -> GangIdentity | None:
     return None
 
 
+def _slurm_tasks_per_node(spec: str, node: int) -> int | None:
+    """Tasks on node ``node`` from SLURM's compressed list (``"2(x3),1"``: 2, 2, 2, then 1)."""
+    counts: list[int] = []
+    for part in spec.split(","):
+        count, _, times = part.strip().partition("(x")
+        if not count.isdigit():
+            return None
+        repeat = times.rstrip(")")
+        counts += [int(count)] * (int(repeat) if repeat.isdigit() else 1)
+    return counts[node] if 0 <= node < len(counts) else None
+
+
+def launched_rank(env: Mapping[str, str] | None = None) -> RankIdentity | None:
+    """This process's rank as its launcher set it, or None where no launcher says.
+
+    torch's variables first (``torchrun``, ``python -m torch.distributed.run``, ``accelerate
+    launch``, anything setting ``RANK``), else a task of ``srun`` (``SLURM_PROCID`` with a job step),
+    else Open MPI's ``mpirun``. Each scheme is read whole: no mix of one launcher's rank with
+    another's world size (a ``torchrun`` inside an ``srun`` task has both).
+    """
+    env = os.environ if env is None else env
+    if (rank := _env_int(env, "RANK")) is not None or _env_int(env, "WORLD_SIZE") is not None:
+        rank = rank or 0
+        world = _env_int(env, "WORLD_SIZE")
+        local = _env_int(env, "LOCAL_RANK")
+        node = _env_int(env, "GROUP_RANK", "NODE_RANK")
+        local_world = _env_int(env, "LOCAL_WORLD_SIZE")
+    elif (rank := _env_int(env, "SLURM_PROCID")) is not None and (
+        env.get("SLURM_STEP_ID", env.get("SLURM_STEPID")) is not None
+    ):
+        # a batch script also has SLURM_PROCID=0 and the job's SLURM_NTASKS: only srun's tasks
+        # (a job step) are ranks
+        world = _env_int(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")
+        local = _env_int(env, "SLURM_LOCALID")
+        node = _env_int(env, "SLURM_NODEID")
+        spec = env.get("SLURM_STEP_TASKS_PER_NODE", env.get("SLURM_TASKS_PER_NODE", ""))
+        local_world = _slurm_tasks_per_node(spec, node or 0) if spec else None
+    elif (rank := _env_int(env, "OMPI_COMM_WORLD_RANK")) is not None:
+        world = _env_int(env, "OMPI_COMM_WORLD_SIZE")
+        local = _env_int(env, "OMPI_COMM_WORLD_LOCAL_RANK")
+        node = _env_int(env, "OMPI_COMM_WORLD_NODE_RANK")
+        local_world = _env_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE")
+    else:
+        return None
+    return RankIdentity(
+        rank=rank,
+        local_rank=local if local is not None else rank,
+        world_size=max(world or 1, 1),
+        node_rank=node or 0,
+        local_world_size=local_world,
+    )
+
+
+def launch_id(env: Mapping[str, str] | None = None, parent_pid: int | None = None) -> str | None:
+    """A name every rank of one launch shares (the processes of one ``torchrun``, ``accelerate
+    launch`` or ``srun`` job step), for the run's store outside Metaflow; None outside a launch.
+
+    torch elastic's run id where it has one; on one node without one (``accelerate launch`` and
+    torchrun's static rendezvous leave it ``none``), the host and the launcher's pid, this
+    process's parent (``parent_pid``).
+    """
+    env = os.environ if env is None else env
+    run_id = env.get("TORCHELASTIC_RUN_ID")
+    if run_id and run_id != "none":
+        return f"torchrun-{run_id}"
+    if run_id == "none" and _env_int(env, "GROUP_WORLD_SIZE") == 1:
+        return f"torchrun-{socket.gethostname()}-{os.getppid() if parent_pid is None else parent_pid}"
+    job, step = env.get("SLURM_JOB_ID"), env.get("SLURM_STEP_ID", env.get("SLURM_STEPID"))
+    if job and step is not None and _env_int(env, "SLURM_PROCID") is not None:
+        return f"slurm-{job}-{step}"
+    return None
+
+
 def detect_rank(env: Mapping[str, str] | None = None, pid: int | None = None) -> RankIdentity:
-    """Rank from torchrun/accelerate env vars, else from an initialised ``torch.distributed``.
+    """Rank from the launcher's variables (:func:`launched_rank`), else from an initialised
+    ``torch.distributed``.
 
     The Metaflow step process of a gang node (``TRAINCARD_LAUNCHER_PID`` is its pid) is rank
     ``node_index`` of ``num_nodes`` (one process per node) and marked as the node's launcher:
     where torchrun ranks report beside it, the reader counts them, not it.
     """
     env = os.environ if env is None else env
-    rank = _env_int(env, "RANK", "SLURM_PROCID")
-    world = _env_int(env, "WORLD_SIZE", "SLURM_NTASKS")
-    local = _env_int(env, "LOCAL_RANK", "SLURM_LOCALID")
-    node = _env_int(env, "GROUP_RANK", "NODE_RANK", "SLURM_NODEID")
     gang = detect_gang(env)
     launcher = gang is not None and _env_int(env, ENV_LAUNCHER_PID) == (os.getpid() if pid is None else pid)
     if launcher and gang is not None:
@@ -111,20 +211,19 @@ def detect_rank(env: Mapping[str, str] | None = None, pid: int | None = None) ->
             gang=gang,
             launcher=True,
         )
-    if rank is None and "torch" in sys.modules:
+    found = launched_rank(env)
+    if found is None and "torch" in sys.modules:
         dist = getattr(sys.modules["torch"], "distributed", None)
         if dist is not None and dist.is_available() and dist.is_initialized():
-            rank, world = dist.get_rank(), dist.get_world_size()
-    rank = rank or 0
-    if node is None and gang is not None:
-        node = gang.node_index
-    return RankIdentity(
-        rank=rank,
-        local_rank=local if local is not None else rank,
-        world_size=max(world or 1, 1),
-        node_rank=node or 0,
-        gang=gang,
-    )
+            rank = dist.get_rank()
+            found = RankIdentity(rank=rank, local_rank=rank, world_size=dist.get_world_size())
+    found = found or RankIdentity()
+    if gang is not None:
+        env_node = _env_int(env, "GROUP_RANK", "NODE_RANK", "SLURM_NODEID")
+        found = dataclasses.replace(
+            found, gang=gang, node_rank=gang.node_index if env_node is None else found.node_rank
+        )
+    return found
 
 
 def detect_metaflow() -> MetaflowIdentity | None:

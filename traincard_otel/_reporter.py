@@ -369,20 +369,43 @@ def _start_card_refresher(pipeline: _pipeline.Pipeline) -> None:
     pipeline.on_shutdown.append(refresher.stop)
 
 
-def configure(**settings: Reported) -> Reporter:
+def configure(
+    *,
+    store: str | None = None,
+    service_name: str | None = None,
+    flush_interval_s: float | None = None,
+    system: bool | None = None,
+    system_interval_s: float | None = None,
+    buffer_cap: int | None = None,
+    report_ranks: str | None = None,
+    refresh_interval_s: float | None = None,
+    shutdown_timeout_s: float | None = None,
+    log_level: str | None = None,
+    stall_timeout_s: float | None = None,
+    rank_timeout_s: float | None = None,
+    hourly_cost: float | None = None,
+    capture_console: bool | None = None,
+    anomalies: str | None = None,
+    baseline: str | None = None,
+    attempt: int | None = None,
+) -> Reporter:
     """Set up telemetry for this process and return a :class:`Reporter`.
 
-    Settings (keyword arguments beat ``OTEL_*``/``TRAINCARD_*`` environment variables, which beat
-    the defaults; see ``traincard_otel.environment_variables``): ``store``, ``flush_interval_s``,
-    ``system``, ``system_interval_s``, ``buffer_cap``, ``report_ranks``, ``refresh_interval_s``,
+    Each argument beats its ``TRAINCARD_*``/``OTEL_*`` environment variable, which beats the
+    default; None (the default) leaves the setting to the variable. ``docs/configuration.md`` lists
+    them with their variables and defaults: ``store`` (a directory or bucket URL, or ``"off"``),
+    ``service_name``, ``flush_interval_s``, ``system`` and ``system_interval_s`` (host and GPU
+    sampling), ``buffer_cap``, ``report_ranks`` (``"0"`` or ``"all"``), ``refresh_interval_s``,
     ``shutdown_timeout_s``, ``log_level``, ``stall_timeout_s``, ``rank_timeout_s``,
-    ``hourly_cost``, ``capture_console``, ``anomalies``, ``service_name``. Calling it again with the same
-    settings (or none) returns a reporter of the running pipeline.
+    ``hourly_cost``, ``capture_console``, ``anomalies`` (the rules' text, or ``"off"``),
+    ``baseline`` and ``attempt``. Calling it again with the same settings (or none) returns a
+    reporter of the running pipeline.
 
     Raises:
-        ConfigError: a setting is unknown or invalid, or differs from the running pipeline's.
+        ConfigError: a setting is invalid, or differs from the running pipeline's.
     """
-    return Reporter(**settings)
+    given = {k: v for k, v in locals().items() if v is not None}
+    return Reporter(**given)
 
 
 def active_reporter() -> Reporter | None:

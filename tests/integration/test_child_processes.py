@@ -10,6 +10,7 @@ sorting could hide anything.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import subprocess
 import sys
@@ -127,3 +128,24 @@ def test_a_subprocess_is_no_rank_unless_launched_as_one(tmp_path: Path) -> None:
     # The plain child reports nothing; the one started with its own rank variables is rank 1.
     assert len(hellos) == 2 and enabled == ["False", "True"]
     assert {s["rank"] for s in run.states} == {0, 1}
+
+
+@pytest.mark.slow
+def test_hf_trainer_with_dataloader_workers_stores_one_clean_system_stream(
+    store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reported case: HF Trainer with ``dataloader_num_workers=2`` (fork, the default)."""
+    pytest.importorskip("transformers")
+    from tiny_gpt2 import trainer as make_trainer
+
+    monkeypatch.setenv("TRAINCARD_SYSTEM", "true")
+    monkeypatch.setenv("TRAINCARD_SYSTEM_INTERVAL", str(INTERVAL_S))
+    monkeypatch.setenv("TRAINCARD_FLUSH_INTERVAL", str(INTERVAL_S))
+    trainer = make_trainer(
+        str(tmp_path / "out"), max_steps=12, dataloader_num_workers=2, eval_strategy="no", save_strategy="no"
+    )
+    traincard_otel.instrument(trainer)
+    trainer.train()
+    traincard_otel.shutdown()
+    run = check_one_writer_and_clean_series(store_dir, os.getpid())
+    assert run.step_times[0].steps == list(range(1, 13))

@@ -129,7 +129,7 @@ def test_exit_is_bounded_when_the_s3_store_dies_mid_run(tmp_path: Path) -> None:
             """
         import sys, time, traincard_otel
         from traincard_otel._store.backends import MetaflowBackend
-        r = traincard_otel.configure(backend=MetaflowBackend("s3", sys.argv[1], "Flow/1/train/1/traincard"))
+        r = traincard_otel.Reporter(backend=MetaflowBackend("s3", sys.argv[1], "Flow/1/train/1/traincard"))
         for step in range(1, 100000):
             r.metrics({"loss": 1.0 / step}, step=step)
             time.sleep(0.002)

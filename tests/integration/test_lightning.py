@@ -87,7 +87,7 @@ def test_lightning_metrics_checkpoints_and_phases(namespace: str, store_dir: Pat
     saved = {c["path"]: c for c in run.checkpoints}
     kept = [p for p in saved if Path(p).exists()]  # save_top_k=2 deletes the worse ones later
     assert kept and all(Path(p).stat().st_size == saved[p]["size_bytes"] for p in kept)
-    # A checkpoint deleted (top-k rotation) before the pump measured it has no size, never a wrong one.
+    # A checkpoint deleted (top-k rotation) before the converter measured it has no size, never a wrong one.
     assert all(c["size_bytes"] is None or c["size_bytes"] > 0 for c in saved.values())
     by_step = sorted(str(p) for p in (tmp_path / "steps").glob("*.ckpt"))
     assert len(by_step) == 4 and set(by_step) <= set(saved)  # steps 5, 10, 15, 20

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from importlib.resources import files
 from typing import Any
 
 import pytest
@@ -102,14 +103,29 @@ def test_live_and_final_pages_differ_only_where_they_must() -> None:
 
 def test_assets_are_read_once() -> None:
     _html._asset.cache_clear()
+    _html.card_script.cache_clear()
     assemble_html(_payload(), live=True)
     assemble_html(_payload(), live=False)
     info = _html._asset.cache_info()
-    assert info.misses == 5 and info.hits >= 4  # 2 css + uPlot + card.js + live.js
+    # 2 css + uPlot + the card's section scripts + live.js
+    assert info.misses == 4 + len(_html.CARD_SCRIPTS) and info.hits >= 3
+    assert _html.card_script.cache_info().misses == 1
+
+
+def test_card_script_is_one_file_per_section_each_small() -> None:
+    """Every file under assets/card/ is in the script, in one function scope, and none is long."""
+    folder = files("traincard_otel._card") / "assets" / "card"
+    on_disk = sorted(p.name for p in folder.iterdir() if p.name.endswith(".js"))
+    assert on_disk == sorted(f"{name}.js" for name in _html.CARD_SCRIPTS)
+    for name in on_disk:
+        assert len((folder / name).read_text(encoding="utf-8").splitlines()) <= 600, name
+    js = _html.card_script()
+    assert js.startswith("(function () {") and js.rstrip().endswith("})();")
+    assert js.index("function readNames") < js.index("function renderHeader") < js.index("function init")
 
 
 def test_card_js_only_inserts_text() -> None:
-    js = _html._asset("card.js")
+    js = _html.card_script()
     for risky in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
         assert risky not in js, risky
     assert "fetch(" not in js and "XMLHttpRequest" not in js  # no network access

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 import time
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import HF_BOOKKEEPING, REPO, series
 
+from traincard_otel._card._html import card_script
 from traincard_otel._card.payload import build_payload
 from traincard_otel._card.payload.status import epoch_progress
 from traincard_otel._card.payload.system import readable_note
@@ -229,7 +229,7 @@ def test_loss_counters_are_read_defensively_and_shown_in_one_place() -> None:
 
 def test_card_js_keeps_no_copies_of_wire_names() -> None:
     """Banner kinds, levels, verdicts and metric names reach the page only through payload.names."""
-    js = (files("traincard_otel._card") / "assets" / "card.js").read_text(encoding="utf-8")
+    js = card_script()
     payload = build_payload(RunData(source="names"))
     names = payload["names"]
     wire = [b["kind"] for b in names["banners"]] + list(names["levels"]) + list(names["verdicts"])

@@ -29,7 +29,7 @@ def _train(seed: int, via_source: bool, drain_at_resume: bool) -> dict[str, Any]
 
 
 def _train_into(cap: Capture, seed: int, via_source: bool, drain_at_resume: bool) -> dict[str, Any]:
-    reporter, pump = cap.reporter, cap
+    reporter, converter = cap.reporter, cap
     logged: list[tuple[dict[str, float], int, str]] = []
     step_end_times: list[float] = []
 
@@ -46,11 +46,11 @@ def _train_into(cap: Capture, seed: int, via_source: bool, drain_at_resume: bool
         step += 1
         if rng.random() < 0.03:
             if drain_at_resume:
-                pump.drain()  # as a Trainer's flush at the end of training does
+                converter.drain()  # as a Trainer's flush at the end of training does
             step = max(1, step - rng.randint(1, 40))  # a resume from an earlier checkpoint
         reporter.step_end(step, 0.01, 4, 256, 0.001)
         if rng.random() < 0.05:
-            pump.drain()
+            converter.drain()
         if rng.random() < 0.7:
             values = {"loss": rng.random(), "learning_rate": rng.random()}
             if via_source:
@@ -59,8 +59,8 @@ def _train_into(cap: Capture, seed: int, via_source: bool, drain_at_resume: bool
             else:
                 reporter.metrics(values, step, "train")
         if rng.random() < 0.05:
-            pump.drain()
-    pump.drain()
+            converter.drain()
+    converter.drain()
     rows, times, events = [], [], []
     for event, body, attrs in _emitted(cap):
         if event == Event.STATUS:
@@ -127,7 +127,7 @@ def test_a_removed_source_is_not_read() -> None:
 
 
 def _removed_source(cap: Capture) -> None:
-    reporter, pump = cap.reporter, cap
+    reporter, converter = cap.reporter, cap
     calls: list[int] = []
 
     def source() -> list[Any]:
@@ -135,9 +135,9 @@ def _removed_source(cap: Capture) -> None:
         return []
 
     reporter.add_metric_source(source)
-    pump.drain()
+    converter.drain()
     reporter.remove_metric_source(source)
-    pump.drain()
+    converter.drain()
     assert calls == [1]
 
 

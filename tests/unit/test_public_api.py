@@ -45,3 +45,29 @@ def test_instrument_rejects_unknown_objects_with_the_supported_list() -> None:
 
     with pytest.raises(TypeError, match=r"supported: .*transformers\.Trainer"):
         traincard_otel.instrument(object())
+
+
+def test_the_testing_module_example_uses_public_names_and_runs() -> None:
+    """traincard_otel.testing's docstring example imports only public modules, and passes."""
+    import ast
+    import textwrap
+
+    import traincard_otel.testing
+
+    doc = traincard_otel.testing.__doc__ or ""
+    example = textwrap.dedent(doc.split("Example (pytest)::", 1)[1].split("\n\nInside", 1)[0])
+    tree = ast.parse(example)
+    imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert imported and all(not part.startswith("_") for m in imported for part in m.split(".")), imported
+    attributes = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
+    assert not [a for a in attributes if a.startswith("_")], attributes
+
+    def train(reporter: traincard_otel.Reporter, steps: int) -> None:
+        for step in range(1, steps + 1):
+            reporter.metrics({"loss": 1.0 / step}, step=step)
+            reporter.step_end(step)
+
+    namespace: dict[str, object] = {"train": train}
+    exec(compile(tree, "traincard_otel/testing.py", "exec"), namespace)
+    namespace["test_my_training_loop_reports_loss"]()  # type: ignore[operator]

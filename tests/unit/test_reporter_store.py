@@ -251,8 +251,10 @@ def test_configure_again_with_other_settings_is_an_error(store_dir: Path) -> Non
     assert traincard_otel.Reporter().settings == r.settings  # none given: the running pipeline
     with pytest.raises(traincard_otel.ConfigError, match=r"already running with hourly_cost=2\.0.*shutdown"):
         traincard_otel.configure(hourly_cost=3.0)
+    with pytest.raises(TypeError, match="hourly_costs"):  # keyword-only and typed: mypy says so too
+        traincard_otel.configure(hourly_costs=3.0)  # type: ignore[call-arg]
     with pytest.raises(traincard_otel.ConfigError, match="unknown setting"):
-        traincard_otel.configure(hourly_costs=3.0)
+        traincard_otel.Reporter(hourly_costs=3.0)
     traincard_otel.shutdown()
     assert traincard_otel.configure(hourly_cost=3.0).settings.hourly_cost == 3.0  # type: ignore[union-attr]
     traincard_otel.shutdown()

@@ -69,7 +69,7 @@ def test_step_ends_leave_out_what_was_not_measured() -> None:
         [10.0, 11.0, 12.0],
         [NAN, 0.01, 0.02],
         [NAN, NAN, 0.001],
-        [0, 8, None],  # 0 (the pump) or null (older segments): no samples reported
+        [0, 8, None],  # 0 (the converter) or null (older segments): no samples reported
         [0, 1024, 2048],
     )
     decoded, corrupt = segment.decode(segment.encode([run]))

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from helpers import subprocess_env
-from traincard_otel._store.attribution import analyze
 
 import traincard_otel
+from traincard_otel._insights.gang.attribution import analyze
 from traincard_otel.testing import capture
 
 

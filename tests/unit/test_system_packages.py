@@ -37,7 +37,11 @@ def path_without(tmp_path: Path, hidden: set[str]) -> str:
 
 def plan(path: str) -> list[str]:
     out = subprocess.run(
-        ["bash", str(SCRIPT), "--plan"], env={**os.environ, "PATH": path}, check=True, capture_output=True, text=True
+        ["bash", str(SCRIPT), "--plan"],
+        env={**os.environ, "PATH": path},
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     return [line.split()[1] for line in out.splitlines()]
 
@@ -55,7 +59,9 @@ def test_plan_asks_for_npm_only_on_a_machine_without_node(tmp_path: Path) -> Non
 
 
 def test_plan_is_empty_when_everything_is_there(tmp_path: Path) -> None:
-    missing = [c for c in ("chromium", "chromedriver", "promtool", "openssl", "node") if shutil.which(c) is None]
+    missing = [
+        c for c in ("chromium", "chromedriver", "promtool", "openssl", "node") if shutil.which(c) is None
+    ]
     if missing:
         pytest.skip(f"not installed here: {missing}")
     assert plan(path_without(tmp_path, set())) == []

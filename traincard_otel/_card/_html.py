@@ -44,6 +44,27 @@ def scrub(value: object) -> JsonValue:
     return value
 
 
+#: The card's script: one file per section under ``assets/card/``, concatenated in this order inside
+#: one function scope (no build step). ``core`` (wire names, state, helpers) comes first and
+#: ``page`` (skeleton, live update, start) last; the rest only define functions.
+CARD_SCRIPTS = (
+    "core",
+    "header",
+    "banners",
+    "failure",
+    "gang",
+    "charts",
+    "summary",
+    "system",
+    "checkpoints",
+    "logs",
+    "stats",
+    "insights",
+    "baseline",
+    "page",
+)
+
+
 @functools.cache
 def _asset(name: str) -> str:
     """One file under ``assets/``, read once per process."""
@@ -54,6 +75,13 @@ def _asset(name: str) -> str:
     elif name.endswith(".css"):
         text = text.replace("</style", "<\\/style")
     return text
+
+
+@functools.cache
+def card_script() -> str:
+    """The card's script: the section files of :data:`CARD_SCRIPTS` in one function scope."""
+    body = "\n".join(_asset(f"card/{name}.js") for name in CARD_SCRIPTS)
+    return '(function () {\n  "use strict";\n\n' + body + "})();\n"
 
 
 def _jsonable(value: object) -> object:
@@ -111,7 +139,7 @@ def assemble_html(payload: Mapping[str, object], *, live: bool) -> str:
     """Return the card page for ``payload`` (``docs/card-payload.md``) as one self-contained HTML string.
 
     The page inlines the uPlot and card styles, the payload (as ``<script type="application/json"
-    id="tc-payload">``), uPlot and ``card.js``; it loads nothing from the network.
+    id="tc-payload">``), uPlot and the card's script (:func:`card_script`); it loads nothing from the network.
 
     With ``live=True`` (``render_runtime``) the page also carries
     ``var METAFLOW_RELOAD_TOKEN = "[METAFLOW_RELOAD_TOKEN]";`` for Metaflow to substitute and defines
@@ -137,7 +165,7 @@ def assemble_html(payload: Mapping[str, object], *, live: bool) -> str:
         "<noscript>This card needs JavaScript to draw its charts.</noscript>\n"
         f'<script type="application/json" id="tc-payload">{embed_json(payload)}</script>\n'
         f"<script>{_asset('vendor/uPlot.iife.min.js')}</script>\n"
-        f"<script>{_asset('card.js')}</script>\n"
+        f"<script>{card_script()}</script>\n"
         f"{live_scripts}"
         "</body>\n</html>\n"
     )

@@ -9,25 +9,42 @@ lines the panel starts with.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from .._types import JsonObject
 
+if TYPE_CHECKING:  # the payload package imports this module
+    from .payload.contract import Banner, Gang
 
-def gang_section(diagnosis: JsonObject | None) -> JsonObject | None:
+
+def gang_section(diagnosis: JsonObject | None) -> Gang | None:
     """The gang panel's data (the analysis's ``Insights.gang``); ``None`` for a run with one rank
     and no gang."""
     if diagnosis is None:
         return None
-    return {**diagnosis, "headline": headline(diagnosis)}
+    return {
+        "world_size": diagnosis["world_size"],
+        "num_nodes": diagnosis["num_nodes"],
+        "nodes": diagnosis["nodes"],
+        "ranks": diagnosis["ranks"],
+        "stragglers": diagnosis["stragglers"],
+        "first_failure": diagnosis["first_failure"],
+        "hung": diagnosis["hung"],
+        "waiting": diagnosis["waiting"],
+        "waits": diagnosis["waits"],
+        "aggregates": diagnosis["aggregates"],
+        "failure": diagnosis.get("failure"),
+        "headline": headline(diagnosis),
+    }
 
 
 def _clock(t: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t)) if t else "never"
 
 
-def headline(section: JsonObject) -> list[dict[str, str]]:
+def headline(section: JsonObject) -> list[Banner]:
     """Banner lines for the gang: the first failure, hung ranks, the slowest rank, barrier waits."""
-    out = []
+    out: list[Banner] = []
     first = section.get("first_failure")
     if first is not None:
         text = (

@@ -18,7 +18,7 @@ from .._schema import Attr, Event
 from .._types import JsonObject, JsonValue
 from .baseline import Baseline, Comparison, compare
 from .efficiency import Efficiency, efficiency
-from .gang.attribution import analyze
+from .gang.attribution import settle
 from .goodput import Goodput, goodput
 
 
@@ -79,14 +79,12 @@ def recorded_anomalies(data: RunData) -> tuple[RecordedAnomaly, ...]:
 def analyse(data: RunData, *, now: float | None = None, baseline: Baseline | None = None) -> Insights:
     """The insights of ``data`` at ``now`` (default: the current time), compared with ``baseline``.
 
-    A Metaflow gang's diagnosis is also kept in ``data.gang`` (``summary``, and its first ``failure``, which
-    :attr:`RunData.status <traincard_otel._data.rundata.RunData.status>` reports as the run's).
+    The diagnosis of several ranks is also kept in ``data.gang`` (``summary``, and its first
+    ``failure``, which :attr:`RunData.status <traincard_otel._data.rundata.RunData.status>` reports
+    as the run's).
     """
     now = time.time() if now is None else now
-    gang = analyze(data, now)
-    if gang is not None and data.gang:  # a Metaflow gang's nodes, as the gang reader merged them
-        data.gang["summary"] = gang
-        data.gang["failure"] = gang["failure"]
+    gang = settle(data, now)  # several ranks (a Metaflow gang, torchrun, accelerate, srun)
     base = baseline.data if baseline is not None else None
     return Insights(
         now=now,

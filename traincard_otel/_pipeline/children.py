@@ -28,32 +28,11 @@ from collections.abc import Mapping
 
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
+from .._identity import RANK_VARIABLES
+
 ENV_PARENT = "TRAINCARD_PARENT"
 
-# Every variable a launcher sets to give a process its rank (torchrun, accelerate, SLURM, MPI,
-# Metaflow @parallel and @traincard's gang nodes): a child that inherited them unchanged is no rank.
-RANK_VARIABLES = (
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "GROUP_RANK",
-    "NODE_RANK",
-    "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_RESTART_COUNT",
-    "SLURM_PROCID",
-    "SLURM_LOCALID",
-    "SLURM_NTASKS",
-    "SLURM_NODEID",
-    "OMPI_COMM_WORLD_RANK",
-    "PMI_RANK",
-    "MF_PARALLEL_NODE_INDEX",
-    "MF_PARALLEL_CONTROL_TASK_ID",
-    "TRAINCARD_NODE_INDEX",
-    "TRAINCARD_GANG_CONTROL",
-    "TRAINCARD_LAUNCHER_PID",
-)
-
-forked_from_pipeline = False  # set in a child forked from a process that had started a pipeline
+_group_at_fork = False  # a forked child's process group is its parent's, not its own
 
 
 class ParentOnlyPeriodicReader(PeriodicExportingMetricReader):
@@ -72,20 +51,31 @@ def rank_variables(env: Mapping[str, str]) -> str:
     return ";".join(f"{name}={env[name]}" for name in RANK_VARIABLES if name in env)
 
 
-def claim(env: dict[str, str] | os._Environ[str] | None = None) -> None:
-    """Record this process as the one whose children are not ranks (inherited by every child)."""
-    env = os.environ if env is None else env
-    env[ENV_PARENT] = f"{os.getpid()} {rank_variables(env)}"
+def claim() -> None:
+    """Record this process as the one whose children are not ranks (inherited by every child).
+
+    Called again at every flush: a framework may set rank variables in this process later
+    (Lightning does before it starts its other ranks), and its children after that have them too.
+    """
+    marker = f"{os.getpid()} {rank_variables(os.environ)}"
+    if os.environ.get(ENV_PARENT) != marker:
+        os.environ[ENV_PARENT] = marker
 
 
-def _own_process_group() -> bool:
-    """Whether this process joined a ``torch.distributed`` group (a forked child only inherits one)."""
-    if forked_from_pipeline or "torch" not in sys.modules:
+def after_fork_in_child() -> None:
+    """A forked child of a reporting process: a child of it whatever the parent's variables became."""
+    global _group_at_fork
+    _group_at_fork = _in_process_group()
+    os.environ[ENV_PARENT] = f"{os.getppid()} {rank_variables(os.environ)}"
+
+
+def _in_process_group() -> bool:
+    if "torch" not in sys.modules:
         return False
     dist = getattr(sys.modules["torch"], "distributed", None)
     try:
         return bool(dist is not None and dist.is_available() and dist.is_initialized())
-    except Exception:  # a half-imported torch: no group of its own
+    except Exception:  # a half-imported torch: no group
         return False
 
 
@@ -95,6 +85,6 @@ def parent_pid(env: Mapping[str, str] | None = None, pid: int | None = None) -> 
     owner, _, variables = env.get(ENV_PARENT, "").partition(" ")
     if not owner.isdigit() or int(owner) == (os.getpid() if pid is None else pid):
         return None
-    if variables != rank_variables(env) or _own_process_group():
-        return None  # a launcher made it a rank
+    if variables != rank_variables(env) or (_in_process_group() and not _group_at_fork):
+        return None  # a launcher made it a rank, or it joined a process group itself
     return int(owner)

@@ -45,6 +45,7 @@ from .._store.writer import StoreWriter
 from .._telemetry.health import Watchdog
 from .._types import JsonObject, Reported
 from .._version import __version__
+from . import children
 from .bounded import bounded, left
 from .insight_gauges import InsightGauges
 from .providers import build_providers
@@ -140,6 +141,7 @@ class Pipeline:
             rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
         )
         self.converter.instruments.observe_health(run_meter, self.watchdog.status_fields)
+        self.ended_siblings: list[JsonObject] = []  # other ranks of this node seen to end
         self.schedule = FlushSchedule(
             self.tick, settings.flush_interval_s if self.writer is not None else 1.0
         )
@@ -158,6 +160,7 @@ class Pipeline:
             self.writer.start()
         self.schedule.start()
         self.watchdog.start()
+        self._watch_siblings()
         try:
             self._start_sampler()
         except Exception as exc:
@@ -193,6 +196,25 @@ class Pipeline:
         ):
             create = meter.create_observable_gauge if kind == "gauge" else meter.create_observable_counter
             create(spec.name, callbacks=[cb], unit=spec.unit, description=spec.meaning)
+
+    def _watch_siblings(self) -> None:
+        from .._telemetry.siblings import SiblingWatch
+
+        if self.rank.world_size < 2 or self.rank.launcher or self.writer is None:
+            return
+        if not SiblingWatch.available():
+            return
+
+        def ended(record: JsonObject) -> None:
+            self.ended_siblings.append({**record, "seen_at_step": self.queue.step})
+            self.schedule.wake()  # the launcher may stop this rank in a moment: say it now
+
+        try:
+            watch = SiblingWatch(self.rank, ended).start()
+        except Exception as exc:
+            internal_error("sibling watch", exc)
+            return
+        self.on_shutdown.insert(0, watch.stop)
 
     def _capture_console(self) -> None:
         from .._telemetry.console import ConsoleCapture
@@ -296,6 +318,8 @@ class Pipeline:
             "hot_path_overflow": q.overflow,
             "hourly_cost": self.settings.hourly_cost,
             "rank_timeout_s": self.settings.rank_timeout_s,
+            "flush_interval_s": self.settings.flush_interval_s,
+            "ended_siblings": list(self.ended_siblings),
             "notes": list(getattr(self.sampler, "notes", []) or []),
             "last_system": self.last_system(),
         }
@@ -322,6 +346,7 @@ class Pipeline:
         self.emit_status()
         if self.writer is not None:
             self.writer.request_flush()
+        children.claim()
 
     def flush(self, timeout_s: float | None = None) -> bool:
         timeout = self.settings.shutdown_timeout_s if timeout_s is None else timeout_s

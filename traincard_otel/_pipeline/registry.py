@@ -111,7 +111,7 @@ def _after_fork_in_child() -> None:
     """A forked child: the copy of the parent's pipeline is the parent's, and stays silent here."""
     global _active, _lock
     _lock = threading.RLock()  # another thread may have held it at the fork
-    children.forked_from_pipeline = True
+    children.after_fork_in_child()
     inherited, _active = _active, None
     if inherited is not None:
         inherited.leave_to_parent()

@@ -21,6 +21,7 @@ class FlushSchedule:
     def __init__(self, tick: Callable[[], None], period_s: float) -> None:
         self._tick, self.period_s = tick, period_s
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-schedule", daemon=True)
 
     def start(self) -> FlushSchedule:
@@ -28,13 +29,22 @@ class FlushSchedule:
         return self
 
     def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
+        while True:
+            self._wake.wait(self.period_s)
+            if self._stop.is_set():
+                return
+            self._wake.clear()
             try:
                 self._tick()
             except Exception as exc:
                 internal_error("flush schedule", exc)
 
+    def wake(self) -> None:
+        """Tick now rather than at the end of the period (news that must reach the store soon)."""
+        self._wake.set()
+
     def stop(self, timeout_s: float) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)

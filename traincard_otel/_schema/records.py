@@ -140,6 +140,9 @@ class StatusSnapshot(TypedDict, total=False):
     hot_path_overflow: int
     hourly_cost: float | None
     rank_timeout_s: float
+    flush_interval_s: float
+    # other ranks of this node seen to end: rank, local_rank, pid, time, exitcode, signal
+    ended_siblings: list[JsonObject]
     notes: list[str]
     last_system: dict[str, float]
     last_metrics: dict[str, float]

@@ -6,17 +6,16 @@ import os
 from collections.abc import Mapping
 
 from .._config import Settings
-from .._identity import MetaflowIdentity
+from .._identity import MetaflowIdentity, launch_id
 from .backends import Backend, MetaflowBackend, backend_from_spec
 
 
 def default_local_dir(env: Mapping[str, str] | None = None) -> str:
-    """``TRAINCARD_DIR``/``<run name>`` outside Metaflow; ranks of one torchrun job share a name."""
+    """``TRAINCARD_DIR``/``<run name>`` outside Metaflow; the ranks of one launch (a torchrun or
+    ``accelerate launch`` job, an ``srun`` job step) share a name."""
     env = os.environ if env is None else env
     base = env.get("TRAINCARD_DIR") or os.path.join(os.getcwd(), "traincard-data")
-    name = env.get("TRAINCARD_RUN_NAME")
-    if not name and env.get("TORCHELASTIC_RUN_ID", "none") != "none":
-        name = f"torchrun-{env['TORCHELASTIC_RUN_ID']}"
+    name = env.get("TRAINCARD_RUN_NAME") or launch_id(env)
     return os.path.join(base, name) if name else base
 
 

@@ -18,6 +18,7 @@ from .backends import Backend
 from .columns import rank_series
 from .parts import add_table
 from .records import add_record, add_step_columns
+from .time_order import in_time_order
 
 __all__ = ["RunData", "Series", "StoreReader", "rank_series", "read_store"]
 
@@ -38,6 +39,7 @@ class StoreReader:
         self._corrupt: set[str] = set()
         self._records = 0
         self._seqs: dict[tuple[int, int, str], set[int]] = {}  # segments read, per writer
+        self._in_order: dict[str, int] = {}  # system series: points known to be in time order
 
     def _add_part(self, p: layout.ObjectName, name: str, raw: bytes) -> None:
         from .compaction import read_parquet
@@ -104,6 +106,9 @@ class StoreReader:
             "records": self._records,
             "dropped": {},
         }
+        for key, series in data.system.items():
+            data.system[key] = ordered = in_time_order(series, self._in_order.get(key, 0))
+            self._in_order[key] = len(ordered)
         data.states = self._states([n for p, n in parsed if p.kind == "state"], stats)
         data.stats = stats
         return data

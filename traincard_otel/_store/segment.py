@@ -1,6 +1,6 @@
 """Store records in memory and in segment files: one JSON object per line, per-step rows packed.
 
-Per-step rows never exist one dict per row on their way to storage: the pump collects them column
+Per-step rows never exist one dict per row on their way to storage: the converter collects them column
 by column, and the writer, the segment files and compaction keep them that way. Formatting floats
 as decimal text was the store writer's main cost (about 1.4 µs per float on a 2-vCPU machine, ten
 or more per step), so in a file the float columns are little-endian float64 arrays in base64:

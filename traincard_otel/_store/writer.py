@@ -1,6 +1,6 @@
 """One process's store writer: buffers records, writes an immutable segment per flush.
 
-Exporters call :meth:`StoreWriter.add` from SDK or pump threads; only the writer's own thread
+Exporters call :meth:`StoreWriter.add` from SDK or converter threads; only the writer's own thread
 touches storage. A failed write keeps its segment for the next attempt (same name, so a retry can
 never duplicate data), and the writer backs off on the schedule of :mod:`.retry` until the store
 answers again; beyond ``max_pending`` records, new records are dropped and counted, and the counts
@@ -163,7 +163,7 @@ class StoreWriter:
             with self._lock:
                 batch, rows, self._buffer, self._buffered = self._buffer, self._buffered, [], 0
             if batch:
-                # Encoded outside the producers' lock: the pump must not wait for a whole batch.
+                # Encoded outside the producers' lock: the converter must not wait for a whole batch.
                 payload = segment.encode(batch)
                 with self._lock:
                     self._unwritten.append((self._next_seq, payload, batch, rows))

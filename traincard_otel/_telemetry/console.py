@@ -1,7 +1,8 @@
 """Console capture: what the process writes to stdout and stderr, as log records.
 
 File descriptors 1 and 2 are replaced by pipes whose reader thread writes every byte through to
-the original descriptors (the terminal and Metaflow's task logs see exactly what they saw before)
+the original descriptors (the terminal and Metaflow's task logs see exactly what they saw before,
+at most ``GATHER_S`` later: the thread wakes for a batch of writes, not for each)
 and turns the text into log lines: output of ``print``, of C extensions writing to the descriptors
 directly, of child processes that inherited them. Where a descriptor cannot be replaced (no real
 file descriptor, as under some notebooks), ``sys.stdout``/``sys.stderr`` are wrapped instead.

@@ -6,9 +6,10 @@
     tracker.save(model.state_dict(), "ckpt/step-1000.pt")  # torch.save + the checkpoint record
 
 ``instrument(optimizer, model=model)`` also reports the model's FLOPs per token, so the card shows
-MFU (with the throughput ``log(batch=...)`` measures). For grad-norm, use :func:`track` with
-``model=`` and ``grad_norm_every=``: the norm is computed as
-a tensor before ``optimizer.step()`` and converted off the training thread (no extra CUDA sync there).
+MFU (with the throughput ``log(batch=...)`` measures), at the precision of the first forward's
+``torch.autocast`` if one is on, else of the model's parameters. For grad-norm, use :func:`track`
+with ``model=`` and ``grad_norm_every=``: the norm is computed as a tensor before
+``optimizer.step()`` and converted off the training thread (no extra CUDA sync there).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .._safety import guarded
 from .._types import Foreign, Reported
 
 torch = require("torch", "torch")
+_AUTOCAST = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
 def _batch_counts(batch: object) -> tuple[int | None, int | None]:
@@ -55,6 +57,21 @@ class LoopTracker:
         self.closed = False  # instrument() attaches afresh once closed
         if model is not None:  # model FLOPs per token, for MFU
             reporter.progress(**model_fields(model))
+            if callable(getattr(model, "register_forward_pre_hook", None)):
+                self._probe = model.register_forward_pre_hook(self._first_forward)
+                self._handles.append(self._probe)
+
+    @guarded("torch_loop.first_forward", None)
+    def _first_forward(self, module: object, args: object) -> None:
+        """Under ``torch.autocast`` the matrix multiplications run in autocast's dtype, not the
+        parameters': read it at the first forward (then the hook is gone) for MFU's peak."""
+        self._probe.remove()
+        first = next(iter(self.model.parameters()), None)
+        device = getattr(getattr(first, "device", None), "type", None)
+        if device is not None and torch.is_autocast_enabled(device):
+            dtype = _AUTOCAST.get(torch.get_autocast_dtype(device))
+            if dtype is not None:
+                self.reporter.progress(**model_fields(self.model, dtype))
 
     @guarded("torch_loop.pre_step", None)
     def _before_step(self, optimizer: object, args: object, kwargs: object) -> None:

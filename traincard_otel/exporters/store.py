@@ -87,7 +87,7 @@ def _attrs(attributes: Mapping[str, object] | None) -> dict[str, object]:
 
 
 def _runs(event: str | None, body: object) -> list[Record] | None:
-    """The packed runs of a pump's batched per-step event, or None if ``body`` is not one."""
+    """The packed runs of a converter's batched per-step event, or None if ``body`` is not one."""
     if not isinstance(body, Mapping):
         return None
     try:

@@ -30,7 +30,7 @@ from .._identity import (
     MetaflowIdentity,
 )
 from .._pipeline import add_terminate_hook, shutdown
-from .._reporter import active_reporter, configure
+from .._reporter import Reporter, active_reporter
 from .._safety import report_internal_error
 from .._store.backends import MetaflowBackend
 from .._store.gang import GangReader, sibling_backend, write_markers
@@ -139,7 +139,7 @@ class TraincardDecorator(StepDecorator):
             settings["hourly_cost"] = float(attrs["hourly_cost"])
         if attrs["baseline"] is not None:
             settings["baseline"] = str(attrs["baseline"])
-        reporter = configure(backend=backend, metaflow_identity=mf, **settings)
+        reporter = Reporter(backend=backend, metaflow_identity=mf, **settings)
         reader = None
         if gang is not None:
             reader = _join_gang(backend, gang, mf, str(task_id))

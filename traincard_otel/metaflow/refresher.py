@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from .._card.payload import build_payload
+from .._card.payload.contract import Gang
 from .._data.rundata import RunData
 from .._insights.analysis import Insights, analyse
 from .._insights.baseline import Baseline
@@ -26,7 +27,7 @@ from .._safety import report_internal_error
 from .._schema import Attr, Event
 from .._store.backends import Backend
 from .._store.reader import StoreReader
-from .._types import Foreign, JsonObject
+from .._types import Foreign, JsonObject, JsonValue
 from ..environment_variables import TRAINCARD_BASELINE
 
 
@@ -80,7 +81,7 @@ class Refresher:
         publish: Callable[[Insights], None] | None = None,
         baseline: str = "none",
         pathspec: str | None = None,
-        publish_gang: Callable[[JsonObject], None] | None = None,
+        publish_gang: Callable[[Mapping[str, JsonValue]], None] | None = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self._cards, self._busy = cards, busy
@@ -140,8 +141,8 @@ class Refresher:
                 card.refresh(payload)
             if self._publish is not None:
                 self._publish(insights)
-            if self._emit is not None and insights.gang:
-                self._gang_events(insights.gang)
+            if self._emit is not None and payload["gang"]:
+                self._gang_events(payload["gang"])  # the card's view of the analysis
             if self._publish_gang is not None and insights.gang:
                 self._publish_gang(insights.gang)
             self.pushed += 1
@@ -149,7 +150,7 @@ class Refresher:
             report_internal_error("card refresher", exc)
         return True
 
-    def _gang_events(self, gang: JsonObject) -> None:
+    def _gang_events(self, gang: Gang) -> None:
         """One OTel event per first failure and per hung rank, for alert rules to fire on."""
         assert self._emit is not None
         first = gang.get("first_failure")

@@ -12,12 +12,12 @@ import json
 from ..._insights.analysis import Insights, analyse
 from ..._insights.baseline import Baseline
 from ..._store.reader import RunData
-from ..._types import JsonObject
 from .._html import scrub
 from ..gang import gang_section
 from .banners import all_banners, lost_ranks
 from .baseline import baseline_section
 from .checkpoints import checkpoint_rows
+from .contract import CardPayload, EmptyReasons, SystemSection
 from .health import loss_counters
 from .insights import anomaly_markers, insights_section, mfu_charts
 from .kind import run_kind
@@ -59,7 +59,7 @@ def build_payload(
     hourly_cost: float | None = None,
     baseline: Baseline | None = None,
     insights: Insights | None = None,
-) -> JsonObject:
+) -> CardPayload:
     """The card payload for ``data``; ``live`` makes a small tail-only update (< ``LIVE_MAX_BYTES``).
 
     ``baseline`` is the run overlaid on the charts and compared with in the status bar
@@ -92,11 +92,11 @@ def build_payload(
         if len(json.dumps(payload)) <= LIVE_MAX_BYTES:
             break
     # Metaflow serializes live payloads itself: hand it text that any encoder accepts.
-    scrubbed: JsonObject = scrub(payload)
+    scrubbed: CardPayload = scrub(payload)  # the same shape, every string encodable
     return scrubbed
 
 
-def _empty_reasons(data: RunData, system: JsonObject) -> dict[str, str]:
+def _empty_reasons(data: RunData, system: SystemSection) -> EmptyReasons:
     """Why a section has nothing to show (the page shows it only when the section is empty)."""
     if not data.states:
         why_training = "No training metrics yet: nothing has been recorded for this run so far."
@@ -124,15 +124,10 @@ def _build(
     hourly_cost: float | None,
     baseline: Baseline | None,
     insights: Insights,
-) -> JsonObject:
+) -> CardPayload:
     now = insights.now
     kind = run_kind(data)
-    status = {
-        **run_status(data, now, hourly_cost),
-        "kind": kind.name,
-        "unit": kind.unit,
-        "metrics_title": kind.title,
-    }
+    status = run_status(data, now, hourly_cost, kind)
     system = system_section(data)
     lines, log_info = log_lines(data, mode)
     return {

@@ -6,9 +6,8 @@ import time
 
 from ..._store.reader import RunData
 from ..._types import JsonObject
+from .contract import Banner, RunStatus
 from .health import store_health_banner
-
-Banner = dict[str, str]
 
 
 def _duration(seconds: float) -> str:
@@ -48,7 +47,7 @@ def lost_ranks(data: RunData, now: float | None = None) -> list[JsonObject]:
     return [found[r] for r in sorted(found)]
 
 
-def _resumed_text(data: RunData, status: JsonObject) -> str:
+def _resumed_text(data: RunData, status: RunStatus) -> str:
     text = f"Attempt {status['attempt']}: restarted {status['restarts']} time(s); earlier attempts are kept"
     prev = data.status.get("previous_attempt") or {}
     end = prev.get("previous_end")
@@ -65,8 +64,8 @@ def _resumed_text(data: RunData, status: JsonObject) -> str:
     return text
 
 
-def _run_banners(data: RunData, status: JsonObject, now: float) -> list[Banner]:
-    out = []
+def _run_banners(data: RunData, status: RunStatus, now: float) -> list[Banner]:
+    out: list[Banner] = []
     st = data.status
     failure = st.get("failure")
     if failure:
@@ -97,8 +96,8 @@ def _run_banners(data: RunData, status: JsonObject, now: float) -> list[Banner]:
     return out
 
 
-def _data_banners(data: RunData, status: JsonObject, now: float) -> list[Banner]:
-    out = []
+def _data_banners(data: RunData, status: RunStatus, now: float) -> list[Banner]:
+    out: list[Banner] = []
     share = data.status.get("input_bound_share")
     if share:
         out.append(
@@ -122,7 +121,7 @@ def _data_banners(data: RunData, status: JsonObject, now: float) -> list[Banner]
     return out
 
 
-def all_banners(data: RunData, status: JsonObject, now: float | None = None) -> list[Banner]:
+def all_banners(data: RunData, status: RunStatus, now: float | None = None) -> list[Banner]:
     """Every banner that applies, in the order the run's story reads (the page sorts by severity)."""
     now = time.time() if now is None else now
     return _run_banners(data, status, now) + _data_banners(data, status, now)

@@ -19,7 +19,7 @@ from typing import Final
 from ..._insights.baseline import Baseline, Comparison, main_metric
 from ..._schema.keys import is_tagged
 from ..._store.reader import RunData, Series
-from ..._types import JsonObject
+from .contract import BaselineSection
 from .series import Mode, downsample
 from .training import chart_name
 
@@ -64,12 +64,12 @@ def _overlaid(data: RunData, base: RunData) -> list[str]:
 
 def baseline_section(
     data: RunData, baseline: Baseline | None, mode: Mode, comparison: Comparison | None
-) -> JsonObject | None:
+) -> BaselineSection | None:
     """The ``baseline`` object of the payload (``docs/card-payload.md``); None without a baseline.
     ``comparison`` is the analysis's (:func:`traincard_otel._insights.analysis.analyse`)."""
     if baseline is None:
         return None
-    out: JsonObject = {
+    out: BaselineSection = {
         "label": baseline.label,
         "run_id": baseline.run_id,
         "name": baseline.short,

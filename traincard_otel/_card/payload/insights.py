@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from typing import Final
 
 from ..._insights.analysis import Insights, RecordedAnomaly
-from ..._insights.efficiency import Efficiency
+from ..._insights.efficiency import Efficiency as EfficiencyFigures
 from ..._insights.goodput import CATEGORIES
+from ..._insights.goodput import Goodput as GoodputFigures
 from ..._store.reader import RunData, Series
-from ..._types import JsonObject
+from .contract import Anomaly, Chart, ChartSeries, Efficiency, Goodput, Marker, RankEfficiency, RunCost
+from .contract import Insights as InsightsSection
 from .series import Mode, xy
 
 MAX_ATTENTION: Final = 50  # the panel lists the newest; the count says how many there were
@@ -51,7 +53,7 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def _attention(a: RecordedAnomaly) -> JsonObject:
+def _attention(a: RecordedAnomaly) -> Anomaly:
     return {
         "step": a.step,
         "kind": a.kind,
@@ -64,9 +66,9 @@ def _attention(a: RecordedAnomaly) -> JsonObject:
     }
 
 
-def anomaly_markers(found: Sequence[RecordedAnomaly]) -> list[JsonObject]:
+def anomaly_markers(found: Sequence[RecordedAnomaly]) -> list[Marker]:
     """Vertical lines on the step charts at the newest anomalies (one per step and kind)."""
-    seen: dict[tuple[int, str], JsonObject] = {}
+    seen: dict[tuple[int, str], Marker] = {}
     for a in found:
         if a.step is not None:
             label = KIND_LABELS.get(a.kind, a.kind)
@@ -74,13 +76,13 @@ def anomaly_markers(found: Sequence[RecordedAnomaly]) -> list[JsonObject]:
     return list(seen.values())[-MAX_MARKERS:]
 
 
-def mfu_charts(data: RunData, e: Efficiency | None, mode: Mode) -> list[JsonObject]:
+def mfu_charts(data: RunData, e: EfficiencyFigures | None, mode: Mode) -> list[Chart]:
     """An MFU chart by step in percent, per rank (tokens/s x FLOPs per token / peak); none without a
     known peak."""
     peak = e.peak_flops if e else None
     if not e or not peak or not e.ranks:
         return []
-    series = []
+    series: list[ChartSeries] = []
     for r in e.ranks:
         rates = data.throughput.get(f"tokens_per_second{{rank={r.rank}}}")
         if rates is None:
@@ -97,7 +99,14 @@ def mfu_charts(data: RunData, e: Efficiency | None, mode: Mode) -> list[JsonObje
         )
         x, y = xy(view, mode)
         series.append({"label": f"rank {r.rank}", "x": x, "y": y})
-    chart = {"id": "mfu", "title": "MFU", "group": "training", "unit": "%", "x": "step", "series": series}
+    chart: Chart = {
+        "id": "mfu",
+        "title": "MFU",
+        "group": "training",
+        "unit": "%",
+        "x": "step",
+        "series": series,
+    }
     return [chart] if series else []
 
 
@@ -113,7 +122,7 @@ def _tokens(data: RunData) -> float:
     return total
 
 
-def cost(data: RunData, wall_s: float, badput_s: float | None, hourly: float | None) -> JsonObject | None:
+def cost(data: RunData, wall_s: float, badput_s: float | None, hourly: float | None) -> RunCost | None:
     """Cost so far for ``wall_s`` at ``hourly`` per node, per 1k training tokens, and of badput."""
     if not hourly:
         return None
@@ -130,7 +139,45 @@ def cost(data: RunData, wall_s: float, badput_s: float | None, hourly: float | N
     }
 
 
-def insights_section(data: RunData, insights: Insights, hourly_cost: float | None = None) -> JsonObject:
+def _goodput(g: GoodputFigures) -> Goodput:
+    return {
+        "wall_s": g.wall_s,
+        "seconds": dict(g.seconds),
+        "ratio": g.ratio,
+        "badput_s": g.badput_s,
+        "rank": g.rank,
+        "attempts": g.attempts,
+        "running": g.running,
+        "categories": [{"key": k, "label": CATEGORY_LABELS[k], "seconds": g.seconds[k]} for k in CATEGORIES],
+    }
+
+
+def _efficiency(e: EfficiencyFigures) -> Efficiency:
+    ranks: list[RankEfficiency] = [
+        {
+            "rank": r.rank,
+            "tokens_per_s": r.tokens_per_s,
+            "seq_len": r.seq_len,
+            "flops_per_token": r.flops_per_token,
+            "achieved_flops": r.achieved_flops,
+            "mfu": r.mfu,
+        }
+        for r in e.ranks
+    ]
+    return {
+        "flops_per_token": e.flops_per_token,
+        "seq_len": e.seq_len,
+        "achieved_flops": e.achieved_flops,
+        "accelerators": e.accelerators,
+        "peak_flops": e.peak_flops,
+        "peak_source": e.peak_source,
+        "dtype": e.dtype,
+        "mfu": e.mfu,
+        "ranks": ranks,
+    }
+
+
+def insights_section(data: RunData, insights: Insights, hourly_cost: float | None = None) -> InsightsSection:
     """The ``insights`` object of the payload (``docs/card-payload.md``), from the run's analysis."""
     found = [_attention(a) for a in insights.anomalies]
     g, now = insights.goodput, insights.now
@@ -147,14 +194,7 @@ def insights_section(data: RunData, insights: Insights, hourly_cost: float | Non
     return {
         "attention": found[-MAX_ATTENTION:],
         "attention_total": len(found),
-        "goodput": None
-        if g is None
-        else {
-            **g.as_dict(),
-            "categories": [
-                {"key": k, "label": CATEGORY_LABELS[k], "seconds": g.seconds[k]} for k in CATEGORIES
-            ],
-        },
-        "efficiency": insights.efficiency.as_dict() if insights.efficiency else None,
+        "goodput": None if g is None else _goodput(g),
+        "efficiency": _efficiency(insights.efficiency) if insights.efficiency else None,
         "cost": cost(data, wall or 0.0, g.badput_s if g is not None else None, hourly),
     }

@@ -4,7 +4,7 @@ kinds and metric names it treats specially. ``card.js`` keeps no copies of its o
 from __future__ import annotations
 
 from ..._schema import REPORTED_FRACTIONS, SYSTEM_METRICS, SystemMetric
-from ..._types import JsonObject
+from .contract import Names
 from .logs import LEVELS
 from .system import RATIO_METRICS
 
@@ -54,7 +54,7 @@ FRACTION_METRICS = [
 BYTE_METRICS = [m.name for m in SYSTEM_METRICS if m.unit == "By"]
 
 
-def wire_names() -> JsonObject:
+def wire_names() -> Names:
     """The ``names`` object of every payload."""
     return {
         "sections": REPLACED_SECTIONS,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..._store.reader import RunData
-from ..._types import JsonObject
+from .contract import Cost, RunStatus
+from .kind import TRAINING, RunKind
 
 
 def _eta(data: RunData, step: int | None, max_steps: int | None) -> float | None:
@@ -47,14 +48,16 @@ def epoch_progress(
     return e, total
 
 
-def _cost(hourly: float, nodes: int, elapsed: float, eta: float | None) -> dict[str, float]:
+def _cost(hourly: float, nodes: int, elapsed: float, eta: float | None) -> Cost:
     """The price is per node (machine): a gang costs it times its nodes."""
     rate = hourly * nodes
     so_far = rate * elapsed / 3600
     return {"hourly": rate, "nodes": nodes, "so_far": so_far, "at_eta": so_far + rate * (eta or 0) / 3600}
 
 
-def run_status(data: RunData, now: float, hourly_cost: float | None = None) -> JsonObject:
+def run_status(
+    data: RunData, now: float, hourly_cost: float | None = None, kind: RunKind = TRAINING
+) -> RunStatus:
     """The ``run`` object of the payload (``docs/card-payload.md``)."""
     st = data.status
     progress = st.get("progress") or {}
@@ -85,4 +88,7 @@ def run_status(data: RunData, now: float, hourly_cost: float | None = None) -> J
         "restarts": st.get("restarts", 0),
         "heartbeat_age_s": (now - st["heartbeat_at"]) if running and st.get("heartbeat_at") else None,
         "cost": _cost(hourly, max(len(data.gang.get("nodes") or []), 1), elapsed, eta) if hourly else None,
+        "kind": kind.name,
+        "unit": kind.unit,
+        "metrics_title": kind.title,
     }

@@ -8,10 +8,9 @@ import re
 from ..._schema import Attr, SystemMetric
 from ..._schema.keys import DEVICE_ATTRIBUTES, split_reading_key
 from ..._store.reader import RunData, Series
-from ..._types import JsonObject
+from ..._store.time_order import in_time_order
+from .contract import Chart, ChartSeries, SystemSection, Tile
 from .series import Mode, subset, xy
-
-Chart = JsonObject
 
 M = SystemMetric
 TORCH_MEMORY = M.TORCH_MEMORY.name
@@ -108,7 +107,7 @@ def _node_names(data: RunData) -> dict[int, str]:
     return {int(st.get("rank", 0)): str(st.get("host") or f"rank {st.get('rank', 0)}") for st in data.states}
 
 
-def _total(per_node: list[tuple[str, list[float], list[float | None]]], name: str) -> JsonObject:
+def _total(per_node: list[tuple[str, list[float], list[float | None]]], name: str) -> ChartSeries:
     """Sum (or mean, for utilizations) across nodes, aligned on whole seconds."""
     buckets: dict[int, list[float]] = {}
     for _node, xs, ys in per_node:
@@ -128,10 +127,10 @@ def system_charts(data: RunData, mode: Mode) -> list[Chart]:
     """One chart per entry of ``SYSTEM_CHARTS`` that has data; per node when several nodes sample."""
     nodes = _node_names(data)
     multi_node = len({r for s in data.system.values() for r in s.ranks}) > 1
-    out = []
+    out: list[Chart] = []
     for chart_id, title, unit, names in SYSTEM_CHARTS:
         scale = _SCALE.get(unit, 1.0)
-        series_out: list[JsonObject] = []
+        series_out: list[ChartSeries] = []
         by_metric: dict[tuple[str, str], list[tuple[str, list[float], list[float | None]]]] = {}
         for _key, series in sorted(data.system.items()):
             if series.name not in names:
@@ -142,7 +141,7 @@ def system_charts(data: RunData, mode: Mode) -> list[Chart]:
             ):
                 continue
             for rank in sorted(set(series.ranks)) if multi_node else [None]:
-                part = (
+                part = in_time_order(
                     series
                     if rank is None
                     else subset(series, [i for i, r in enumerate(series.ranks) if r == rank])
@@ -175,7 +174,7 @@ def system_charts(data: RunData, mode: Mode) -> list[Chart]:
     return out
 
 
-def system_section(data: RunData) -> JsonObject:
+def system_section(data: RunData) -> SystemSection:
     """Notes (why figures are missing), the latest-readings tiles, and each metric's unit."""
     notes: list[str] = []
     for s in data.states:
@@ -194,7 +193,7 @@ def system_section(data: RunData) -> JsonObject:
             if metric == M.ERRORS.name and not value:
                 continue  # a tile only once the GPU reports uncorrectable errors
             device = (len(hw_id or ""), hw_id or "")  # host first, then gpu0, gpu1, ..., gpu10
-            tile = {
+            tile: Tile = {
                 "name": key,
                 "label": f"{hw_id} {label}" if hw_id else label,
                 "value": value,

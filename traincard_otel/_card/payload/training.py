@@ -17,12 +17,10 @@ from collections.abc import Iterable
 
 from ..._schema.keys import series_key, tags_text
 from ..._store.reader import RunData, Series
-from ..._types import JsonObject
+from .contract import Chart, ChartSeries, SummaryRow
 from .kind import TRAINING, RunKind
 from .series import LIVE_SCAN_MAX, Mode, by_rank, head, rank_points, stretches, xy
 from .units import DIMENSIONLESS, metric_unit
-
-Chart = JsonObject
 
 NOT_CHARTED = frozenset({"epoch"})  # shown in the status bar
 SUMMARY_MIN_CURVE = 10
@@ -76,10 +74,10 @@ def _split(data: RunData) -> tuple[list[Series], list[Series]]:
     return charted, summary
 
 
-def summary_table(data: RunData) -> list[JsonObject]:
+def summary_table(data: RunData) -> list[SummaryRow]:
     """Rows of the run-summary table: the last value of each summary figure, and how often it came."""
     _charted, summary = _split(data)
-    rows = []
+    rows: list[SummaryRow] = []
     for series in summary:
         finite = [v for v in series.values if v == v and abs(v) != float("inf")]
         steps = [s for s in series.steps if s is not None]
@@ -137,8 +135,8 @@ def _natural(label: str) -> tuple[float, str]:
     return (float(m[1]), "") if m else (float("inf"), label)
 
 
-def _series_entries(series: Series, label: str, mode: Mode) -> list[JsonObject]:
-    out = []
+def _series_entries(series: Series, label: str, mode: Mode) -> list[ChartSeries]:
+    out: list[ChartSeries] = []
     parts = by_rank(series)
     for rank, per_rank in parts:
         rank_label = f"{label} rank {rank}" if len(parts) > 1 else label
@@ -147,7 +145,7 @@ def _series_entries(series: Series, label: str, mode: Mode) -> list[JsonObject]:
             xs, ys = xy(stretch, mode)
             if not xs and mode.live:
                 continue
-            entry: JsonObject = {
+            entry: ChartSeries = {
                 "label": rank_label if n == 0 else f"{rank_label} (resumed {n})",
                 "x": xs,
                 "y": ys,
@@ -158,7 +156,7 @@ def _series_entries(series: Series, label: str, mode: Mode) -> list[JsonObject]:
     return out
 
 
-def _rank_series(items: Iterable[tuple[str, Series]], mode: Mode) -> list[JsonObject]:
+def _rank_series(items: Iterable[tuple[str, Series]], mode: Mode) -> list[ChartSeries]:
     pairs = list(items)
     budget = rank_points(len(pairs))  # many ranks share one chart's points
     return [

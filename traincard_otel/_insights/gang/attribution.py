@@ -17,12 +17,12 @@ import time
 from typing import TYPE_CHECKING
 
 from ..._types import JsonObject
-from .first_failure import first_failure, panel_failure
+from .first_failure import OPEN, VANISHED, first_failure, panel_failure, sibling_ends
 from .node_readings import aggregates, host_oom_evidence, node_system
 from .ranks import hung_ranks, rank_table, stragglers
 from .torchrun_report import REPORT_MARK, agent_records
 
-__all__ = ["analyze", "host_oom_evidence"]
+__all__ = ["analyze", "host_oom_evidence", "settle"]
 
 LAST_METRICS = 12  # in the failure summary
 
@@ -115,13 +115,14 @@ def analyze(data: RunData, now: float | None = None) -> JsonObject | None:
     num_nodes = int(gang.get("num_nodes") or len(raw_nodes))
     attempt = max((int(s.get("attempt", 0)) for s in data.states), default=0)
     agents = [a for n in raw_nodes for a in n.get("agents") or []]
+    seen = sibling_ends(data.states, attempt)
     ended_by_agent = {
         int(f["rank"])
         for a in agents
         if int(a.get("attempt") or 0) == attempt
         for f in a.get("failures") or []
     }
-    hung = hung_ranks(rows, now, ended_by_agent)
+    hung = hung_ranks(rows, now, ended_by_agent | set(seen))
     nodes = []
     node_memory: dict[int, str | None] = {}
     nodes_last_system: dict[int, JsonObject] = {}
@@ -144,7 +145,13 @@ def analyze(data: RunData, now: float | None = None) -> JsonObject | None:
                 "system": node_system(last_system),
             }
         )
-    first = first_failure(rows, agents, node_memory, hung, attempt)
+    first = first_failure(rows, agents, node_memory, hung, attempt, seen, now)
+    if first is not None:  # a rank that ended is not running any more, whatever its state says
+        ended = {c["rank"] for c in first["consequences"] if not c["hung"]}
+        ended |= set() if first.get("hung") else {first["rank"]}
+        for r in rows:
+            if r["rank"] in ended and r["status"] in OPEN:
+                r["status"] = "failed" if r.get("failure") else VANISHED
     waiting: list[JsonObject] = []
     if first is not None and first.get("hung"):  # the others stopped in a collective, waiting for it
         waiting = [h for h in hung if h["rank"] != first["rank"]]
@@ -172,3 +179,20 @@ def analyze(data: RunData, now: float | None = None) -> JsonObject | None:
     }
     section["failure"] = panel_failure(first, nodes_last_system) if first is not None else None
     return section
+
+
+def settle(data: RunData, now: float | None = None) -> JsonObject | None:
+    """:func:`analyze` ``data``, and keep the verdict in it: ``data.gang`` holds the summary and
+    the first failure (``load().failure``), and the latest state of a rank that vanished or
+    failed says so rather than "running". Returns the summary (None for a single rank)."""
+    summary = analyze(data, now)
+    if summary is None:
+        return None
+    data.gang["summary"] = summary
+    data.gang["failure"] = summary["failure"]
+    ended = {r["rank"]: r["status"] for r in summary["ranks"] if r["status"] in ("failed", VANISHED)}
+    attempt = max((int(s.get("attempt", 0)) for s in data.states), default=0)
+    for s in data.states:
+        if int(s.get("attempt", 0)) == attempt and s.get("status") == "running":
+            s["status"] = ended.get(int(s.get("rank", 0)), "running")
+    return summary

@@ -1,14 +1,57 @@
 """The first failure of a gang: ranks ordered by when they ended; the first is the cause, the
-rest are consequences. How it ended comes from the elastic agent's record (exit code, signal) and
-the rank's own failure record (exception, traceback); SIGKILL is "likely the OOM killer" only
-with memory evidence from its node. :func:`panel_failure` gives it the shape of a rank's own
-failure record, for the card's failure panel and ``load().failure``."""
+rest are consequences. How it ended comes from the launcher's report (torch elastic's agent
+record or its console report: exit code, signal), from the exit status a sibling rank on its node
+read as it ended, and from the rank's own failure record (exception, traceback); SIGKILL is
+"likely the OOM killer" only with memory evidence from its node.
+
+A rank that left no terminal record has *vanished* (ended without a word: SIGKILL, a crash in
+native code, a lost machine) when a sibling saw its process end, or when another rank ended after
+its last sign of life and it has not written since for longer than a live rank ever is silent
+(``SILENT_FLUSHES`` of its flush interval). It ended after its last heartbeat: it is ordered there.
+:func:`panel_failure` gives the first failure the shape of a rank's own failure record, for the
+card's failure panel and ``load().failure``."""
 
 from __future__ import annotations
 
 from ..._types import JsonObject
 
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+SILENT_FLUSHES = 2.0  # a live rank writes its state every flush interval; this many missed ...
+SILENT_MARGIN_S = 1.0  # ... plus this, and it is not alive any more
+VANISHED = "vanished"  # the status shown for a rank that ended without a terminal record
+OPEN = ("running", VANISHED)  # no terminal record written
+
+
+def sibling_ends(states: list[JsonObject], attempt: int) -> dict[int, JsonObject]:
+    """Global rank -> how it ended as a sibling rank on its node saw it (the earliest sighting
+    with an exit status, else the earliest)."""
+    out: dict[int, JsonObject] = {}
+    for s in states:
+        if int(s.get("attempt", 0)) != attempt:
+            continue
+        for seen in s.get("ended_siblings") or []:
+            rank = int(seen["rank"])
+            known = out.get(rank)
+            better = known is None or (seen.get("exitcode") is not None, -(seen.get("time") or 0)) > (
+                known.get("exitcode") is not None,
+                -(known.get("time") or 0),
+            )
+            if better:
+                out[rank] = {**seen, "seen_by": s.get("rank"), "host": s.get("host")}
+    return out
+
+
+def as_agent_record(seen: dict[int, JsonObject], attempt: int) -> JsonObject:
+    """The failures siblings saw, in the shape of an agent record (only non-zero exits fail)."""
+    failures = [
+        {
+            **f,
+            "reporter": f"rank {f.get('seen_by')} on its node read its exit status as it ended",
+        }
+        for f in seen.values()
+        if f.get("exitcode")
+    ]
+    return {"attempt": attempt, "failures": failures, "source": "a sibling rank"}
 
 
 def _how_signal(signum: int, memory_evidence: str | None) -> str:
@@ -43,7 +86,12 @@ def _ending(row: JsonObject, elastic: JsonObject | None, memory_evidence: str | 
         code = int(elastic.get("exitcode") or 0)
         out.update(exit_code=code, pid=elastic.get("pid") or row.get("pid"))
         source = f" ({elastic['source']})" if elastic.get("source") else ""
-        out["evidence"].append(f"torch elastic agent{source}: exit code {code} for pid {elastic.get('pid')}")
+        who = elastic.get("reporter") or f"torch elastic agent{source}"
+        out["evidence"].append(f"{who}: exit code {code} for pid {elastic.get('pid')}")
+        if elastic.get("seen_at_step") is not None:
+            out["evidence"].append(
+                f"rank {elastic.get('seen_by')} was at step {elastic['seen_at_step']} then"
+            )
         if code < 0:
             out.update(signal=-code, how=_how_signal(-code, memory_evidence))
             if -code == 9 and memory_evidence:
@@ -68,11 +116,51 @@ def _ending(row: JsonObject, elastic: JsonObject | None, memory_evidence: str | 
         return out
     if elastic is not None:
         # It died without writing its end (SIGKILL cannot be caught): it ended after its last word.
-        out["time"] = float(beat or elastic.get("time") or 0)
+        out.update(time=float(beat or elastic.get("time") or 0), vanished=row["status"] in OPEN)
         return out
     if row["status"] in ("failed", "finished"):
         return None if row["status"] == "finished" else {**out, "how": "failed", "time": beat}
     return None
+
+
+def _end_time(row: JsonObject) -> float | None:
+    """When a rank with a terminal record ended (None while it runs)."""
+    if row["status"] in OPEN:
+        return None
+    failure = row.get("failure") or {}
+    return float(failure.get("time") or row.get("updated_at") or row.get("heartbeat_at") or 0) or None
+
+
+def _vanished(
+    row: JsonObject, rows: list[JsonObject], seen: JsonObject | None, now: float
+) -> JsonObject | None:
+    """How a rank still marked running ended without a word, or None if it may be alive."""
+    beat = float(row.get("heartbeat_at") or 0)
+    alive_at = max(beat, float(row.get("updated_at") or 0))
+    out: JsonObject = {
+        "how": "vanished without a terminal record",
+        "vanished": True,
+        "time": beat or alive_at,
+    }
+    if seen is not None:
+        code = seen.get("exitcode")
+        status = "exit status not read" if code is None else f"exit code {code}"
+        out["evidence"] = [
+            f"rank {seen.get('seen_by')} saw its process (pid {seen.get('pid')}) end; {status}"
+        ]
+        if seen.get("seen_at_step") is not None:
+            out["evidence"].append(f"rank {seen.get('seen_by')} was at step {seen['seen_at_step']} then")
+        return out
+    silent_for = SILENT_FLUSHES * float(row.get("flush_interval_s") or 2.0) + SILENT_MARGIN_S
+    later = [t for r in rows if r is not row and (t := _end_time(r)) is not None and t > alive_at]
+    if not later or now - alive_at <= silent_for:
+        return None
+    every = float(row.get("flush_interval_s") or 2.0)
+    out["evidence"] = [
+        f"no state written for {now - alive_at:.0f} s (a live rank writes every {every:g} s); "
+        f"another rank ended {min(later) - alive_at:.1f} s after its last sign of life"
+    ]
+    return out
 
 
 def first_failure(
@@ -81,20 +169,30 @@ def first_failure(
     node_memory: dict[int, str | None],
     hung: list[JsonObject],
     attempt: int,
+    seen: dict[int, JsonObject] | None = None,
+    now: float = 0.0,
 ) -> JsonObject | None:
     """The rank that failed first (its facts and how it ended) and the ranks that ended after it.
 
     Ranks are ordered by when they ended: the time of a recorded exception or signal, else (a
     process killed without a word, or hung) its last heartbeat, which comes before its end. The
     later ones are consequences: SIGTERM from the elastic agent, collectives failing or waiting.
-    SIGKILL is called "likely the OOM killer" only with memory evidence from its node.
+    ``seen``: how ranks ended as their siblings saw it (:func:`sibling_ends`); ``now``: the time
+    the run is read at. SIGKILL is called "likely the OOM killer" only with memory evidence from
+    its node.
     """
-    elastic = elastic_failures(agents, attempt)
+    seen = seen or {}
+    elastic = {
+        **elastic_failures([as_agent_record(seen, attempt)], attempt),
+        **elastic_failures(agents, attempt),
+    }
     hung_by_rank = {h["rank"]: h for h in hung}
     ended = []
     for row in rows:
         memory = node_memory.get(int(row["node"] or 0))
         end = _ending(row, elastic.get(row["rank"]), memory)
+        if end is None and row["status"] in OPEN and row["rank"] not in hung_by_rank:
+            end = _vanished(row, rows, seen.get(row["rank"]), now)
         if end is None and row["rank"] in hung_by_rank:
             end = {"how": "hung (heartbeat stopped while its process lives)", "hung": True, "evidence": []}
             end["time"] = float(row.get("heartbeat_at") or 0)
@@ -113,6 +211,7 @@ def first_failure(
             "how": waiting if e.get("hung") else e.get("how") or "ended",
             "time": e.get("time"),
             "hung": bool(e.get("hung")),  # alive but not progressing: it has not ended
+            "vanished": bool(e.get("vanished")),
             "signal": e.get("signal"),
         }
         for _t2, _s2, r, e in ended[1:]

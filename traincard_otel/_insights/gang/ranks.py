@@ -82,6 +82,7 @@ def rank_table(data: RunData, now: float) -> list[JsonObject]:
                 "failure": s.get("failure"),
                 "terminated_by": s.get("terminated_by"),
                 "rank_timeout_s": float(s.get("rank_timeout_s") or 120.0),
+                "flush_interval_s": float(s.get("flush_interval_s") or 2.0),
                 "last_system": s.get("last_system") or {},
             }
         )

@@ -196,7 +196,7 @@ class StepTaps:
         while True:
             try:
                 logged = self.pending.popleft()
-            except IndexError:  # (read by the pump's thread and by a flush: empty is the end)
+            except IndexError:  # (read by the converter's thread and by a flush: empty is the end)
                 break
             reports.append(self._values(*logged))
         return [report for report in reports if report[0]]

@@ -18,7 +18,7 @@ from traincard_otel.testing import Capture, capture
 NAMES = ("loss", "grad_norm", "learning_rate", "epoch")
 
 
-def _report_stream(r: traincard_otel.Reporter, pump: Capture, seed: int, step_ends: bool) -> None:
+def _report_stream(r: traincard_otel.Reporter, converter: Capture, seed: int, step_ends: bool) -> None:
     """Stretches between drains: half of them the plain per-step case, half with every kind of
     row the fast path must hand back to the row-by-row path, and rewinds in both. Without step
     ends (a loop that reports metrics only), the metric steps are the progress."""
@@ -63,7 +63,7 @@ def _report_stream(r: traincard_otel.Reporter, pump: Capture, seed: int, step_en
                 r.step_end(step, duration, samples, 256, wait)
             if rng.random() < 0.02:
                 r.event("traincard.test.marker", {"traincard.step": step})
-        pump.drain()
+        converter.drain()
 
 
 def _translate(monkeypatch: pytest.MonkeyPatch, seed: int, step_ends: bool, at_once: bool) -> dict[str, Any]:
