@@ -26,9 +26,9 @@ from .._types import JsonValue
 class InsightGauges:
     """Observable gauges over the latest :class:`~traincard_otel._insights.analysis.Insights`.
 
-    A process that draws the live card :meth:`publish`\\ es the analysis its card draws; any other
-    process with a store reads its own (``source``) when the metric reader exports, at most once
-    every ``min_age_s``.
+    A process that draws the live card :meth:`publish`\\ es the analysis its card draws; a process
+    with a store reads its own (``source``) when the metric reader exports and nothing newer than
+    ``min_age_s`` was published or read (a card too busy to refresh, or no card at all).
     """
 
     def __init__(
@@ -51,10 +51,9 @@ class InsightGauges:
             )
 
     def publish(self, insights: Insights) -> None:
-        """Keep ``insights`` (the live card's analysis) for the next export; from now on the card's
-        analysis is the one reported, and the process no longer reads its store for it."""
-        self._source = None
-        self._latest = insights
+        """Keep ``insights`` (the live card's analysis) for the next export; the process reads its
+        own store for them only when the card has published nothing for ``min_age_s``."""
+        self._latest, self._read_at = insights, time.monotonic()
 
     def publish_gang(self, gang: Mapping[str, JsonValue]) -> None:
         """Keep the gang's first failure and hung ranks (the analysis's ``gang``)."""

@@ -121,8 +121,8 @@ class Pipeline:
             anomaly_rules=anomaly_rules,
         )
         self._pipeline_instruments(run_meter)
-        # Goodput and MFU from this process's own store (rank 0: its timeline is the run's), until
-        # a live card's refresher publishes the analysis it draws instead.
+        # Goodput and MFU from this process's own store (rank 0: its timeline is the run's) when a
+        # live card's refresher has not just published the analysis it draws.
         own = backend is not None and rank.rank == 0
         self._own_reader: StoreReader | None = None
         self.insight_gauges = InsightGauges(run_meter, source=self._own_insights if own else None)

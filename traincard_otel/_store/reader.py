@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import threading
 
 from .._data.rundata import Record, RunData, Series
 from .._types import JsonObject
@@ -20,6 +21,8 @@ from .records import add_metric_columns, add_record, add_step_columns
 from .time_order import in_time_order
 
 __all__ = ["RunData", "Series", "StoreReader", "rank_series", "read_store"]
+
+_GC_OFF = threading.Lock()
 
 
 class StoreReader:
@@ -82,13 +85,16 @@ class StoreReader:
     def read(self) -> RunData:
         # Millions of small objects are created and none of them form cycles: the cyclic GC would
         # only rescan them again and again (it made a 1M-step read several times slower).
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return self._read()
-        finally:
-            if enabled:
-                gc.enable()
+        # One read at a time in a process (the card's refresher and the metric gauges may both
+        # read): two interleaved reads could leave the GC off for good.
+        with _GC_OFF:
+            enabled = gc.isenabled()
+            gc.disable()
+            try:
+                return self._read()
+            finally:
+                if enabled:
+                    gc.enable()
 
     def _read(self) -> RunData:
         data = self.data
