@@ -264,7 +264,7 @@ def converter(rounds: int, steps: int, before: Path | None) -> tuple[list[dict[s
                 cmd = [sys.executable, __file__, "--child-converter", "--steps", str(steps)]
                 path = os.pathsep.join((str(checkouts[name]), str(REPO)))
                 env = dict(os.environ, PYTHONPATH=path, TRAINCARD_DIR=f"{tmp}/store")
-                subprocess.run(cmd + ["--result", result], cwd=checkouts[name], env=env, check=True)
+                subprocess.run([*cmd, "--result", result], cwd=checkouts[name], env=env, check=True)
                 runs[name].append(json.loads(Path(result).read_text()))
     rows = [
         {
@@ -309,13 +309,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         child(bool(args.child), args.steps, args.skip, args.result)
         return {}
     if args.quick:
-        args.pairs, args.rounds, args.steps, args.skip = 1, 1, 30, 10
+        args.pairs, args.rounds, args.steps, args.skip = 1, 1, 12, 4
     if args.converter:
         rows, raw = converter(args.rounds, args.steps * 10, args.before)
         return report("log_every_step_converter", rows, None, args.json, raw=raw)
     if args.attribute:
         rows, raw = attribute(args.rounds, args.steps, args.skip, args.before, args.variants)
-        return report("log_every_step_attribution", rows, None, args.json, raw=raw)
+        columns = list(dict.fromkeys(key for row in rows for key in row))  # threads of every case
+        return report("log_every_step_attribution", rows, columns, args.json, raw=raw)
     rows, raw = end_to_end(args.pairs, args.steps, args.skip)
     return report("log_every_step", rows, None, args.json, raw=raw)
 

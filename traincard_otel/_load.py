@@ -13,7 +13,6 @@ from ._config import baseline_spec
 from ._data.rundata import RunData, Series
 from ._insights.baseline import Baseline, main_metric
 from ._run import LoadedRun
-from ._store.attribution import settle
 from ._store.reader import read_store
 from ._targets import PATHSPEC, backend_for, is_store, resolve_one, stores_under
 from ._types import Foreign
@@ -54,21 +53,21 @@ def load(target: object, *, baseline: str | None = None) -> LoadedRun:
         loss = run.metrics["loss"]
         print(loss.steps[-1], loss.values[-1], run.status["status"])
     """
+    data, pathspec = read(target)
+    return LoadedRun.of(data, load_baseline(pathspec, baseline) if baseline is not None else None)
+
+
+def read(target: object) -> tuple[RunData, str | None]:
+    """What ``target`` recorded, as the store holds it (not analysed), and its Metaflow task
+    pathspec if it has one (see :func:`load`)."""
     if isinstance(target, (str, os.PathLike)) and not _is_task_dir_or_url(target):
         target = resolve_one(target)[0].target  # the newest run of a folder; Flow[/run[/step]]
     backend, title = backend_for(target)
     from ._store.gang import GangReader
 
     gang = GangReader.for_task(backend, title)  # any task of a @parallel gang reads all its nodes
-    if gang is not None:
-        data = gang.read()
-    else:
-        data = read_store(backend, source=title)
-        settle(data)  # ranks of one torchrun, accelerate or srun launch: who failed first
-    run = LoadedRun.of(data)
-    if baseline is not None:
-        run.baseline = load_baseline(_pathspec_of(target, title), baseline)
-    return run
+    data = gang.read() if gang is not None else read_store(backend, source=title)
+    return data, _pathspec_of(target, title)
 
 
 def _pathspec_of(target: object, title: str) -> str | None:

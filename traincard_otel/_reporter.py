@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-import traceback as tb_module
 from collections.abc import Mapping
 from types import TracebackType
 
@@ -20,7 +19,6 @@ from ._queue import MetricSource, ReportQueue
 from ._safety import warn_once
 from ._schema import (
     CheckpointSaved,
-    Failure,
     Hyperparameters,
     LifecycleEvent,
     LogLine,
@@ -333,12 +331,8 @@ class Reporter:
 
     def failure(self, exc: BaseException, *, flush: bool = True) -> None:
         """Record an exception that ends training, then flush (bounded) so it survives the crash."""
-        if not self._on:
-            return
-        text = "".join(tb_module.format_exception(type(exc), exc, exc.__traceback__))
-        self._queue.put(Failure(time.time(), exc, text))
-        if flush:
-            self.flush()
+        if self._pipeline is not None:
+            self._pipeline.failure(exc, flush=flush)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def flush(self, timeout_s: float | None = None) -> bool:

@@ -2,8 +2,8 @@
 
 The store reads plain :class:`~traincard_otel._data.rundata.RunData`; ``load()`` wraps it as a
 :class:`LoadedRun`, which adds the run it is compared with (:attr:`LoadedRun.baseline`) and the
-analysis of :mod:`traincard_otel._insights` (goodput, the comparison), computed from the data when
-first asked for.
+analysis of :mod:`traincard_otel._insights` (:attr:`LoadedRun.insights`: goodput, efficiency,
+anomalies, the comparison, a gang's diagnosis), computed once, when it is loaded.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import html
 from collections.abc import Callable
 
 from ._data.rundata import RunData
+from ._insights.analysis import Insights, analyse
 from ._insights.baseline import Baseline, Comparison, compare
-from ._insights.goodput import Goodput, goodput
+from ._insights.goodput import Goodput
 
 #: Draws a run as the card's HTML; set by the package facade (the card sits above this layer).
 html_renderer: Callable[[LoadedRun], str] | None = None
@@ -26,21 +27,28 @@ class LoadedRun(RunData):
 
     #: the run this one is compared with, set by ``load(target, baseline=...)`` (see :meth:`compare`)
     baseline: Baseline | None = None
+    #: what the analysis made of this run when loaded (:func:`traincard_otel._insights.analysis.analyse`)
+    insights: Insights | None = None
 
     @classmethod
-    def of(cls, data: RunData, baseline: Baseline | None = None) -> LoadedRun:
-        """``data`` as a loaded run (its fields shared, not copied)."""
-        if isinstance(data, LoadedRun) and baseline is None:
-            return data
+    def of(cls, data: RunData, baseline: Baseline | None = None, now: float | None = None) -> LoadedRun:
+        """``data`` as a loaded run (its fields shared, not copied), analysed at ``now``."""
         fields = {f.name: getattr(data, f.name) for f in dataclasses.fields(RunData) if f.init}
-        return cls(**fields, baseline=baseline)
+        run = cls(**fields, baseline=baseline)
+        run.insights = analyse(run, now=now, baseline=baseline)
+        return run
+
+    def _analysed(self) -> Insights:
+        if self.insights is None:  # built directly rather than by of()
+            self.insights = analyse(self, baseline=self.baseline)
+        return self.insights
 
     @property
     def goodput(self) -> Goodput | None:
         """Wall time split into productive training steps and the rest (startup, data wait, eval,
-        checkpoints, stalls, restarts, shutdown); None when no step was timed.
+        checkpoints, stalls, restarts, shutdown) when loaded; None when no step was timed.
         :mod:`traincard_otel._insights.goodput` defines each category."""
-        return goodput(self)
+        return self._analysed().goodput
 
     def compare(self, other: RunData | None = None, *, label: str | None = None) -> Comparison | None:
         """Where this run stands against ``other`` (default: :attr:`baseline`) at its latest step.
@@ -57,9 +65,11 @@ class LoadedRun(RunData):
             print(run.compare().metric.text)   # loss ahead of baseline at step 400: 0.41 vs 0.45 (...)
         """
         if other is None:
-            if self.baseline is None or self.baseline.data is None:
+            if label is None or self.baseline is None or label == self.baseline.label:
+                return self._analysed().comparison
+            if self.baseline.data is None:
                 return None
-            other, label = self.baseline.data, label or self.baseline.label
+            other = self.baseline.data
         return compare(self, other, label or other.source)
 
     def _repr_html_(self) -> str:

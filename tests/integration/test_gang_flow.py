@@ -183,7 +183,7 @@ def test_healthy_gang_with_a_slow_rank(browser: Any, tmp_path: Path) -> None:  #
     assert sorted(run.step_times) == [0, 1, 2, 3]
     assert {(s["rank"], s["node_index"]) for s in run.states} == {(0, 0), (1, 0), (2, 1), (3, 1)}
     assert all(s["status"] == "finished" for s in run.states)  # no step process counted as a rank
-    section = gang_section(run)
+    section = gang_section(run.insights.gang)
     assert section is not None and section["world_size"] == 4 and section["num_nodes"] == 2
     assert [n["ranks"] for n in section["nodes"]] == [[0, 1], [2, 3]]
     assert section["stragglers"]["slowest"]["rank"] == 2 and section["stragglers"]["slowest"]["node"] == 1
@@ -222,7 +222,7 @@ def test_a_rank_killed_on_node_1_is_the_first_failure(browser: Any, tmp_path: Pa
     deadline = time.monotonic() + 30  # node 1's task may still be writing its agent's record
     first: dict[str, Any] | None = None
     while time.monotonic() < deadline:
-        section = gang_section(traincard_otel.load(control))
+        section = gang_section(traincard_otel.load(control).insights.gang)
         first = section["first_failure"] if section else None
         if first and first.get("signal") and len(first["consequences"]) == 3:
             break
@@ -279,7 +279,7 @@ def test_a_hung_rank_is_named_within_one_rank_timeout(browser: Any, tmp_path: Pa
             time.sleep(1)
             try:
                 control, worker = _train_dirs(root)
-                section = gang_section(traincard_otel.load(control))
+                section = gang_section(traincard_otel.load(control).insights.gang)
             except (AssertionError, StopIteration, ConfigError):  # not started yet
                 continue
             if section and section["first_failure"] and section["first_failure"].get("hung"):
@@ -327,7 +327,7 @@ def test_under_plain_torchrun_the_killed_rank_is_named_from_torchruns_report(tmp
     deadline = time.monotonic() + 30  # node 1's task may still be writing its last logs
     first: dict[str, Any] | None = None
     while time.monotonic() < deadline:
-        section = gang_section(traincard_otel.load(control))
+        section = gang_section(traincard_otel.load(control).insights.gang)
         first = section["first_failure"] if section else None
         if first and first.get("signal") and len(first["consequences"]) == 3:
             break

@@ -199,7 +199,7 @@ def test_reporting_cuda_tensors_never_makes_the_training_thread_wait_for_the_gpu
 def test_mfu_of_a_tiny_gpt2_on_the_gpu_matches_a_hand_calculation(tmp_path: Path, cuda: Any) -> None:
     """The card's MFU against tokens counted and timed by hand around the same loop."""
     pytest.importorskip("transformers")
-    from traincard_otel._card.payload.insights import efficiency
+    from traincard_otel._insights.efficiency import efficiency
     from traincard_otel._insights.flops import peak_flops
 
     store = tmp_path / "store"
@@ -247,7 +247,7 @@ def test_mfu_of_a_tiny_gpt2_on_the_gpu_matches_a_hand_calculation(tmp_path: Path
     per_token = 6 * hand["params"] + 12 * 4 * 256 * 128  # dense + attention (L x d x T)
     expected = per_token * hand["tokens_per_s"] / peak
 
-    e = efficiency(traincard_otel.load(store))
+    e = efficiency(traincard_otel.load(store)).as_dict()
     assert e is not None and e["peak_flops"] == peak and e["dtype"] == "bf16"
     assert e["flops_per_token"] == pytest.approx(per_token, rel=1e-6)
     assert e["mfu"] == pytest.approx(expected, rel=0.10)

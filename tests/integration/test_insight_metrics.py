@@ -59,8 +59,9 @@ def test_goodput_and_mfu_gauges_match_the_card(tmp_path: Path) -> None:
     assert match, proc.stderr[-3000:]
     code = (
         "from traincard_otel._card.payload.insights import insights_section\n"
+        "from traincard_otel._insights.analysis import analyse\n"
         "run = traincard_otel.load(metaflow.Task(sys.argv[1]))\n"
-        "ins = insights_section(run, now=0.0)\n"
+        "ins = insights_section(run, analyse(run, now=0.0))\n"
         "print(json.dumps({'progress': run.status['progress'], 'efficiency': ins['efficiency'],\n"
         "                  'goodput': run.goodput.as_dict()}))"
     )
@@ -88,5 +89,55 @@ def test_goodput_and_mfu_gauges_match_the_card(tmp_path: Path) -> None:
     assert set(seconds) == set(card["goodput"]["seconds"])  # every category, zeros included
     assert seconds["productive"] == pytest.approx(card["goodput"]["seconds"]["productive"], rel=0.1)
     assert seconds["productive"] > 2.0 and seconds["startup"] > 0
+    (ratio,) = _last(got.metrics, "traincard.goodput.share").values()
+    assert 0 < ratio < 1
+
+
+_NO_CARD = """
+import sys, time
+import traincard_otel
+
+traincard_otel.configure(store=sys.argv[1], system=False, capture_console=False)
+r = traincard_otel.Reporter()
+r.progress(flops_per_token=6e6, peak_flops=1e12, peak_source="test")
+with r.phase("train"):
+    for step in range(1, 61):
+        time.sleep(0.02)
+        r.step_end(step, duration_s=0.02, samples=8, tokens=8 * 128)
+time.sleep(1.0)  # a few metric exports while the run goes on
+traincard_otel.shutdown()
+"""
+
+
+def test_a_process_without_a_card_exports_goodput_and_mfu_from_its_own_store(tmp_path: Path) -> None:
+    """No Metaflow and no live card: the pipeline analyses its own store for the gauges."""
+    store = tmp_path / "store"
+    with http_receiver() as (endpoint, got):
+        env = subprocess_env(
+            OTEL_METRICS_EXPORTER="otlp",
+            OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+            OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+            OTEL_METRIC_EXPORT_INTERVAL="300",
+            TRAINCARD_FLUSH_INTERVAL="0.2",
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", _NO_CARD, str(store)], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        time.sleep(0.2)
+    import traincard_otel
+
+    run = traincard_otel.load(store)
+    assert run.insights is not None and run.insights.efficiency is not None and run.goodput is not None
+    rank0 = run.insights.efficiency.ranks[0]
+    mfu = _last(got.metrics, "traincard.mfu")
+    assert list(mfu) == [(("traincard.rank", 0),)]
+    assert mfu[(("traincard.rank", 0),)] == pytest.approx(rank0.mfu, rel=0.25)
+    seconds = {
+        dict(k)["traincard.goodput.category"]: v
+        for k, v in _last(got.metrics, "traincard.goodput.time").items()
+    }
+    assert set(seconds) == set(run.goodput.seconds)
+    assert seconds["productive"] == pytest.approx(run.goodput.seconds["productive"], rel=0.2)
     (ratio,) = _last(got.metrics, "traincard.goodput.share").values()
     assert 0 < ratio < 1

@@ -10,6 +10,7 @@ import pytest
 
 import traincard_otel
 from traincard_otel._card.payload.insights import insights_section
+from traincard_otel._insights.analysis import analyse
 from traincard_otel._schema import Attr, Event
 
 pytest.importorskip("transformers")
@@ -40,7 +41,7 @@ def test_a_healthy_run_raises_no_anomaly(store_dir: Path, tmp_path: Path) -> Non
     progress = run.status["progress"]
     assert progress["flops_per_token"] == 6 * 108_288 and progress["attention_flops_per_position"] == 1536
     assert progress["compute_dtype"] == "fp32" and progress["peak_flops"] is None  # a CPU: unknown peak
-    e = insights_section(run, time.time())["efficiency"]
+    e = insights_section(run, analyse(run))["efficiency"]
     assert e["seq_len"] == 32 and e["flops_per_token"] == 6 * 108_288 + 1536 * 32
     tokens = run.throughput["tokens_per_second{rank=0}"]
     assert e["achieved_flops"] == pytest.approx(e["flops_per_token"] * statistics.median(tokens.values[-50:]))
@@ -49,7 +50,6 @@ def test_a_healthy_run_raises_no_anomaly(store_dir: Path, tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_goodput_of_a_run_with_slow_data_loading_shows_the_data_wait(store_dir: Path, tmp_path: Path) -> None:
-    import time
 
     from tiny_gpt2 import ProgressionDataset
     from tiny_gpt2 import trainer as make_trainer

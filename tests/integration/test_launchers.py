@@ -23,6 +23,7 @@ from helpers import REPO, subprocess_env
 import traincard_otel
 from traincard_otel._card.gang import gang_section
 from traincard_otel._card.payload import build_payload
+from traincard_otel._insights.analysis import analyse
 
 pytest.importorskip("torch")
 
@@ -61,7 +62,7 @@ def _only_run(store: Path) -> Path:
 
 
 def _assert_rank_1_killed_first(run: Any) -> dict[str, Any]:
-    section = gang_section(run)
+    section = gang_section(analyse(run).gang)
     assert section is not None and section["world_size"] == 2
     first = section["first_failure"]
     assert first is not None
@@ -204,6 +205,6 @@ def test_hf_trainer_under_plain_torchrun_times_both_ranks(tmp_path: Path) -> Non
     assert run.step_times[0].steps == run.step_times[1].steps == list(range(1, 13))
     assert all(v > 0 for r in (0, 1) for v in run.step_times[r].values)
     assert set(run.metrics["loss"].ranks) == {0}  # the Trainer logs on the main process only
-    section = gang_section(run)
+    section = gang_section(analyse(run).gang)
     assert section is not None and section["world_size"] == 2 and section["first_failure"] is None
     assert all(r["steps_timed"] == 12 and r["status"] == "finished" for r in section["ranks"])

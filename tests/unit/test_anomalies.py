@@ -14,6 +14,7 @@ import pytest
 
 from traincard_otel._config import resolve
 from traincard_otel._convert.anomalies import AnomalyWatch, parse_rules
+from traincard_otel._convert.columns import MetricRun
 from traincard_otel._insights.anomalies import AnomalyDetector, AnomalyRules, direction, role
 from traincard_otel._schema import Attr, Event
 from traincard_otel.exceptions import ConfigError
@@ -151,19 +152,11 @@ def test_the_watch_counts_each_anomaly_by_kind_on_its_counter() -> None:
     emitted: list[tuple[str, object]] = []
     watch = AnomalyWatch(lambda t, e, b, a: emitted.append((e, b)), meter, AnomalyRules())
     values = [1.0 + 0.01 * (i % 3) for i in range(30)] + [5.0, math.nan]
-    body = {
-        "runs": [
-            {
-                "phase": None,
-                "names": ["lr", "loss"],
-                "steps": list(range(32)),
-                "times": [float(i) for i in range(32)],
-                "values": [v for x in values for v in (1e-3, x)],
-            }
-        ]
-    }
-    watch.emit(32.0, Event.METRICS, body, {})
-    assert [e for e, _b in emitted] == [Event.METRICS, Event.ANOMALY, Event.ANOMALY]
+    run = MetricRun(None, ("lr", "loss"), None)
+    for i, v in enumerate(values):
+        run.add(float(i), i, (1e-3, v))
+    watch.metric_runs([run])  # the typed rows, as the row batcher hands them over after emitting
+    assert [e for e, _b in emitted] == [Event.ANOMALY, Event.ANOMALY]
     data = reader.get_metrics_data()
     (point,) = [
         p

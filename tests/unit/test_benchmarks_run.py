@@ -232,3 +232,19 @@ def test_step_pairs_overhead_counts_bursts_and_pools_processes(tmp_path) -> None
     pooled = main(["--pool", str(tmp_path / "a.json"), str(tmp_path / "a.json")])
     (row,) = pooled["results"]
     assert row["processes"] == 2 and row["pairs"] == 400 and row["overhead_pct"] == 0.0
+
+
+def test_log_every_step_pairs_give_the_median_ratio_and_the_threads_cpu() -> None:
+    from benchmarks.bench_log_every_step import pairs_row
+
+    def run(step_s: float, thread_s: float, other_s: float) -> dict[str, object]:
+        return {"step_s": step_s, "thread_s": thread_s, "threads_s": {"traincard-schedule": other_s}}
+
+    pairs = [(run(1.0 + d, 0.5, 0.001), run(1.0, 0.5, 0.0)) for d in (0.01, 0.02, 0.03, 0.5)]
+    row = pairs_row(pairs)  # type: ignore[arg-type]
+    assert row["pairs"] == 4
+    assert row["overhead_pct"] == pytest.approx(2.5)  # the median: one outlier pair moves it little
+    assert row["mean_pct"] == pytest.approx(14.0)
+    assert row["ci95_low_pct"] <= row["overhead_pct"] <= row["ci95_high_pct"]
+    assert row["other_cpu_us"] == pytest.approx(1000.0)
+    assert row["wait_us"] == pytest.approx(25000.0)  # wall time not on the training thread's CPU

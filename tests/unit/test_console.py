@@ -186,3 +186,45 @@ def test_stream_wrapping_tees_text_and_puts_the_stream_back(monkeypatch) -> None
     assert wrapped is tee and sys.stdout is original
     assert original.getvalue() == "through the wrapper \udcff\n"
     assert [r[1] for r in got] == ["through the wrapper \\udcff"]
+
+
+class _CountedReads:
+    """``os`` as the tee sees it, with the sizes of its reads of the pipe recorded."""
+
+    def __init__(self) -> None:
+        self.reads: list[int] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+    def read(self, fd: int, n: int) -> bytes:
+        data = os.read(fd, n)
+        self.reads.append(len(data))
+        return data
+
+
+def test_fd_tee_copies_a_lone_write_at_once_and_gathers_the_writes_that_follow(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    read, write = os.pipe()
+    counted = _CountedReads()
+    monkeypatch.setattr(console, "os", counted)
+    monkeypatch.setattr(console, "GATHER_S", 0.5)  # longer than any scheduling delay of this test
+    splitter, got = _splitter()
+    tee = _FdTee(write, splitter)
+    try:
+        os.write(write, b"step 0\n")
+        deadline = time.monotonic() + 0.4  # copied through before the gathering ends: at once
+        assert os.read(read, 65536) == b"step 0\n" and time.monotonic() < deadline
+        for step in range(1, 20):  # what a loop printing every 10 ms writes meanwhile
+            os.write(write, f"step {step}\n".encode())
+            time.sleep(0.01)  # (time for a reader that wakes at every write to read each one)
+        passed = b""
+        while passed.count(b"\n") < 19:
+            passed += os.read(read, 65536)
+        assert passed == b"".join(f"step {step}\n".encode() for step in range(1, 20))
+    finally:
+        tee.stop(2.0)
+    os.close(write)
+    os.close(read)
+    assert counted.reads[0] == len(b"step 0\n")  # the lone write: a read of its own
+    assert len(counted.reads) <= 5  # the 19 that followed: a read per gathering (+ the end), not 19
+    assert [r[1] for r in got] == [f"step {step}" for step in range(20)]

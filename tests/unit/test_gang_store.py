@@ -11,6 +11,7 @@ from typing import Any
 
 import traincard_otel
 from traincard_otel._card.gang import gang_section
+from traincard_otel._insights.analysis import analyse
 from traincard_otel._store import segment
 from traincard_otel._store.backends import LocalBackend
 from traincard_otel._store.gang import write_markers
@@ -179,7 +180,7 @@ def test_a_hung_rank_is_named_and_the_others_wait_for_it(tmp_path: Path) -> None
         3: {"step": 9, "heartbeat_at": NOW - 21},
     }
     data = traincard_otel.load(_gang(tmp_path, states, []))
-    section = gang_section(data, NOW)
+    section = gang_section(analyse(data, now=NOW).gang)
     assert section is not None
     assert [h["rank"] for h in section["hung"]] == [3] and [w["rank"] for w in section["waiting"]] == [
         0,
@@ -204,7 +205,7 @@ def test_a_node_whose_ranks_finished_says_it_waits_at_the_exit_barrier(tmp_path:
     name = next(n for n in control.list() if n.startswith("elastic/"))
     agent = json.loads(control.read_many([name])[name])
     control.write(name, json.dumps({**agent, "ended_at": None, "exit_code": None}).encode())
-    section = gang_section(traincard_otel.load(worker), NOW)
+    section = gang_section(analyse(traincard_otel.load(worker), now=NOW).gang)
     assert section is not None and section["first_failure"] is None
     assert section["waits"] == [
         "node 0: its ranks finished; torch elastic's agent waits at its exit barrier (up to 300 s) for node 1"

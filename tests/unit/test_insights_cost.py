@@ -10,6 +10,7 @@ import pytest
 import traincard_otel
 from traincard_otel._card.payload.insights import insights_section
 from traincard_otel._card.payload.status import run_status
+from traincard_otel._insights.analysis import analyse
 from traincard_otel._store.reader import read_store
 from traincard_otel.testing import capture
 
@@ -25,7 +26,7 @@ def test_cost_per_1k_tokens_and_of_badput_of_a_run() -> None:
             r.step_end(step, duration_s=now - last, samples=4, tokens=4 * 128, data_wait_s=0.002)
             last = now
     run = read_store(cap.store)
-    ins = insights_section(run, time.time())
+    ins = insights_section(run, analyse(run))
     g, cost = ins["goodput"], ins["cost"]
     assert cost["hourly"] == 7.2 and cost["nodes"] == 1
     assert cost["tokens"] == pytest.approx(40 * 512)  # each step's rate x its duration
@@ -38,14 +39,14 @@ def test_cost_per_1k_tokens_and_of_badput_of_a_run() -> None:
 def test_no_price_no_cost() -> None:
     with capture() as cap:
         cap.reporter.step_end(1, duration_s=0.1, tokens=10)
-    assert insights_section(read_store(cap.store), time.time())["cost"] is None
+    assert insights_section(read_store(cap.store), analyse(read_store(cap.store)))["cost"] is None
 
 
 def test_a_gang_pays_for_every_node(tmp_path: Path) -> None:
     from test_gang_store import _gang
 
     run = traincard_otel.load(_gang(tmp_path, {r: {"status": "finished"} for r in range(4)}, []))
-    ins = insights_section(run, time.time(), hourly_cost=10.0)
+    ins = insights_section(run, analyse(run), hourly_cost=10.0)
     cost, g = ins["cost"], ins["goodput"]
     assert cost["nodes"] == 2
     assert cost["badput"] == pytest.approx(10.0 * 2 * g["badput_s"] / 3600)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import statistics
-import time
 
 import pytest
 
 from traincard_otel._card.payload import build_payload
-from traincard_otel._card.payload.insights import efficiency, insights_section
+from traincard_otel._card.payload.insights import insights_section
+from traincard_otel._insights.analysis import analyse
+from traincard_otel._insights.efficiency import efficiency
 from traincard_otel._store.reader import RunData, read_store
 from traincard_otel.testing import capture
 
@@ -24,8 +25,9 @@ def _loop(peak: float | None) -> RunData:
 
 def test_mfu_from_the_adapter_fields_and_the_measured_throughput() -> None:
     run = _loop(1e12)
-    e = efficiency(run)
-    assert e is not None
+    found = efficiency(run)
+    assert found is not None
+    e = found.as_dict()
     rates = run.throughput["tokens_per_second{rank=0}"].values
     tokens = statistics.median(rates[-50:])
     assert e["seq_len"] == pytest.approx(128)
@@ -40,7 +42,8 @@ def test_mfu_from_the_adapter_fields_and_the_measured_throughput() -> None:
 
 def test_unknown_peak_has_flops_but_no_mfu_and_no_chart() -> None:
     run = _loop(None)
-    e = efficiency(run)
+    found = efficiency(run)
+    e = found.as_dict() if found else None
     assert e is not None and e["mfu"] is None and e["achieved_flops"] > 0
     assert not [c for c in build_payload(run)["charts"] if c["id"] == "mfu"]
 
@@ -48,5 +51,6 @@ def test_unknown_peak_has_flops_but_no_mfu_and_no_chart() -> None:
 def test_a_run_without_insights_has_an_empty_section() -> None:
     with capture() as cap:
         cap.reporter.metrics({"accuracy": 0.5}, step=1)
-    ins = insights_section(read_store(cap.store), time.time())
+    run = read_store(cap.store)
+    ins = insights_section(run, analyse(run))
     assert ins == {"attention": [], "attention_total": 0, "goodput": None, "efficiency": None, "cost": None}

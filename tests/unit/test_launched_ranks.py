@@ -21,6 +21,7 @@ import pytest
 import traincard_otel
 from traincard_otel._card.gang import gang_section
 from traincard_otel._identity import launch_id, launched_rank
+from traincard_otel._insights.analysis import analyse
 from traincard_otel._store.backends import LocalBackend
 from traincard_otel._store.locate import default_local_dir
 from traincard_otel._store.writer import StoreWriter
@@ -147,7 +148,7 @@ def test_a_rank_silent_since_before_the_other_ended_is_the_first_failure(tmp_pat
             },
         )
     )
-    section = gang_section(run, now)
+    section = gang_section(analyse(run, now=now).gang)
     assert section is not None
     first = section["first_failure"]
     assert (first["rank"], first["step"], first["how"]) == (1, 44, "vanished without a terminal record")
@@ -170,7 +171,7 @@ def test_a_rank_that_may_still_write_is_not_ended_yet(tmp_path: Path) -> None:
             },
         )
     )
-    section = gang_section(run, now)
+    section = gang_section(analyse(run, now=now).gang)
     assert section is not None and section["first_failure"]["rank"] == 0
     assert {r["rank"]: r["status"] for r in section["ranks"]}[1] == "running"
 
@@ -182,7 +183,7 @@ def test_a_rank_still_writing_after_the_other_ended_is_not_vanished(tmp_path: Pa
         0: {"status": "terminated", "terminated_by": "SIGTERM", "step": 50, "updated_at": now - 30},
         1: {"step": 50, "heartbeat_at": now - 31, "updated_at": now - 10},
     }
-    section = gang_section(traincard_otel.load(_run(tmp_path, states)), now)
+    section = gang_section(analyse(traincard_otel.load(_run(tmp_path, states)), now=now).gang)
     assert section is not None and section["first_failure"]["rank"] == 0
     assert section["first_failure"]["consequences"] == []
 

@@ -1,8 +1,10 @@
 """The package's folders stack as layers: a module imports only from its own layer or below.
 
 Data flows one way (training thread -> queue -> converter -> OTel SDK -> exporters -> store
-writer -> datastore -> reader -> card), and so do imports: a lower layer never imports a higher
-one, not even lazily inside a function, and no modules import each other in a circle.
+writer -> datastore -> reader -> analysis -> card), and so do imports: a lower layer never imports
+a higher one, not even lazily inside a function, and no modules import each other in a circle.
+What a run recorded (``RunData``, ``Series``) is plain data at the foundation; the store fills it
+and the analysis (``_insights``) reads it, so neither knows the other.
 docs/architecture.md draws the same stack.
 """
 
@@ -33,8 +35,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_data",
         ),
     ),
-    ("insights", ("_insights",)),
     ("store", ("_store",)),
+    ("insights", ("_insights",)),
     ("load", ("_targets", "_load", "_run")),
     ("telemetry", ("_telemetry",)),
     ("exporters", ("exporters",)),
@@ -102,6 +104,17 @@ def test_no_module_imports_from_a_higher_layer() -> None:
         for m, targets in sorted(_graph().items())
         for t in sorted(targets)
         if _layer(t) > _layer(m)
+    ]
+    assert wrong == []
+
+
+def test_the_store_knows_neither_the_analysis_nor_the_card() -> None:
+    wrong = [
+        f"{m} imports {t}"
+        for m, targets in sorted(_graph().items())
+        if m.startswith("_store")
+        for t in sorted(targets)
+        if t.startswith(("_insights", "_card"))
     ]
     assert wrong == []
 

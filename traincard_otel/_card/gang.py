@@ -1,7 +1,8 @@
 """The card's gang section: nodes, ranks, stragglers, the first failure and hung ranks.
 
-Pure (no Metaflow, no I/O): the analysis is :func:`traincard_otel._store.attribution.analyze` (the
-same that ``load()`` applies to a gang); this adds the headline lines the panel starts with.
+Pure (no Metaflow, no I/O): the analysis is :func:`traincard_otel._insights.gang.attribution.analyze`,
+run once per read by :func:`traincard_otel._insights.analysis.analyse`; this adds the headline
+lines the panel starts with.
 ``card.js`` draws the section in the gang panel.
 """
 
@@ -10,32 +11,30 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from .._store.attribution import analyze
-from .._store.reader import RunData
 from .._types import JsonObject
 
 if TYPE_CHECKING:  # the payload package imports this module
     from .payload.contract import Banner, Gang
 
 
-def gang_section(data: RunData, now: float | None = None) -> Gang | None:
-    """The gang panel's data; ``None`` for a run with one rank and no gang."""
-    section = analyze(data, now)
-    if section is None:
+def gang_section(diagnosis: JsonObject | None) -> Gang | None:
+    """The gang panel's data (the analysis's ``Insights.gang``); ``None`` for a run with one rank
+    and no gang."""
+    if diagnosis is None:
         return None
     return {
-        "world_size": section["world_size"],
-        "num_nodes": section["num_nodes"],
-        "nodes": section["nodes"],
-        "ranks": section["ranks"],
-        "stragglers": section["stragglers"],
-        "first_failure": section["first_failure"],
-        "hung": section["hung"],
-        "waiting": section["waiting"],
-        "waits": section["waits"],
-        "aggregates": section["aggregates"],
-        "failure": section.get("failure"),
-        "headline": headline(section),
+        "world_size": diagnosis["world_size"],
+        "num_nodes": diagnosis["num_nodes"],
+        "nodes": diagnosis["nodes"],
+        "ranks": diagnosis["ranks"],
+        "stragglers": diagnosis["stragglers"],
+        "first_failure": diagnosis["first_failure"],
+        "hung": diagnosis["hung"],
+        "waiting": diagnosis["waiting"],
+        "waits": diagnosis["waits"],
+        "aggregates": diagnosis["aggregates"],
+        "failure": diagnosis.get("failure"),
+        "headline": headline(diagnosis),
     }
 
 

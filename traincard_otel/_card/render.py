@@ -26,10 +26,14 @@ def render_data(
     hourly_cost: float | None = None,
     baseline: Baseline | None = None,
 ) -> str:
-    """The card HTML for already-loaded ``data`` (compared with ``baseline``, else ``data.baseline``)."""
-    if baseline is None and isinstance(data, LoadedRun):
-        baseline = data.baseline
-    payload = build_payload(data, live=False, final=final, hourly_cost=hourly_cost, baseline=baseline)
+    """The card HTML for already-read ``data`` (compared with ``baseline``, else a loaded run's own,
+    whose analysis it draws)."""
+    insights = None
+    if isinstance(data, LoadedRun) and (baseline is None or baseline is data.baseline):
+        baseline, insights = data.baseline, data.insights  # analysed when loaded
+    payload = build_payload(
+        data, live=False, final=final, hourly_cost=hourly_cost, baseline=baseline, insights=insights
+    )
     return assemble_html(payload, live=live)
 
 
@@ -46,15 +50,16 @@ def render_target(
     A baseline that cannot be found or read (within ``BASELINE_TIMEOUT_S``) is a note in the card:
     only ``target`` itself can fail.
     """
-    from .._load import load, load_baseline
+    from .._load import load_baseline, read
 
-    data = load(target)
+    data, _ = read(target)
+    base = None
     if baseline is not None:
         pathspec = getattr(target, "pathspec", None)
-        data.baseline = load_baseline(
+        base = load_baseline(
             pathspec if isinstance(pathspec, str) else None, baseline, timeout_s=BASELINE_TIMEOUT_S
         )
-    return render_data(data, live=live, final=final, hourly_cost=hourly_cost)
+    return render_data(data, live=live, final=final, hourly_cost=hourly_cost, baseline=base)
 
 
 def write_card(path: str | os.PathLike[str], page: str) -> int:

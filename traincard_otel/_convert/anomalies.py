@@ -1,16 +1,16 @@
 """The anomaly rules applied to the rows the converter emits (:mod:`traincard_otel._insights.anomalies`).
 
-:class:`AnomalyWatch` sits between the row batcher and the OTel logger: it passes every event on
-unchanged, then reads the batched rows it just emitted (``traincard.metrics`` and
-``traincard.step.timing`` bodies, ``docs/schema.md``), so the detector sees exactly the rows the
-batcher accepted, in report order, a column at a time and off the training thread. Each anomaly
-becomes a ``traincard.anomaly`` event right after the rows that revealed it, and one more on the
-``traincard.anomalies`` counter (what the ``TrainingAnomaly`` alert rule reads).
+:class:`AnomalyWatch` is handed the row batcher's typed rows (:class:`~.columns.MetricRun`,
+:class:`~.columns.StepColumns`) right after it emitted them as events, so the detector sees
+exactly the rows the batcher accepted, in report order, a column at a time and off the training
+thread, without reading back what was encoded. Each anomaly becomes a ``traincard.anomaly`` event
+right after the rows that revealed it, and one more on the ``traincard.anomalies`` counter (what
+the ``TrainingAnomaly`` alert rule reads).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from opentelemetry.metrics import Meter
 from opentelemetry.util.types import AnyValue
@@ -19,8 +19,8 @@ from .._insights.anomalies import KINDS, Anomaly, AnomalyDetector, AnomalyRules
 from .._safety import internal_error
 from .._schema import Attr, Event, Metric
 from .._schema.keys import series_key
-from .._types import JsonObject, JsonValue
 from ..exceptions import ConfigError
+from .columns import MetricRun, StepColumns
 
 Emit = Callable[[float, str, AnyValue, Mapping[str, AnyValue]], None]
 
@@ -38,10 +38,10 @@ def parse_rules(text: str) -> AnomalyRules | None:
 
 
 class AnomalyWatch:
-    """Wraps the converter's emit function: events pass through, rows also go to the detector."""
+    """Judges the converter's rows as they go out; records what it finds through ``emit``."""
 
     def __init__(self, emit: Emit, meter: Meter, rules: AnomalyRules | None) -> None:
-        """``rules`` None: pass events through and judge nothing (``TRAINCARD_ANOMALIES=off``)."""
+        """``rules`` None: judge nothing (``TRAINCARD_ANOMALIES=off``)."""
         self._emit = emit
         self.detector = AnomalyDetector(rules) if rules is not None else None
         m = Metric.ANOMALIES
@@ -52,48 +52,47 @@ class AnomalyWatch:
             for kind in KINDS:
                 self._counter.add(0, {Attr.ANOMALY_KIND: kind})
 
-    def emit(self, t: float, event: str, body: JsonValue, attributes: Mapping[str, AnyValue]) -> None:
-        """Emit the event, then judge the rows it carried (``body``: the converter's own batch for
-        ``event``, read by key)."""
-        self._emit(t, event, body, attributes)
-        if self.detector is None:
+    def metric_runs(self, runs: Sequence[MetricRun]) -> None:
+        """Judge metric rows (values row-major, one row per step) just emitted."""
+        detector = self.detector
+        if detector is None:
             return
         try:
-            if event == Event.METRICS:
-                self._metric_runs(body["runs"])
-            elif event == Event.STEP_TIMING:
-                self._step_columns(body)
-            elif event == Event.RUN_REWIND:
-                self.detector.rewound()
+            for run in runs:
+                names, phase = run.names, run.phase
+                watched = [(j, name) for j, name in enumerate(names) if detector.role(name, phase) != "none"]
+                if not watched:
+                    continue
+                k, steps, times, values = len(names), run.steps, run.times, run.values
+                for j, name in watched:
+                    key = series_key(name, run.tags)
+                    for i, value in enumerate(values[j::k]):
+                        found = detector.observe(steps[i], key, value, phase)
+                        if found:
+                            self._record(times[i], found)
         except Exception as exc:  # a bug in a rule never costs the rows
             internal_error("anomaly detection", exc)
 
-    def _metric_runs(self, runs: list[JsonObject]) -> None:
+    def step_columns(self, cols: StepColumns) -> None:
+        """Judge step ends just emitted."""
         detector = self.detector
-        assert detector is not None
-        for run in runs:
-            names, phase, tags = run["names"], run["phase"], run.get("tags")
-            watched = [(j, name) for j, name in enumerate(names) if detector.role(name, phase) != "none"]
-            if not watched:
-                continue
-            k, steps, times, values = len(names), run["steps"], run["times"], run["values"]
-            for j, name in watched:
-                key = series_key(name, tags)
-                for i, value in enumerate(values[j::k]):
-                    found = detector.observe(steps[i], key, value, phase)
+        if detector is None:
+            return
+        try:
+            for step, t, d, tok, n in zip(
+                cols.steps, cols.times, cols.durations, cols.tokens, cols.samples, strict=True
+            ):
+                if d == d:  # NaN: not timed
+                    found = detector.observe_step(step, d, tok, n)
                     if found:
-                        self._record(times[i], found)
+                        self._record(t, found)
+        except Exception as exc:
+            internal_error("anomaly detection", exc)
 
-    def _step_columns(self, body: Mapping[str, JsonValue]) -> None:
-        detector = self.detector
-        assert detector is not None
-        for step, t, d, tok, n in zip(
-            body["steps"], body["times"], body["durations"], body["tokens"], body["samples"], strict=True
-        ):
-            if d == d:  # NaN: not timed
-                found = detector.observe_step(step, d, tok, n)
-                if found:
-                    self._record(t, found)
+    def rewound(self) -> None:
+        """The run went back to an earlier step (a resume): the detector forgets what came after."""
+        if self.detector is not None:
+            self.detector.rewound()
 
     def _record(self, t: float, found: list[Anomaly]) -> None:
         for a in found:

@@ -66,7 +66,7 @@ class Converter:
         self.rejections = Rejections()
         self.spans = PhaseSpans(tracer, logger, run_span)
         self.anomalies = AnomalyWatch(self.spans.emit, meter, anomaly_rules)  # judges the rows as they go out
-        self.rows = RowBatcher(self.anomalies.emit, self.rejections, self._record_durations)
+        self.rows = RowBatcher(self.spans.emit, self.rejections, self._record_durations, self.anomalies)
         self.instruments = ConverterInstruments(
             meter,
             queue,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from opentelemetry.util.types import AnyValue
 
 from .._schema import Attr, Event, MetricsReport, StepEnd
+from .anomalies import AnomalyWatch
 from .columns import NAN, MetricRun, StepColumns, metric_columns, step_columns
 from .values import Rejections, as_step, safe_text
 
@@ -33,8 +34,15 @@ Emit = Callable[[float, str, AnyValue, Mapping[str, AnyValue]], None]  # (time, 
 class RowBatcher:
     """Holds the rows since the last emit; tracks the last values, recent steps and rewinds."""
 
-    def __init__(self, emit: Emit, rejections: Rejections, on_steps: Callable[[list[float]], None]) -> None:
+    def __init__(
+        self,
+        emit: Emit,
+        rejections: Rejections,
+        on_steps: Callable[[list[float]], None],
+        watch: AnomalyWatch | None = None,
+    ) -> None:
         self._emit, self._rejections, self._on_steps = emit, rejections, on_steps
+        self._watch = watch  # judges the typed rows right after they are emitted
         self.last_metrics: dict[str, float] = {}
         self.max_step: int | None = None
         self.step_ends = 0
@@ -196,6 +204,8 @@ class RowBatcher:
                 return  # threads a few steps out of order
             self.flush()  # rows before the rewind go out first
             self._emit(t, Event.RUN_REWIND, None, {Attr.STEP: step, Attr.REWIND_FROM: self.max_step})
+            if self._watch is not None:
+                self._watch.rewound()
         self.max_step = step
 
     # -- out -----------------------------------------------------------------------------------
@@ -211,6 +221,8 @@ class RowBatcher:
                 {"runs": [run.body() for run in runs]},
                 {Attr.STEP: last.steps[-1] if last.steps[-1] is not None else -1, Attr.ROWS: rows},
             )
+            if self._watch is not None:
+                self._watch.metric_runs(runs)
         if self._step_cols:
             cols, self._step_cols = self._step_cols, StepColumns()
             self.steps_emitted += len(cols)
@@ -220,6 +232,8 @@ class RowBatcher:
                 cols.body(),
                 {Attr.STEP: cols.steps[-1], Attr.ROWS: len(cols)},
             )
+            if self._watch is not None:
+                self._watch.step_columns(cols)
 
     # -- derived figures, when asked (by the watchdog, the metric reader), not per step ---------
     def recent_durations(self) -> list[float]:

@@ -1,35 +1,44 @@
-"""Goodput and MFU as OTel gauges, the same figures the live card shows; a gang's failed and hung
+"""Goodput and MFU as OTel gauges, the same figures the card shows; a gang's failed and hung
 ranks (:class:`GangGauges`) as metrics an alert can fire on.
 
-These are read-time insights (``traincard_otel._insights``): they need the whole run, restarts
-included, so they are computed from the store, not from the converter's stream. The process that
-draws the live card (a Metaflow step's card refresher) reads the store every few seconds anyway;
-it :meth:`~InsightGauges.publish`\\ es the card's ``insights`` section here and the gauges report
-the latest one at each metric export. A process with no live card publishes nothing, and the
-gauges stay silent rather than report a made-up zero.
+These are read-time insights (:func:`traincard_otel._insights.analysis.analyse`): they need the
+whole run, restarts included, so they are computed from what the store holds, not from the
+converter's stream. A process that draws the live card publishes the analysis the card draws;
+every other process with a store analyses its own store when the metric reader exports (the
+pipeline's ``source``). A process with neither reports nothing rather than a made-up zero.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
+from .._insights.analysis import Insights
+from .._insights.efficiency import RankEfficiency
+from .._safety import report_internal_error
 from .._schema import Attr, Metric
 from .._types import JsonValue
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        return None
-    return float(value)
-
-
 class InsightGauges:
-    """Observable gauges over the last published ``insights`` section of the card payload."""
+    """Observable gauges over the latest :class:`~traincard_otel._insights.analysis.Insights`.
 
-    def __init__(self, meter: Meter) -> None:
-        self._latest: Mapping[str, JsonValue] = {}
+    A process that draws the live card :meth:`publish`\\ es the analysis its card draws; any other
+    process with a store reads its own (``source``) when the metric reader exports, at most once
+    every ``min_age_s``.
+    """
+
+    def __init__(
+        self,
+        meter: Meter,
+        source: Callable[[], Insights | None] | None = None,
+        min_age_s: float = 1.0,
+    ) -> None:
+        self._latest: Insights | None = None
+        self._source, self._min_age_s, self._read_at = source, min_age_s, -math.inf
         self.gang = GangGauges(meter)
         for spec, observe in (
             (Metric.GOODPUT_TIME, self._goodput_time),
@@ -41,42 +50,47 @@ class InsightGauges:
                 spec.name, callbacks=[observe], unit=spec.unit, description=spec.meaning
             )
 
-    def publish(self, insights: Mapping[str, JsonValue]) -> None:
-        """Keep ``insights`` (the payload's section) for the next export; one reference swap."""
+    def publish(self, insights: Insights) -> None:
+        """Keep ``insights`` (the live card's analysis) for the next export; from now on the card's
+        analysis is the one reported, and the process no longer reads its store for it."""
+        self._source = None
         self._latest = insights
 
     def publish_gang(self, gang: Mapping[str, JsonValue]) -> None:
-        """Keep the gang's first failure and hung ranks (the payload's ``gang`` section)."""
+        """Keep the gang's first failure and hung ranks (the analysis's ``gang``)."""
         self.gang.publish(gang)
 
-    def _goodput(self) -> Mapping[str, JsonValue]:
-        return self._latest.get("goodput") or {}
+    def _current(self) -> Insights | None:
+        source = self._source
+        if source is not None and time.monotonic() - self._read_at >= self._min_age_s:
+            self._read_at = time.monotonic()
+            try:
+                self._latest = source()
+            except Exception as exc:
+                report_internal_error("insight gauges", exc)
+        return self._latest
 
     def _goodput_time(self, _options: CallbackOptions) -> Iterable[Observation]:
-        seconds = self._goodput().get("seconds") or {}
-        return [
-            Observation(v, {Attr.GOODPUT_CATEGORY: str(k)})
-            for k, raw in seconds.items()
-            if (v := _number(raw)) is not None
-        ]
+        g = (found := self._current()) and found.goodput
+        if not g:
+            return []
+        return [Observation(v, {Attr.GOODPUT_CATEGORY: k}) for k, v in g.seconds.items() if v == v]
 
     def _goodput_ratio(self, _options: CallbackOptions) -> Iterable[Observation]:
-        ratio = _number(self._goodput().get("ratio"))
+        g = (found := self._current()) and found.goodput
+        ratio = g.ratio if g else None
         return [Observation(ratio)] if ratio is not None else []
 
-    def _per_rank(self, key: str) -> list[Observation]:
-        ranks = (self._latest.get("efficiency") or {}).get("ranks") or []
-        return [
-            Observation(v, {Attr.RANK: int(r["rank"])})
-            for r in ranks
-            if (v := _number(r.get(key))) is not None
-        ]
+    def _per_rank(self, pick: Callable[[RankEfficiency], float | None]) -> list[Observation]:
+        e = (found := self._current()) and found.efficiency
+        ranks = e.ranks if e else ()
+        return [Observation(v, {Attr.RANK: r.rank}) for r in ranks if (v := pick(r)) is not None and v == v]
 
     def _model_flops(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return self._per_rank("achieved_flops")
+        return self._per_rank(lambda r: r.achieved_flops)
 
     def _mfu(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return self._per_rank("mfu")
+        return self._per_rank(lambda r: r.mfu)
 
 
 _Attrs = dict[str, str | int | bool]  # a metric point's attributes
@@ -93,7 +107,7 @@ def _rank_attributes(facts: Mapping[str, JsonValue]) -> _Attrs:
 class GangGauges:
     """A gang's failed ranks (a counter: each failed rank counted once, the first one marked) and
     hung ranks (a gauge: 1 for each rank hung now), for alert rules to fire on. Published by the
-    control node's refresher from the card's gang section, so the gang is counted once."""
+    control node's refresher from the gang's analysis, so the gang is counted once."""
 
     def __init__(self, meter: Meter) -> None:
         self._failed: dict[int, _Attrs] = {}  # rank -> its attributes, kept once seen

@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ from .._config import Settings
 from .._convert import Converter
 from .._convert.anomalies import parse_rules
 from .._identity import MetaflowIdentity, RankIdentity, resource_attributes
+from .._insights.analysis import Insights, analyse
 from .._queue import ReportQueue
 from .._safety import internal_error, report_internal_error
 from .._schema import (
@@ -38,6 +40,7 @@ from .._schema import (
     SystemMetric,
 )
 from .._store.backends import Backend
+from .._store.reader import StoreReader
 from .._store.writer import StoreWriter
 from .._telemetry.health import Watchdog
 from .._types import JsonObject, Reported
@@ -57,7 +60,10 @@ _SCOPE = "traincard_otel"
 
 
 class Pipeline:
-    """Everything one process runs for telemetry: providers, converter, store writer, sampler."""
+    """Everything one process runs for telemetry: providers, converter, store writer, sampler.
+
+    Building one starts nothing (no thread, no hook, no event); :meth:`start` starts it.
+    """
 
     def __init__(
         self,
@@ -101,7 +107,7 @@ class Pipeline:
         run_meter: Meter = meter if self.providers.exports_metrics else NoOpMeter(_SCOPE, __version__)
         self.sampler: SystemSampler | None = None
         try:
-            self._start_sampler(meter)
+            self._build_sampler(meter)
         except Exception as exc:
             internal_error("system sampler", exc)
         self.converter = Converter(
@@ -115,7 +121,11 @@ class Pipeline:
             anomaly_rules=anomaly_rules,
         )
         self._pipeline_instruments(run_meter)
-        self.insight_gauges = InsightGauges(run_meter)  # the live card's refresher publishes to it
+        # Goodput and MFU from this process's own store (rank 0: its timeline is the run's), until
+        # a live card's refresher publishes the analysis it draws instead.
+        own = backend is not None and rank.rank == 0
+        self._own_reader: StoreReader | None = None
+        self.insight_gauges = InsightGauges(run_meter, source=self._own_insights if own else None)
         self.watchdog = Watchdog(
             progress=lambda: (self.queue.step, self.queue.heartbeat_at),
             recent_step_times=self.converter.rows.recent_durations,
@@ -140,22 +150,31 @@ class Pipeline:
         self.card_refresher_started = False
         self._close_lock = threading.Lock()
         self.on_shutdown: list[Callable[[], None]] = [self.watchdog.stop]
+        self._log_handler: logbridge.QueueHandler | None = None
+        self.console: ConsoleCapture | None = None
+
+    def start(self) -> Pipeline:
+        """Start what runs on its own: the writer, the flush schedule, the watchdog, the system
+        sampler, the log and console capture; then record that the run started."""
         if self.writer is not None:
             self.writer.start()
         self.schedule.start()
         self.watchdog.start()
         self._watch_siblings()
-        self._log_handler: logbridge.QueueHandler | None = None
-        self.console: ConsoleCapture | None = None
-        if settings.log_level != "OFF":
-            handler = self._log_handler = logbridge.attach(self.queue, settings.log_level)
+        try:
+            self._start_sampler()
+        except Exception as exc:
+            internal_error("system sampler", exc)
+        if self.settings.log_level != "OFF":
+            handler = self._log_handler = logbridge.attach(self.queue, self.settings.log_level)
             self.on_shutdown.append(lambda: logbridge.detach(handler))
-        if settings.capture_console:
+        if self.settings.capture_console:
             self._capture_console()
         self.event(
             Event.RUN_STARTED,
-            {Attr.ATTEMPT: self.attempt, Attr.RANK: rank.rank, Attr.HOST_NAME: str(os.uname().nodename)},
+            {Attr.ATTEMPT: self.attempt, Attr.RANK: self.rank.rank, Attr.HOST_NAME: str(os.uname().nodename)},
         )
+        return self
 
     def _pipeline_instruments(self, meter: Meter) -> None:
         def restarts(_options: CallbackOptions) -> list[Observation]:
@@ -215,15 +234,19 @@ class Pipeline:
             return
         self.on_shutdown.insert(0, console.stop)  # first: what was printed last still gets in
 
-    def _start_sampler(self, meter: Meter) -> None:
+    def _build_sampler(self, meter: Meter) -> None:
         # One sampler per node: N ranks on a node must not report the node N times.
         if not self.settings.system or self.rank.local_rank != 0:
             return
         from .._telemetry import SystemSampler, register_system_instruments
 
         self.sampler = SystemSampler(self.settings.system_interval_s)
-        self.sampler.start()
         register_system_instruments(meter, self.sampler)
+
+    def _start_sampler(self) -> None:
+        if self.sampler is None:
+            return
+        self.sampler.start()
         reader = self.providers.store_reader
         if reader is not None:  # each sample stored once, as it is taken (the first is taken already)
             reader.collect()
@@ -259,12 +282,21 @@ class Pipeline:
         """Queue a lifecycle event (the watchdog's and the pipeline's own)."""
         self.queue.put(LifecycleEvent(time.time(), name, dict(attributes), body))
 
-    def record_failure(self, exc: BaseException) -> None:
-        import traceback
-
+    def failure(self, exc: BaseException, *, flush: bool = True) -> None:
+        """Record an exception that ends training (``Reporter.failure`` and the uncaught-exception
+        hook both come here), then flush (bounded) so it survives the crash."""
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self.queue.put(Failure(time.time(), exc, text))
-        self.flush()
+        if flush:
+            self.flush()
+
+    def _own_insights(self) -> Insights | None:
+        """What this process's store holds so far, analysed (read incrementally)."""
+        if self.backend is None:
+            return None
+        if self._own_reader is None:
+            self._own_reader = StoreReader(self.backend, source=self.mf.pathspec if self.mf else None)
+        return analyse(self._own_reader.read())
 
     def state(self) -> StatusSnapshot:
         q = self.queue

@@ -32,7 +32,7 @@ class Exiting(Protocol):
 
     def shutdown(self, timeout_s: float | None = None, status: str | None = None) -> None: ...
 
-    def record_failure(self, exc: BaseException) -> None: ...
+    def failure(self, exc: BaseException, *, flush: bool = True) -> None: ...
 
 
 class Exits:
@@ -72,7 +72,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 def _on_uncaught(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
     pipeline = Exits.active()
     if pipeline is not None and not issubclass(exc_type, KeyboardInterrupt):
-        pipeline.record_failure(exc)
+        pipeline.failure(exc)
     (_prev_excepthook or sys.__excepthook__)(exc_type, exc, tb)
 
 

@@ -92,7 +92,7 @@ def start(
         if backend is None:
             backend = resolve_backend(resolved, mf)
         _watch_forks()
-        _active = Pipeline(resolved, mf=mf, rank=detect_rank(), backend=backend)
+        _active = Pipeline(resolved, mf=mf, rank=detect_rank(), backend=backend).start()
         _active.configured_by_step = metaflow_identity is not None
         process_exit.install(active)
         children.claim()

@@ -26,7 +26,6 @@ from pathlib import Path
 from .._data.rundata import RunData, Series
 from .._schema.keys import series_key
 from .._types import JsonObject
-from .attribution import settle
 from .backends import Backend, LocalBackend, MetaflowBackend
 from .columns import concat
 from .reader import StoreReader
@@ -121,9 +120,7 @@ class GangReader:
             parts.append((node.info, data, agents))
         control = self._nodes[min(self._nodes)].info if self._nodes else {}
         step_path = str(control.get("pathspec") or "").rsplit("/", 1)[0]
-        merged = merge(step_path or self.source, parts)  # the gang's card is the step's, not a task's
-        settle(merged, time.time())
-        return merged
+        return merge(step_path or self.source, parts)  # the gang's card is the step's, not a task's
 
 
 def _agents(backend: Backend) -> list[JsonObject]:

@@ -1,6 +1,6 @@
 """Health watchdog: stalls, lost ranks, and how the previous attempt ended.
 
-``host_oom_evidence`` and the gang-wide analysis live in :mod:`traincard_otel._store.attribution`
+``host_oom_evidence`` and the gang-wide analysis live in :mod:`traincard_otel._insights.gang.attribution`
 (the reader applies them to every gang it reads).
 
 Runs on its own daemon thread, so it keeps working while the training thread is blocked in native
@@ -17,10 +17,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
+from .._insights.gang.attribution import host_oom_evidence
 from .._safety import internal_error
 from .._schema import Attr, Event, StatusSnapshot
 from .._store import layout
-from .._store.attribution import host_oom_evidence
 from .._store.backends import Backend
 from .._types import JsonObject
 

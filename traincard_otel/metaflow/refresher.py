@@ -14,20 +14,19 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Protocol
 
 from .._card.payload import build_payload
-from .._card.payload.contract import Gang
 from .._data.rundata import RunData
+from .._insights.analysis import Insights, analyse
 from .._insights.baseline import Baseline
 from .._load import load_baseline
 from .._safety import report_internal_error
 from .._schema import Attr, Event
-from .._store.attribution import settle
 from .._store.backends import Backend
 from .._store.reader import StoreReader
-from .._types import Foreign, JsonObject, JsonValue
+from .._types import Foreign, JsonObject
 from ..environment_variables import TRAINCARD_BASELINE
 
 
@@ -78,10 +77,10 @@ class Refresher:
         retry_s: float = 0.25,
         reader: Reader | None = None,
         emit: Callable[[str, JsonObject], None] | None = None,
-        publish: Callable[[Mapping[str, JsonValue]], None] | None = None,
+        publish: Callable[[Insights], None] | None = None,
         baseline: str = "none",
         pathspec: str | None = None,
-        publish_gang: Callable[[Mapping[str, JsonValue]], None] | None = None,
+        publish_gang: Callable[[JsonObject], None] | None = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self._cards, self._busy = cards, busy
@@ -89,11 +88,8 @@ class Refresher:
         self.pushed = 0
         # A gang's task reads every node's store (a GangReader); any other task, its own.
         self._reader: Reader = reader if reader is not None else StoreReader(backend, source=title)
-        # Its own store may hold several ranks (torchrun in the step): analysed as load() does it;
-        # a GangReader analyses what it reads itself.
-        self._settle = reader is None
         self._emit = emit  # gang events, from the control node only (one event per gang)
-        self._publish = publish  # the card's goodput and MFU, for the pipeline's gauges
+        self._publish = publish  # the analysis the card draws, for the pipeline's gauges
         self._publish_gang = publish_gang  # a gang's failed and hung ranks, for its metrics
         self._told: set[tuple[str, int]] = set()
         self._stop = threading.Event()
@@ -136,24 +132,24 @@ class Refresher:
             return False
         try:
             data = self._reader.read()
-            if self._settle:
-                settle(data)
-            payload = build_payload(data, live=True, hourly_cost=self.hourly_cost, baseline=self.baseline)
+            insights = analyse(data, baseline=self.baseline)  # once: for the card and the gauges
+            payload = build_payload(
+                data, live=True, hourly_cost=self.hourly_cost, baseline=self.baseline, insights=insights
+            )
             for card in cards:
                 card.refresh(payload)
             if self._publish is not None:
-                self._publish(payload["insights"])
-            gang = payload["gang"]
-            if self._emit is not None and gang:
-                self._gang_events(gang)
-            if self._publish_gang is not None and gang:
-                self._publish_gang(gang)
+                self._publish(insights)
+            if self._emit is not None and insights.gang:
+                self._gang_events(insights.gang)
+            if self._publish_gang is not None and insights.gang:
+                self._publish_gang(insights.gang)
             self.pushed += 1
         except Exception as exc:
             report_internal_error("card refresher", exc)
         return True
 
-    def _gang_events(self, gang: Gang) -> None:
+    def _gang_events(self, gang: JsonObject) -> None:
         """One OTel event per first failure and per hung rank, for alert rules to fire on."""
         assert self._emit is not None
         first = gang.get("first_failure")

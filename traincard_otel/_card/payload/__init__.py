@@ -8,8 +8,8 @@ downsampling is in :mod:`.series`. Live payloads carry only each section's tail 
 from __future__ import annotations
 
 import json
-import time
 
+from ..._insights.analysis import Insights, analyse
 from ..._insights.baseline import Baseline
 from ..._store.reader import RunData
 from .._html import scrub
@@ -58,15 +58,21 @@ def build_payload(
     now: float | None = None,
     hourly_cost: float | None = None,
     baseline: Baseline | None = None,
+    insights: Insights | None = None,
 ) -> CardPayload:
     """The card payload for ``data``; ``live`` makes a small tail-only update (< ``LIVE_MAX_BYTES``).
 
-    ``baseline`` is the run overlaid on the charts and compared with in
-    the status bar (:mod:`.baseline`).
+    ``baseline`` is the run overlaid on the charts and compared with in the status bar
+    (:mod:`.baseline`). ``insights`` is the run's analysis at ``now`` with that baseline
+    (:func:`~traincard_otel._insights.analysis.analyse`; computed here when not given): the card
+    draws it, and analyses nothing itself.
     """
+    if insights is None:
+        insights = analyse(data, now=now, baseline=baseline)
+    now = insights.now
     if not live:
         return _build(
-            data, Mode(live=False), final=final, now=now, hourly_cost=hourly_cost, baseline=baseline
+            data, Mode(live=False), final=final, hourly_cost=hourly_cost, baseline=baseline, insights=insights
         )
     for tail, log_tail, heads in (
         (LIVE_TAIL, LIVE_LOG_TAIL, True),
@@ -79,9 +85,9 @@ def build_payload(
             data,
             Mode(True, tail, log_tail, heads),
             final=final,
-            now=now,
             hourly_cost=hourly_cost,
             baseline=baseline,
+            insights=insights,
         )
         if len(json.dumps(payload)) <= LIVE_MAX_BYTES:
             break
@@ -115,11 +121,11 @@ def _build(
     mode: Mode,
     *,
     final: bool,
-    now: float | None,
     hourly_cost: float | None,
-    baseline: Baseline | None = None,
+    baseline: Baseline | None,
+    insights: Insights,
 ) -> CardPayload:
-    now = time.time() if now is None else now
+    now = insights.now
     kind = run_kind(data)
     status = run_status(data, now, hourly_cost, kind)
     system = system_section(data)
@@ -132,11 +138,13 @@ def _build(
         "names": wire_names(),
         "run": status,
         "banners": all_banners(data, status, now),
-        "charts": training_charts(data, mode, kind) + mfu_charts(data, mode) + system_charts(data, mode),
+        "charts": training_charts(data, mode, kind)
+        + mfu_charts(data, insights.efficiency, mode)
+        + system_charts(data, mode),
         "summary": summary_table(data),
-        "markers": discontinuities(data) + anomaly_markers(data),
-        "insights": insights_section(data, now, hourly_cost),
-        "baseline": baseline_section(data, baseline, mode),
+        "markers": discontinuities(data) + anomaly_markers(insights.anomalies),
+        "insights": insights_section(data, insights, hourly_cost),
+        "baseline": baseline_section(data, baseline, mode, insights.comparison),
         "checkpoints": checkpoint_rows(data, 20 if mode.live else 500),
         "logs": lines,
         "log_info": log_info,
@@ -144,7 +152,7 @@ def _build(
         "system": system,
         "empty": _empty_reasons(data, system),
         "health": loss_counters(data),
-        "gang": gang_section(data, now),
+        "gang": gang_section(insights.gang),
         "stats": {
             "dropped": data.stats.get("dropped", {}),
             "corrupt_segments": data.stats.get("corrupt_segments", 0),

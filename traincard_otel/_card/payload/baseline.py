@@ -16,7 +16,7 @@ import math
 import threading
 from typing import Final
 
-from ..._insights.baseline import Baseline, compare, main_metric
+from ..._insights.baseline import Baseline, Comparison, main_metric
 from ..._schema.keys import is_tagged
 from ..._store.reader import RunData, Series
 from .contract import BaselineSection
@@ -62,8 +62,11 @@ def _overlaid(data: RunData, base: RunData) -> list[str]:
     return [k for k in keys if k is not None][:MAX_SERIES]
 
 
-def baseline_section(data: RunData, baseline: Baseline | None, mode: Mode) -> BaselineSection | None:
-    """The ``baseline`` object of the payload (``docs/card-payload.md``); None without a baseline."""
+def baseline_section(
+    data: RunData, baseline: Baseline | None, mode: Mode, comparison: Comparison | None
+) -> BaselineSection | None:
+    """The ``baseline`` object of the payload (``docs/card-payload.md``); None without a baseline.
+    ``comparison`` is the analysis's (:func:`traincard_otel._insights.analysis.analyse`)."""
     if baseline is None:
         return None
     out: BaselineSection = {
@@ -76,7 +79,7 @@ def baseline_section(data: RunData, baseline: Baseline | None, mode: Mode) -> Ba
         "status": [],
     }
     base = baseline.data
-    if not isinstance(base, RunData):
+    if base is None or comparison is None:
         return out
     points = LIVE_POINTS if mode.live else FULL_POINTS
     for key in _overlaid(data, base):
@@ -86,7 +89,6 @@ def baseline_section(data: RunData, baseline: Baseline | None, mode: Mode) -> Ba
             out["series"].append(
                 {"chart": chart, "role": role, "label": f"{role} \u00b7 {baseline.short}", "x": xs, "y": ys}
             )
-    comparison = compare(data, base, baseline.label)
     for kind, figure in (("metric", comparison.metric), ("step_time", comparison.step_time)):
         if figure is not None:
             out["status"].append(

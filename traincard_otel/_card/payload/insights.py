@@ -1,44 +1,33 @@
 """The insights panel (``payload["insights"]``): what needs attention, where the time went, how
 well the accelerators are used, and what it costs.
 
+Everything here draws the run's analysis (:class:`traincard_otel._insights.analysis.Insights`).
 ``attention``: the ``traincard.anomaly`` events the converter recorded (step, kind, one-line
 explanation), newest last; :func:`anomaly_markers` puts the same on the step charts.
 ``goodput``: :func:`traincard_otel._insights.goodput.goodput` as seconds per category.
-``efficiency``: model FLOPs per token (the adapter's ``flops_per_token`` progress field plus
-its attention term times the measured sequence length), achieved FLOP/s and MFU against the peak
-the adapter found (``unknown`` with the reason otherwise). ``cost``: from an hourly price per
+``efficiency``: :func:`traincard_otel._insights.efficiency.efficiency` (model FLOPs per token,
+achieved FLOP/s and MFU against the peak the adapter found). ``cost``: from an hourly price per
 node, the cost per 1k training tokens and the cost of the non-productive time.
 Every field is read defensively: a run without them has an empty panel, never an error.
 """
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Final
 
-from ..._insights.flops import mfu
-from ..._insights.goodput import CATEGORIES, goodput
+from ..._insights.analysis import Insights, RecordedAnomaly
+from ..._insights.efficiency import Efficiency
+from ..._insights.goodput import CATEGORIES
 from ..._insights.goodput import Goodput as GoodputFigures
-from ..._schema import Attr, Event
 from ..._store.reader import RunData, Series
-from ..._types import JsonValue
-from .contract import (
-    Anomaly,
-    Chart,
-    ChartSeries,
-    Efficiency,
-    Goodput,
-    Insights,
-    Marker,
-    RankEfficiency,
-    RunCost,
-)
+from .contract import Anomaly, Chart, ChartSeries, Goodput, Marker, RunCost
+from .contract import Efficiency as EfficiencySection
+from .contract import Insights as InsightsSection
 from .series import Mode, xy
 
 MAX_ATTENTION: Final = 50  # the panel lists the newest; the count says how many there were
 MAX_MARKERS: Final = 40
-RECENT_STEPS: Final = 50
 KIND_LABELS: Final = {
     "loss_spike": "loss spike",
     "nonfinite": "NaN/inf",
@@ -65,111 +54,44 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def anomalies(data: RunData) -> list[Anomaly]:
-    """Every recorded anomaly, oldest first."""
-    out: list[Anomaly] = []
-    for e in data.events:
-        if e.get("name") != Event.ANOMALY:
-            continue
-        a: Mapping[str, JsonValue] = e.get("attributes") or {}
-        kind = str(a.get(Attr.ANOMALY_KIND, ""))
-        step = a.get(Attr.STEP)
-        out.append(
-            {
-                "step": step if isinstance(step, int) and step >= 0 else None,
-                "kind": kind,
-                "label": KIND_LABELS.get(kind, kind),
-                "metric": str(a.get(Attr.METRIC_NAME, "")),
-                "text": str(e.get("body") or ""),
-                "time": e.get("time"),
-                "rank": e.get("rank", 0),
-                "attempt": e.get("attempt", 0),
-            }
-        )
-    out.sort(key=lambda r: r["time"] or 0.0)
-    return out
-
-
-def anomaly_markers(data: RunData) -> list[Marker]:
-    """Vertical lines on the step charts at the newest anomalies (one per step and kind)."""
-    seen: dict[tuple[int, str], Marker] = {}
-    for a in anomalies(data):
-        if a["step"] is not None:
-            seen[(a["step"], a["kind"])] = {"x": a["step"], "label": a["label"], "kind": "anomaly"}
-    return list(seen.values())[-MAX_MARKERS:]
-
-
-def _recent_median(series: Series | None) -> float | None:
-    if series is None or not len(series):
-        return None
-    latest = series.attempts[-1]
-    values = [
-        v
-        for v, a in zip(series.values[-RECENT_STEPS:], series.attempts[-RECENT_STEPS:], strict=False)
-        if a == latest and v == v
-    ]
-    return statistics.median(values) if values else None
-
-
-def efficiency(data: RunData) -> Efficiency | None:
-    """Model FLOPs per token, achieved FLOP/s and MFU (None when no adapter reported FLOPs)."""
-    progress = data.status.get("progress") or {}
-    dense = _number(progress.get("flops_per_token"))
-    if not dense:
-        return None
-    attention = _number(progress.get("attention_flops_per_position")) or 0.0
-    peak = _number(progress.get("peak_flops"))
-    ranks = sorted(int(k) for k in data.step_times)
-    per_rank: list[RankEfficiency] = []
-    for rank in ranks:
-        tokens = _recent_median(data.throughput.get(f"tokens_per_second{{rank={rank}}}"))
-        samples = _recent_median(data.throughput.get(f"samples_per_second{{rank={rank}}}"))
-        if not tokens:
-            continue
-        seq = tokens / samples if samples else None
-        per_token = dense + attention * (seq or 0.0)
-        achieved = per_token * tokens
-        per_rank.append(
-            {
-                "rank": rank,
-                "tokens_per_s": tokens,
-                "seq_len": seq,
-                "flops_per_token": per_token,
-                "achieved_flops": achieved,
-                "mfu": mfu(per_token, tokens, peak) if peak else None,
-            }
-        )
-    achieved_total = sum(r["achieved_flops"] or 0.0 for r in per_rank) if per_rank else None
-    first = per_rank[0] if per_rank else None
+def _attention(a: RecordedAnomaly) -> Anomaly:
     return {
-        "flops_per_token": first["flops_per_token"] if first else dense,
-        "seq_len": first["seq_len"] if first else None,
-        "achieved_flops": achieved_total,
-        "accelerators": len(per_rank),
-        "peak_flops": peak,
-        "peak_source": str(progress.get("peak_source") or ""),
-        "dtype": str(progress.get("compute_dtype") or ""),
-        "mfu": achieved_total / (peak * len(per_rank)) if peak and per_rank and achieved_total else None,
-        "ranks": per_rank,
+        "step": a.step,
+        "kind": a.kind,
+        "label": KIND_LABELS.get(a.kind, a.kind),
+        "metric": a.metric,
+        "text": a.text,
+        "time": a.time,
+        "rank": a.rank,
+        "attempt": a.attempt,
     }
 
 
-def mfu_charts(data: RunData, mode: Mode) -> list[Chart]:
+def anomaly_markers(found: Sequence[RecordedAnomaly]) -> list[Marker]:
+    """Vertical lines on the step charts at the newest anomalies (one per step and kind)."""
+    seen: dict[tuple[int, str], Marker] = {}
+    for a in found:
+        if a.step is not None:
+            label = KIND_LABELS.get(a.kind, a.kind)
+            seen[(a.step, a.kind)] = {"x": a.step, "label": label, "kind": "anomaly"}
+    return list(seen.values())[-MAX_MARKERS:]
+
+
+def mfu_charts(data: RunData, e: Efficiency | None, mode: Mode) -> list[Chart]:
     """An MFU chart by step in percent, per rank (tokens/s x FLOPs per token / peak); none without a
     known peak."""
-    e = efficiency(data)
-    peak = e["peak_flops"] if e else None
-    if not e or not peak or not e["ranks"]:
+    peak = e.peak_flops if e else None
+    if not e or not peak or not e.ranks:
         return []
     series: list[ChartSeries] = []
-    for r in e["ranks"]:
-        rates = data.throughput.get(f"tokens_per_second{{rank={r['rank']}}}")
+    for r in e.ranks:
+        rates = data.throughput.get(f"tokens_per_second{{rank={r.rank}}}")
         if rates is None:
             continue
-        scale = 100 * (r["flops_per_token"] or 0.0) / peak  # percent
+        scale = 100 * r.flops_per_token / peak  # percent
         view = Series(
             name="mfu",
-            tags={"rank": str(r["rank"])},
+            tags={"rank": str(r.rank)},
             steps=rates.steps,
             values=[v * scale for v in rates.values],
             times=rates.times,
@@ -177,7 +99,7 @@ def mfu_charts(data: RunData, mode: Mode) -> list[Chart]:
             ranks=rates.ranks,
         )
         x, y = xy(view, mode)
-        series.append({"label": f"rank {r['rank']}", "x": x, "y": y})
+        series.append({"label": f"rank {r.rank}", "x": x, "y": y})
     chart: Chart = {
         "id": "mfu",
         "title": "MFU",
@@ -231,10 +153,35 @@ def _goodput(g: GoodputFigures) -> Goodput:
     }
 
 
-def insights_section(data: RunData, now: float, hourly_cost: float | None = None) -> Insights:
-    """The ``insights`` object of the payload (``docs/card-payload.md``)."""
-    found = anomalies(data)
-    g = goodput(data, now)
+def _efficiency(e: Efficiency) -> EfficiencySection:
+    d = e.as_dict()
+    return {
+        "flops_per_token": d["flops_per_token"],
+        "seq_len": d["seq_len"],
+        "achieved_flops": d["achieved_flops"],
+        "accelerators": d["accelerators"],
+        "peak_flops": d["peak_flops"],
+        "peak_source": d["peak_source"],
+        "dtype": d["dtype"],
+        "mfu": d["mfu"],
+        "ranks": [
+            {
+                "rank": r["rank"],
+                "tokens_per_s": r["tokens_per_s"],
+                "seq_len": r["seq_len"],
+                "flops_per_token": r["flops_per_token"],
+                "achieved_flops": r["achieved_flops"],
+                "mfu": r["mfu"],
+            }
+            for r in d["ranks"]
+        ],
+    }
+
+
+def insights_section(data: RunData, insights: Insights, hourly_cost: float | None = None) -> InsightsSection:
+    """The ``insights`` object of the payload (``docs/card-payload.md``), from the run's analysis."""
+    found = [_attention(a) for a in insights.anomalies]
+    g, now = insights.goodput, insights.now
     status = data.status
     hourly = _number(status.get("hourly_cost")) or hourly_cost
     wall = g.wall_s if g is not None else None
@@ -249,6 +196,6 @@ def insights_section(data: RunData, now: float, hourly_cost: float | None = None
         "attention": found[-MAX_ATTENTION:],
         "attention_total": len(found),
         "goodput": None if g is None else _goodput(g),
-        "efficiency": efficiency(data),
+        "efficiency": _efficiency(insights.efficiency) if insights.efficiency else None,
         "cost": cost(data, wall or 0.0, g.badput_s if g is not None else None, hourly),
     }

@@ -13,7 +13,7 @@ card's failure panel and ``load().failure``."""
 
 from __future__ import annotations
 
-from .._types import JsonObject
+from ..._types import JsonObject
 
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 SILENT_FLUSHES = 2.0  # a live rank writes its state every flush interval; this many missed ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from .._types import JsonObject
+from ..._types import JsonObject
 from .first_failure import OPEN, VANISHED, first_failure, panel_failure, sibling_ends
 from .node_readings import aggregates, host_oom_evidence, node_system
 from .ranks import hung_ranks, rank_table, stragglers
@@ -27,7 +27,7 @@ __all__ = ["analyze", "host_oom_evidence", "settle"]
 LAST_METRICS = 12  # in the failure summary
 
 if TYPE_CHECKING:
-    from .._data.rundata import RunData
+    from ..._data.rundata import RunData
 
 
 def _last_metrics(data: RunData) -> JsonObject:
@@ -181,13 +181,13 @@ def analyze(data: RunData, now: float | None = None) -> JsonObject | None:
     return section
 
 
-def settle(data: RunData, now: float | None = None) -> None:
-    """Apply :func:`analyze` to ``data`` as the reader returns it: ``data.gang`` holds the
-    summary and the first failure (``load().failure``), and the latest state of a rank that
-    vanished says so rather than "running"."""
+def settle(data: RunData, now: float | None = None) -> JsonObject | None:
+    """:func:`analyze` ``data``, and keep the verdict in it: ``data.gang`` holds the summary and
+    the first failure (``load().failure``), and the latest state of a rank that vanished or
+    failed says so rather than "running". Returns the summary (None for a single rank)."""
     summary = analyze(data, now)
     if summary is None:
-        return
+        return None
     data.gang["summary"] = summary
     data.gang["failure"] = summary["failure"]
     ended = {r["rank"]: r["status"] for r in summary["ranks"] if r["status"] in ("failed", VANISHED)}
@@ -195,3 +195,4 @@ def settle(data: RunData, now: float | None = None) -> None:
     for s in data.states:
         if int(s.get("attempt", 0)) == attempt and s.get("status") == "running":
             s["status"] = ended.get(int(s.get("rank", 0)), "running")
+    return summary

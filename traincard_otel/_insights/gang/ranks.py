@@ -8,14 +8,14 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .._types import JsonObject
+from ..._types import JsonObject
 
 STRAGGLER_FACTOR = 1.2  # a rank whose recent median step time is >= 1.2x the other ranks' median
 STRAGGLER_MIN_STEPS = 5  # ... over at least this many steps, is named as the slowest
 RECENT_STEPS = 20
 
 if TYPE_CHECKING:
-    from .._data.rundata import RunData, Series
+    from ..._data.rundata import RunData, Series
 
 
 def _latest_attempt_values(series: Series) -> Sequence[float]:

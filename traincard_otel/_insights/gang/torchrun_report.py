@@ -34,7 +34,7 @@ import datetime
 import re
 from collections.abc import Iterable, Mapping
 
-from .._types import JsonObject, JsonValue
+from ..._types import JsonObject, JsonValue
 
 _HEADING = re.compile(r"^(Root Cause \(first observed failure\)|Failures):\s*$")
 _ENTRY = re.compile(r"^\[(\d+)\]:\s*$")

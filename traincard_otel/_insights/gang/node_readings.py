@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from .._schema import Attr, SystemMetric
-from .._schema.keys import series_key, split_reading_key
-from .._types import JsonObject, JsonValue
+from ..._schema import Attr, SystemMetric
+from ..._schema.keys import series_key, split_reading_key
+from ..._types import JsonObject, JsonValue
 
 NEAR_LIMIT = 0.9
 

@@ -1,0 +1,119 @@
+"""How well the accelerators are used: model FLOPs per token, achieved FLOP/s and MFU per rank.
+
+Model FLOPs per token are the adapter's ``flops_per_token`` progress field plus its attention term
+times the measured sequence length (tokens per sample); achieved FLOP/s is that times the rank's
+recent median tokens per second; MFU divides by the peak the adapter found (None without one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import Final
+
+from .._data.rundata import RunData, Series
+from .._types import JsonObject
+from .flops import mfu
+
+RECENT_STEPS: Final = 50
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return None
+    return float(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class RankEfficiency:
+    """One rank's figures over its recent steps."""
+
+    rank: int
+    tokens_per_s: float
+    seq_len: float | None
+    flops_per_token: float
+    achieved_flops: float
+    mfu: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Efficiency:
+    """The run's figures: every rank's, their sum, and MFU against the peak of all of them."""
+
+    flops_per_token: float
+    seq_len: float | None
+    achieved_flops: float | None
+    peak_flops: float | None
+    peak_source: str
+    dtype: str
+    mfu: float | None
+    ranks: tuple[RankEfficiency, ...]
+
+    @property
+    def accelerators(self) -> int:
+        return len(self.ranks)
+
+    def as_dict(self) -> JsonObject:
+        return {
+            "flops_per_token": self.flops_per_token,
+            "seq_len": self.seq_len,
+            "achieved_flops": self.achieved_flops,
+            "accelerators": self.accelerators,
+            "peak_flops": self.peak_flops,
+            "peak_source": self.peak_source,
+            "dtype": self.dtype,
+            "mfu": self.mfu,
+            "ranks": [dataclasses.asdict(r) for r in self.ranks],
+        }
+
+
+def _recent_median(series: Series | None) -> float | None:
+    if series is None or not len(series):
+        return None
+    latest = series.attempts[-1]
+    values = [
+        v
+        for v, a in zip(series.values[-RECENT_STEPS:], series.attempts[-RECENT_STEPS:], strict=False)
+        if a == latest and v == v
+    ]
+    return statistics.median(values) if values else None
+
+
+def efficiency(data: RunData) -> Efficiency | None:
+    """Model FLOPs per token, achieved FLOP/s and MFU (None when no adapter reported FLOPs)."""
+    progress = data.status.get("progress") or {}
+    dense = _number(progress.get("flops_per_token"))
+    if not dense:
+        return None
+    attention = _number(progress.get("attention_flops_per_position")) or 0.0
+    peak = _number(progress.get("peak_flops"))
+    per_rank: list[RankEfficiency] = []
+    for rank in sorted(int(k) for k in data.step_times):
+        tokens = _recent_median(data.throughput.get(f"tokens_per_second{{rank={rank}}}"))
+        samples = _recent_median(data.throughput.get(f"samples_per_second{{rank={rank}}}"))
+        if not tokens:
+            continue
+        seq = tokens / samples if samples else None
+        per_token = dense + attention * (seq or 0.0)
+        per_rank.append(
+            RankEfficiency(
+                rank=rank,
+                tokens_per_s=tokens,
+                seq_len=seq,
+                flops_per_token=per_token,
+                achieved_flops=per_token * tokens,
+                mfu=mfu(per_token, tokens, peak) if peak else None,
+            )
+        )
+    achieved_total = sum(r.achieved_flops for r in per_rank) if per_rank else None
+    first = per_rank[0] if per_rank else None
+    return Efficiency(
+        flops_per_token=first.flops_per_token if first else dense,
+        seq_len=first.seq_len if first else None,
+        achieved_flops=achieved_total,
+        peak_flops=peak,
+        peak_source=str(progress.get("peak_source") or ""),
+        dtype=str(progress.get("compute_dtype") or ""),
+        mfu=achieved_total / (peak * len(per_rank)) if peak and per_rank and achieved_total else None,
+        ranks=tuple(per_rank),
+    )
