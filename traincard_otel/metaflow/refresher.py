@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Protocol
 
 from .._card.payload import build_payload
-from .._card.payload.contract import Gang
 from .._data.rundata import RunData
 from .._insights.analysis import Insights, analyse
 from .._insights.baseline import Baseline
@@ -27,7 +26,7 @@ from .._safety import report_internal_error
 from .._schema import Attr, Event
 from .._store.backends import Backend
 from .._store.reader import StoreReader
-from .._types import Foreign, JsonObject, JsonValue
+from .._types import Foreign, JsonObject
 from ..environment_variables import TRAINCARD_BASELINE
 
 
@@ -81,7 +80,7 @@ class Refresher:
         publish: Callable[[Insights], None] | None = None,
         baseline: str = "none",
         pathspec: str | None = None,
-        publish_gang: Callable[[Mapping[str, JsonValue]], None] | None = None,
+        publish_gang: Callable[[JsonObject], None] | None = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self._cards, self._busy = cards, busy
@@ -150,7 +149,7 @@ class Refresher:
             report_internal_error("card refresher", exc)
         return True
 
-    def _gang_events(self, gang: Gang) -> None:
+    def _gang_events(self, gang: JsonObject) -> None:
         """One OTel event per first failure and per hung rank, for alert rules to fire on."""
         assert self._emit is not None
         first = gang.get("first_failure")
