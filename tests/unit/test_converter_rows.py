@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import random
+import time
+import types
 from typing import Any
 
 import pytest
 
 import traincard_otel
-from traincard_otel import _safety
+from traincard_otel import _queue, _reporter, _safety
 from traincard_otel._convert.rows import RowBatcher
 from traincard_otel._schema import Event
 from traincard_otel.testing import Capture, capture
@@ -76,6 +79,13 @@ def _translate(monkeypatch: pytest.MonkeyPatch, seed: int, step_ends: bool, at_o
         return ok
 
     monkeypatch.setattr(RowBatcher, "_add_columns", add_columns)
+    # A step_end without a duration is timed by the reporter's clock: a clock that ticks alike in
+    # both runs gives both the same measured durations.
+    ticks = itertools.count()
+    clock = types.SimpleNamespace(**{n: getattr(time, n) for n in ("time", "sleep", "monotonic")})
+    clock.perf_counter = lambda: 1000.0 + next(ticks) * 0.001
+    monkeypatch.setattr(_reporter, "time", clock)
+    monkeypatch.setattr(_queue, "time", clock)
     _safety._seen.clear()  # warnings once per run, both runs alike
     with capture() as cap:
         _report_stream(cap.reporter, cap, seed, step_ends)
