@@ -33,9 +33,8 @@ demo: venv
 	@echo "See the card:  cd examples && ../$(BIN)/python hf_finetune_flow.py card view train"
 	@echo "Live, during a run (in a second terminal): cd examples && ../$(BIN)/python hf_finetune_flow.py card server  -> http://localhost:8324"
 
-# On pytest-xdist workers, two per core (tests/conftest.py; PYTEST_XDIST_AUTO_NUM_WORKERS=N to choose).
 test: venv system-packages
-	$(BIN)/python -m pytest -q -n auto
+	$(BIN)/python -m pytest -q
 
 lint: venv
 	$(BIN)/ruff check traincard_otel tests benchmarks examples
