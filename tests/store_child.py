@@ -47,7 +47,7 @@ def load(target: str) -> None:
     print(
         json.dumps(
             {
-                "steps": loss.steps if loss else [],
+                "steps": list(loss.steps) if loss else [],
                 "status": run.status.get("status"),
                 "states": run.states,
                 "stats": {k: v for k, v in run.stats.items() if k != "corrupt_names"},

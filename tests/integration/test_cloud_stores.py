@@ -111,7 +111,7 @@ def test_a_flow_on_an_emulated_cloud_datastore_has_its_card_and_load_reads_it(
 
     code = (
         "run = traincard_otel.load(sys.argv[1])\n"
-        "print(json.dumps({'steps': run.metrics['loss'].steps, 'status': run.status['status']}))"
+        "print(json.dumps({'steps': list(run.metrics['loss'].steps), 'status': run.status['status']}))"
     )
     got = metaflow_client(code, f"CloudFlow/{run_id}/train/{task_id}", tmp_path, env)
     assert got == {"steps": list(range(1, 301)), "status": "finished"}

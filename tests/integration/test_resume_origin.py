@@ -39,7 +39,7 @@ def test_cloned_task_reads_its_origin_runs_telemetry(tmp_path: Path) -> None:
     code = (
         "task = next(iter(metaflow.Run(sys.argv[1])['train']))\n"
         "run = traincard_otel.load(task)\n"
-        "print(json.dumps({'source': run.source, 'steps': run.metrics['loss'].steps,\n"
+        "print(json.dumps({'source': run.source, 'steps': list(run.metrics['loss'].steps),\n"
         "                  'origin': task.origin_pathspec}))"
     )
     got = metaflow_client(code, f"FailureFlow/{new_run}", tmp_path, env)
