@@ -54,7 +54,7 @@ def _loaded(flow_dir: Path, pathspec: str) -> Any:
         (
             "task = metaflow.Task(sys.argv[1])\n"
             "run = traincard_otel.load(task)\n"
-            "m = {k: {'steps': s.steps, 'values': s.values} for k, s in run.metrics.items()}\n"
+            "m = {k: {'steps': list(s.steps), 'values': list(s.values)} for k, s in run.metrics.items()}\n"
             "print(json.dumps({'metrics': m, 'phases': [p['n'] for p in run.phases],\n"
             "                  'status': run.status['status'],\n"
             "                  'summary': task['summary'].data, 'no_goodput': run.goodput is None,\n"
