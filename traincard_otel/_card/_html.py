@@ -58,6 +58,7 @@ CARD_SCRIPTS = (
     "system",
     "checkpoints",
     "logs",
+    "completions",
     "stats",
     "insights",
     "baseline",

@@ -12,6 +12,7 @@ from collections.abc import MutableSequence
 from typing import TYPE_CHECKING
 
 from .._types import Foreign, JsonObject, JsonValue
+from .completions import Completions
 
 if TYPE_CHECKING:
     from .frames import Kind
@@ -65,6 +66,8 @@ class RunData:
     states: list[Record] = dataclasses.field(default_factory=list)
     stats: JsonObject = dataclasses.field(default_factory=dict)
     gang: JsonObject = dataclasses.field(default_factory=dict)  # see traincard_otel._store.gang
+    # an RL run's sampled prompts and completions, bounded (see traincard_otel._data.completions)
+    completions: Completions = dataclasses.field(default_factory=Completions)
 
     def to_rows(self, kind: Kind = "metrics") -> list[JsonObject]:
         """One dict per metric point, step time, log line, checkpoint or event (``kind``)."""

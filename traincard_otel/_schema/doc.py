@@ -76,6 +76,13 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
         f"`{Attr.ANOMALY_VALUE}`, `{Attr.ANOMALY_EXPECTED}` (the median or best value it was judged "
         "against, when there is one)",
     ),
+    (
+        Event.COMPLETIONS,
+        "an online RL trainer's scored completions at a logging step (TRL's GRPO, RLOO ...), from the "
+        f'trainer\'s own data; `{Attr.STEP}`; body `{{"prompt": [text or messages], "completion": [...], '
+        '"rewards": {reward function: [score]}, "advantage": [value]}`; the reader keeps the latest '
+        "steps and a sample of earlier ones (`traincard_otel/_data/completions.py`)",
+    ),
 )
 
 _RESOURCE_DOC: Final = (

@@ -108,6 +108,7 @@ class Event:
     GANG_FIRST_FAILURE: Final = "traincard.gang.first_failure"
     GANG_RANK_HUNG: Final = "traincard.gang.rank_hung"
     ANOMALY: Final = "traincard.anomaly"
+    COMPLETIONS: Final = "traincard.completions"  # an RL trainer's sampled completions, one logged batch
 
     @staticmethod
     def run_ended(status: str) -> str:

@@ -119,6 +119,12 @@ class Heartbeat(NamedTuple):
     at: float
 
 
+#: The progress field (``StatusSnapshot.progress``) naming the kind of training loop when an adapter
+#: knows it: ``"rl"`` for an online RL trainer, which the card lays out by rewards and policy.
+LOOP_FIELD: Final = "loop"
+RL_LOOP: Final = "rl"
+
+
 class StatusSnapshot(TypedDict, total=False):
     """One rank's status panel: the body of ``traincard.status`` and the store's ``state.json``."""
 

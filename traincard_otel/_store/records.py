@@ -14,6 +14,7 @@ import operator
 from array import array
 from collections.abc import MutableSequence, Sequence
 
+from .._data.completions import rows_of
 from .._data.rundata import DATA_WAIT_TAIL, Record, RunData, Series
 from .._schema import Attr, Event
 from .._schema.keys import series_key
@@ -214,6 +215,12 @@ def add_record(data: RunData, rec: Record, attempt: int, rank: int) -> None:
             }
         )
     elif kind == "e":
+        if rec.get("n") == Event.COMPLETIONS:  # kept bounded, apart from the events
+            body = rec.get("b")
+            if isinstance(body, dict):
+                step = (rec.get("a") or {}).get(Attr.STEP)
+                data.completions.add(rows_of(step if isinstance(step, int) else None, body))
+            return
         event = {
             "time": t,
             "name": rec.get("n"),

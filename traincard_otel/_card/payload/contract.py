@@ -29,7 +29,36 @@ class Names(TypedDict):
     byte_metrics: list[str]
     series_colors: dict[str, int]
     groups: dict[str, str]
+    rl_groups: list[RlGroup]
     axes: dict[str, str]
+
+
+class RlGroup(TypedDict):
+    """A section of the RL layout: the charts of ``group``, under ``title``."""
+
+    group: str
+    title: str
+
+
+class CompletionRow(TypedDict):
+    """One sampled completion: its step, texts (cut), each reward function's score (in
+    ``completions.rewards`` order) and its advantage."""
+
+    step: int | None
+    prompt: str
+    completion: str
+    rewards: list[float | None]
+    advantage: float | None
+
+
+class CompletionsSection(TypedDict):
+    """``completions``: an RL run's sampled completions, newest first; ``kept`` of the ``seen``
+    rows are stored (the rest were sampled away), ``rows`` the ones shown."""
+
+    rewards: list[str]
+    rows: list[CompletionRow]
+    kept: int
+    seen: int
 
 
 class BannerKind(TypedDict):
@@ -90,6 +119,7 @@ class ChartSeries(_SeriesPoints, total=False):
 
     head_x: Sequence[float]
     head_y: Sequence[float | None]
+    band: str  # "hi" or "lo": an edge of the band around the chart's first series (mean +/- std)
 
 
 class Chart(TypedDict):
@@ -348,6 +378,7 @@ class CardPayload(TypedDict):
     empty: EmptyReasons
     health: Health
     gang: Gang | None
+    completions: CompletionsSection | None
     stats: Stats
 
 
