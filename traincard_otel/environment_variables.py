@@ -73,11 +73,13 @@ terminal and Metaflow's task logs unchanged. Default: true wherever telemetry st
 
 TRAINCARD_ANOMALIES = "TRAINCARD_ANOMALIES"
 """The anomaly rules (loss spikes, NaN/inf, exploding gradient norms, throughput drops, eval
-regressions; ``traincard_otel/_insights/anomalies.py`` documents each): ``off``, or
+regressions, an RL run's reward collapse and KL blow-up; ``traincard_otel/_insights/anomalies.py`` documents each): ``off``, or
 comma-separated ``field=value`` pairs overriding the defaults, for example
 ``spike_mads=8,window=100,throughput_steps=20``. Fields: ``window`` (50), ``min_points`` (20),
 ``spike_mads`` (6), ``spike_min_relative`` (0.1), ``cooldown`` (10), ``grad_factor`` (10),
-``throughput_fraction`` (0.5), ``throughput_steps`` (10), ``eval_margin`` (0.05). Default: on."""
+``throughput_fraction`` (0.5), ``throughput_steps`` (10), ``eval_margin`` (0.05),
+``collapse_share`` (0.95), ``collapse_std`` (1e-6), ``collapse_steps`` (5), ``kl_max`` (10),
+``kl_factor`` (10). Default: on."""
 
 TRAINCARD_PEAK_FLOPS = "TRAINCARD_PEAK_FLOPS"
 """Peak FLOP/s of one accelerator (``3.12e14``), for the model FLOPs utilisation (MFU) of

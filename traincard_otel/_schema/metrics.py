@@ -86,7 +86,8 @@ class Metric:
         "traincard.anomalies",
         "counter",
         "{anomaly}",
-        "`traincard.anomaly.kind` (loss_spike, nonfinite, grad_explosion, throughput_drop, eval_regression)",
+        "`traincard.anomaly.kind` (loss_spike, nonfinite, grad_explosion, throughput_drop, eval_regression, "
+        "reward_collapse, kl_blowup)",
         "anomalies flagged in the reported rows (each also a `traincard.anomaly` event)",
     )
     GOODPUT_TIME: Final = MetricSpec(
