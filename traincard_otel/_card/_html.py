@@ -59,6 +59,7 @@ CARD_SCRIPTS = (
     "checkpoints",
     "logs",
     "completions",
+    "agents",
     "stats",
     "insights",
     "baseline",

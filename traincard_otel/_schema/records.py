@@ -123,6 +123,8 @@ class Heartbeat(NamedTuple):
 #: knows it: ``"rl"`` for an online RL trainer, which the card lays out by rewards and policy.
 LOOP_FIELD: Final = "loop"
 RL_LOOP: Final = "rl"
+#: The progress field holding the ``genai_prices`` setting, for the agent loop's cost per episode.
+GENAI_PRICES_FIELD: Final = "genai_prices"
 
 
 class StatusSnapshot(TypedDict, total=False):

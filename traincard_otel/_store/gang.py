@@ -185,7 +185,7 @@ def merge(source: str, parts: list[tuple[JsonObject, RunData, list[JsonObject]]]
             key = series_key(series.name, {k: v for k, v in tags.items() if k != "unit"})
             out.system[key] = view
         out.completions.add(data.completions.rows())
-        for name in ("phases", "checkpoints", "logs", "events"):
+        for name in ("phases", "checkpoints", "logs", "events", "genai_spans"):
             getattr(out, name).extend({**r, "node_index": index} for r in getattr(data, name))
         for key in ("segments", "corrupt_segments", "records"):
             stats[key] += int(data.stats.get(key, 0))

@@ -14,6 +14,7 @@ from ..._insights.baseline import Baseline
 from ..._store.reader import RunData
 from .._html import scrub
 from ..gang import gang_section
+from .agents import agents_section
 from .banners import all_banners, lost_ranks
 from .baseline import baseline_section
 from .checkpoints import checkpoint_rows
@@ -158,6 +159,7 @@ def _build(
         "health": loss_counters(data),
         "gang": gang_section(insights.gang),
         "completions": completions_section(data, mode) if data.completions.seen else None,
+        "agents": agents_section(insights.agents, mode.live),
         "stats": {
             "dropped": data.stats.get("dropped", {}),
             "corrupt_segments": data.stats.get("corrupt_segments", 0),

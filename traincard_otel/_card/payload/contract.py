@@ -355,6 +355,70 @@ class Stats(TypedDict):
     points: int
 
 
+class AgentEpisode(TypedDict):
+    """One episode (a root ``invoke_agent`` span) and what it called."""
+
+    trace: str
+    agent: str
+    start: float
+    duration_s: float
+    model_calls: int
+    tool_calls: int
+    input_tokens: int
+    output_tokens: int
+    errors: int
+    cost: float | None
+
+
+class AgentTool(TypedDict):
+    """Calls of one tool (``gen_ai.tool.name``)."""
+
+    name: str
+    calls: int
+    errors: int
+    error_share: float
+    p50_s: float | None
+    p95_s: float | None
+
+
+class AgentModel(TypedDict):
+    """Calls of one model, with their tokens and latency percentiles."""
+
+    model: str
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    p50_s: float | None
+    p90_s: float | None
+    p99_s: float | None
+    cost: float | None
+
+
+class AgentFailure(TypedDict):
+    """A failed call: its operation, tool or model, error type and episode's trace."""
+
+    time: float
+    operation: str
+    target: str
+    error_type: str
+    trace: str
+
+
+class AgentsSection(TypedDict):
+    """``agents``: the agent loop of the GenAI spans the run captured (the ``genai`` setting);
+    episodes newest first."""
+
+    episode_count: int
+    spans: int
+    priced: bool
+    failure_count: int
+    episodes: list[AgentEpisode]
+    tools: list[AgentTool]
+    models: list[AgentModel]
+    failures: list[AgentFailure]
+
+
 class CardPayload(TypedDict):
     """The whole payload: what ``build_payload`` returns and the card's script draws."""
 
@@ -379,6 +443,7 @@ class CardPayload(TypedDict):
     health: Health
     gang: Gang | None
     completions: CompletionsSection | None
+    agents: AgentsSection | None
     stats: Stats
 
 

@@ -43,6 +43,7 @@ REPLACED_SECTIONS = [
     "empty",
     "gang",
     "completions",
+    "agents",
     "insights",
     "stats",
 ]

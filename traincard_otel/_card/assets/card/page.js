@@ -79,7 +79,7 @@
     d.stats = el("footer", "tc-stats", null, { id: "tc-stats" });
     add(root, d.header, d.banners, buildInsights(), d.failure, d.gang);
     d.rlSections.forEach(function (sec) { root.appendChild(sec); });
-    add(root, buildCompletions(), d.charts, d.system, d.checkpoints, d.logs, d.stats);
+    add(root, buildAgents(), buildCompletions(), d.charts, d.system, d.checkpoints, d.logs, d.stats);
   }
 
   function renderAll() {
@@ -94,6 +94,7 @@
     renderSummary();
     renderCheckpoints();
     renderCompletions();
+    renderAgents();
     renderLogs();
     renderStats();
   }
@@ -122,6 +123,7 @@
       if ("system" in u) renderSystemInfo();
       if ("checkpoints" in u) renderCheckpoints();
       if ("completions" in u) renderCompletions();
+      if ("agents" in u) renderAgents();
       if ("summary" in u) renderSummary();
       if ("logs" in u) renderLogs();
       renderStats();
