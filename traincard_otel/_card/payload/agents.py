@@ -8,6 +8,7 @@ from .contract import AgentsSection
 
 LIVE_EPISODES = 20
 LIVE_FAILURES = 10
+MAX_NAMES = 100  # tools and models with the most calls; a live update shows 20
 
 
 def agents_section(loop: AgentLoop | None, live: bool) -> AgentsSection | None:
@@ -16,6 +17,9 @@ def agents_section(loop: AgentLoop | None, live: bool) -> AgentsSection | None:
         return None
     episodes = loop.episodes[-LIVE_EPISODES:] if live else loop.episodes
     failures = loop.failures[-LIVE_FAILURES:] if live else loop.failures
+    most = 20 if live else MAX_NAMES
+    tools = sorted(loop.tools, key=lambda t: -t.calls)[:most]
+    models = sorted(loop.models, key=lambda m: -m.calls)[:most]
     return {
         "episode_count": loop.episode_count,
         "spans": loop.spans,
@@ -45,7 +49,7 @@ def agents_section(loop: AgentLoop | None, live: bool) -> AgentsSection | None:
                 "p50_s": t.p50_s,
                 "p95_s": t.p95_s,
             }
-            for t in loop.tools
+            for t in sorted(tools, key=lambda t: t.name)
         ],
         "models": [
             {
@@ -59,7 +63,7 @@ def agents_section(loop: AgentLoop | None, live: bool) -> AgentsSection | None:
                 "p99_s": m.p99_s,
                 "cost": m.cost,
             }
-            for m in loop.models
+            for m in sorted(models, key=lambda m: m.model)
         ],
         "failures": [
             {
