@@ -33,9 +33,10 @@ not grow with the run. The rules, each with its :class:`AnomalyRules` field:
 ``reward_collapse``
     An RL run's rewards stopped telling completions apart: the share of groups whose completions
     all scored the same (``frac_reward_zero_std``, TRL's name) at least ``collapse_share``, or a
-    reward's standard deviation (``reward_std``, ``rewards/<name>/std``, ``objective/scores_std``
-    ...) at most ``collapse_std``, for ``collapse_steps`` reports in a row. With no spread the
-    advantages are zero and the policy learns nothing. Flagged once per stretch.
+    total reward's standard deviation (``reward_std``, ``objective/scores_std``; not one reward
+    function's, which may be constant by design) at most ``collapse_std``, for ``collapse_steps``
+    reports in a row. With no spread the advantages are zero and the policy learns nothing.
+    Flagged once per stretch.
 ``kl_blowup``
     The KL divergence from the reference policy (a name with the word ``kl``: ``kl``,
     ``objective/kl``) above ``kl_max``, or more than ``kl_factor`` times the median of its last
@@ -225,9 +226,7 @@ def role(name: str, phase: str | None = None) -> Role:
             return "spread"
         if "kl" in words:
             return "kl"
-        if (any(w.startswith(("reward", "score")) for w in words) and words[-1] == "std") or lower.endswith(
-            ("reward_std", "scores_std")
-        ):
+        if lower.endswith(("reward_std", "scores_std")):  # the total's: one reward function may be constant
             return "std"
     watched: Role = "grad" if "grad" in lower and "norm" in lower else "loss" if "loss" in lower else "none"
     if watched != "none" and phase is not None and phase != "train":
