@@ -155,6 +155,7 @@ def test_model_calls_go_to_the_genai_client_metrics() -> None:
         "chat", attributes={OP: "chat", MODEL: "gpt-test", IN: 1000, OUT: 1}
     ):
         pass  # that instrumentation records the metrics itself
+    processor.record_pending()  # the pipeline's schedule thread does, before each drain
     points: dict[tuple[str, str], int] = {}
     data = reader.get_metrics_data()
     for rm in data.resource_metrics:

@@ -351,6 +351,8 @@ class Pipeline:
 
     def tick(self) -> None:
         """One turn of the schedule: reports -> signals -> exporters, then the writer writes."""
+        if self.genai is not None:
+            self.genai.record_pending()
         self.converter.drain()
         self.emit_status()
         if self.writer is not None:
@@ -359,6 +361,8 @@ class Pipeline:
 
     def flush(self, timeout_s: float | None = None) -> bool:
         timeout = self.settings.shutdown_timeout_s if timeout_s is None else timeout_s
+        if self.genai is not None:
+            self.genai.record_pending()
         self.converter.drain()
         self.emit_status()
         if self.writer is None:
