@@ -6,6 +6,7 @@ of four-token completions) per module; every test reads what it stored.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from browser_helpers import open_html, screenshot
 
 import traincard_otel
 from traincard_otel._card._html import assemble_html
-from traincard_otel._card.payload import build_payload
+from traincard_otel._card.payload import LIVE_MAX_BYTES, build_payload
 from traincard_otel._run import LoadedRun
 
 WORDS = ["<pad>", "<unk>", "star", "moon", "sun", "sky", "<b>", "&amp;", "go", "stop"]
@@ -120,6 +121,10 @@ def test_completions_come_from_the_trainer_not_the_console(grpo: Trained) -> Non
     assert [r["star_reward"] for r in last] == pytest.approx(list(logs["rewards"]["star_reward"]))
     assert [r["short_reward"] for r in last] == pytest.approx(list(logs["rewards"]["short_reward"]))
     assert [r["advantage"] for r in last] == pytest.approx(list(logs["advantages"]))
+    live = build_payload(grpo.run, live=True)  # a live update: the latest step's rows, small
+    assert live["completions"] is not None and {r["step"] for r in live["completions"]["rows"]} == {4}
+    assert len(json.dumps(live)) <= LIVE_MAX_BYTES
+    assert {c["group"] for c in live["charts"]} >= {"rewards", "policy", "completions", "training"}
     frame = grpo.run.to_pandas("completions")
     assert list(frame.columns) == ["step", "prompt", "completion", "star_reward", "short_reward", "advantage"]
 
