@@ -16,7 +16,9 @@ from browser_helpers import open_html, screenshot
 
 import traincard_otel
 from traincard_otel._card._html import assemble_html
-from traincard_otel._card.payload import LIVE_MAX_BYTES, build_payload
+from traincard_otel._card.payload import LIVE_MAX_BYTES, Mode, build_payload
+from traincard_otel._card.payload.rl import rl_charts
+from traincard_otel._card.payload.training import chart_name
 from traincard_otel._run import LoadedRun
 
 WORDS = ["<pad>", "<unk>", "star", "moon", "sun", "sky", "<b>", "&amp;", "go", "stop"]
@@ -106,6 +108,12 @@ def test_the_run_is_rl_with_its_figures_grouped(grpo: Trained) -> None:
     training = groups["training"]
     assert "loss" in training and "step_time" in training
     assert not any(i in training for i in ("reward", "kl", "entropy", "completions/mean_length"))
+    # every metric the run logged is in an RL chart, a training chart or the summary: none is lost
+    _rl, in_rl = rl_charts(grpo.run, Mode(live=False))
+    summary = {row["name"] for row in payload["summary"]}
+    for key in grpo.run.metrics:
+        assert key in in_rl or chart_name(key)[0] in training or key in summary or key == "epoch", key
+    assert {"num_tokens", "loss", "grad_norm"} <= set(training)
 
 
 @pytest.mark.slow
