@@ -86,6 +86,7 @@ def agent() -> Iterator[Agent]:
         for n in range(3):
             _episode(tracer, n, fail_tool=n == 1)
         yield Agent(cap.load(), user_spans)
+    user_spans.shutdown()  # the provider stays global (the API sets one per process): keep nothing more
 
 
 def test_episodes_tools_models_and_failures(agent: Agent) -> None:
