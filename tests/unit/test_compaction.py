@@ -196,7 +196,7 @@ def test_a_part_keeps_each_metric_in_a_column_of_its_own(tmp_path: Path) -> None
 
     data = to_parquet([(1, [*_records(1, 10), segment.metric_run(None, ["eval_loss"], [10], [10.5], [0.7])])])
     table = pq.ParquetFile(io.BytesIO(data)).read()
-    names = json.loads(table.schema.metadata[b"traincard.metrics"])
+    names = json.loads(table.schema.metadata[b"traincard_metrics"])
     assert names == ["loss", "lr", "gpu", "eval_loss"]
     assert table.num_rows == 12 + 10 + 2  # metric rows (one per reported step), step ends, kept whole
     eval_loss = table["m3"].to_pylist()

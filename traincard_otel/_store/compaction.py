@@ -3,13 +3,13 @@
 A part ``part-<first>-<last>.parquet`` holds every record of its writer's segments ``first..last``,
 each kind in record order: first the metric rows (``k == "m"``), one row per reported step with
 one float column per metric name (``m0``, ``m1``, ...: null where that row has no value for it;
-the names are the schema's ``traincard.metrics`` metadata), then the step ends (``"st"``), then
+the names are the schema's ``traincard_metrics`` metadata), then the step ends (``"st"``), then
 every other record (kept whole as JSON in ``rest``). Reading a metric series is a column read.
 Each row keeps the segment it came from (``seq``), so a reader that already read some of those
 segments skips exactly their rows: no duplicates, no gaps, while segments and parts coexist.
 
 Parts written before the metric columns (one row per metric value, its name in ``name``, no
-``traincard.metrics`` metadata) stay readable (:mod:`.part_metrics`).
+``traincard_metrics`` metadata) stay readable (:mod:`.part_metrics`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ SCHEMA_FIELDS = (
 
 #: Schema metadata of a part with metric columns: the metric names (JSON list, the column of
 #: ``names[i]`` is ``m<i>``) and how many rows (the first ones) are metric rows.
-METRICS_KEY, METRIC_ROWS_KEY = b"traincard.metrics", b"traincard.metric_rows"
+METRICS_KEY, METRIC_ROWS_KEY = b"traincard_metrics", b"traincard_metric_rows"
 
 #: String columns of few values, read as dictionaries: no string per row, compared by code.
 DICTIONARY_COLUMNS = ("k", "p", "name", "g")
