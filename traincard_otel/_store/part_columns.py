@@ -53,9 +53,9 @@ def _tag_groups(metric: Foreign) -> list[tuple[str | None, Foreign | None]]:
     return groups
 
 
-def collect(names: list[str], metric: Foreign, skip: set[int], attempt: int, rank: int, into: Pieces) -> None:
+def collect(names: list[str], metric: Foreign, skip: set[int], attempt: int, rank: int, into: Pieces) -> int:
     """Add the metric rows of a part (:func:`.compaction.read_columns`; rows of segments in
-    ``skip`` left out) to ``into``."""
+    ``skip`` left out) to ``into``; returns how many rows were added."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -63,8 +63,9 @@ def collect(names: list[str], metric: Foreign, skip: set[int], attempt: int, ran
 
     metric = kept(metric, skip)
     if not metric.num_rows:
-        return
+        return 0
     groups = _tag_groups(metric)
+    found = []  # added once the whole part is read: a part that fails half-way adds nothing
     for i, name in enumerate(names):
         column = metric[metric_column(i)]
         for tags_json, rows in groups:
@@ -76,15 +77,17 @@ def collect(names: list[str], metric: Foreign, skip: set[int], attempt: int, ran
                 if not picked.num_rows:
                     continue
                 steps, times, values = picked["s"], picked["t"], picked["v"]
-            tags = json.loads(tags_json) if tags_json else None
-            key = series_key(name, tags)
-            pieces = into.get(key)
-            if pieces is None:
-                pieces = into[key] = _Pieces(name, tags)
-            pieces.steps.append(steps)
-            pieces.values.append(values)
-            pieces.times.append(times)
-            pieces.owners.append((attempt, rank, len(values)))
+            found.append((name, json.loads(tags_json) if tags_json else None, steps, times, values))
+    for name, tags, steps, times, values in found:
+        key = series_key(name, tags)
+        pieces = into.get(key)
+        if pieces is None:
+            pieces = into[key] = _Pieces(name, tags)
+        pieces.steps.append(steps)
+        pieces.values.append(values)
+        pieces.times.append(times)
+        pieces.owners.append((attempt, rank, len(values)))
+    return int(metric.num_rows)
 
 
 def fill(data: RunData, pieces: Pieces) -> None:

@@ -69,12 +69,11 @@ class StoreReader:
             seen = self._seqs.setdefault((p.attempt, p.rank, p.writer), set())
             try:
                 names, metric, rest = read_columns(fetched[name], seq=bool(seen))
-                part_columns.collect(names, metric, seen, p.attempt, p.rank, pieces)
+                self._records += part_columns.collect(names, metric, seen, p.attempt, p.rank, pieces)
             except Exception:  # a corrupt part is skipped and counted, like a corrupt segment
                 self._corrupt.add(name)
                 self._done.add(name)
                 continue
-            self._records += int(metric.num_rows)
             others.append((p, name, part_metrics.kept(rest, seen)))
         part_columns.fill(self.data, pieces)
         for p, name, rest in others:
