@@ -205,3 +205,16 @@ def test_a_part_keeps_each_metric_in_a_column_of_its_own(tmp_path: Path) -> None
     run = traincard_otel.load(tmp_path)
     assert run.metrics["eval_loss"].steps == [10] and run.metrics["eval_loss"].times == [10.5]
     assert run.metrics["loss"].steps == list(range(1, 11))
+
+
+def test_a_part_of_no_known_layout_is_skipped_and_counted(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = io.BytesIO()
+    pq.write_table(pa.table({"x": pa.array([1, 2], pa.int64())}), out)
+    backend = LocalBackend(tmp_path)
+    backend.write(layout.part_name(0, 0, "w1", 1, 1), out.getvalue())
+    backend.write(layout.segment_name(0, 0, "w1", 2), segment.encode(_records(1, 3)))
+    run = traincard_otel.load(tmp_path)
+    assert run.stats["corrupt_segments"] == 1 and run.metrics["loss"].steps == [1, 2, 3]

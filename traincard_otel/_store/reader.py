@@ -110,6 +110,9 @@ class StoreReader:
         seen = self._seqs.setdefault((p.attempt, p.rank, p.writer), set())
         try:
             table = read_parquet(raw)
+            missing = set(part_metrics.ROW_COLUMNS) - set(table.column_names)
+            if missing:
+                raise ValueError(f"a part of one row per value without {sorted(missing)}")
         except Exception:  # a corrupt part is skipped and counted, like a corrupt segment
             self._corrupt.add(name)
             self._done.add(name)
