@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("converter", ("_convert", "_logbridge")),
     ("pipeline", ("_pipeline",)),
     ("card", ("_card",)),
-    ("api", ("_reporter", "metaflow.refresher")),
+    ("api", ("_reporter", "metaflow.refresher", "metaflow.live_sweep")),
     ("front", ("_instrument", "adapters", "metaflow", "_cli", "__main__", "testing", "torchrun", "__init__")),
 )
 

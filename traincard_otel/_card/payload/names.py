@@ -41,6 +41,7 @@ REPLACED_SECTIONS = [
     "health",
     "empty",
     "gang",
+    "sweep",
     "insights",
     "stats",
 ]

@@ -1,0 +1,74 @@
+"""A task's summary kept in the store, and the Sweep section of its card.
+
+The refresher writes this task's summary (:mod:`traincard_otel._insights.summary`) at most every
+:data:`SUMMARY_INTERVAL_S` and at the end, and, for a foreach branch or a join, reads its
+siblings' (or the joined branches') summaries at most every :data:`SIBLINGS_INTERVAL_S`: a sibling
+is a task of the same step whose summary places it in the same foreach split. Nothing here reads
+another task's telemetry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Final, cast
+
+from .._card.payload.contract import SweepSection
+from .._card.payload.sweep import sweep_section
+from .._card.sweep import branches
+from .._data.rundata import RunData
+from .._insights.analysis import Insights
+from .._insights.summary import task_summary
+from .._store.backends import Backend
+from .._store.summaries import write_summary
+from .._types import JsonObject
+
+SUMMARY_INTERVAL_S: Final = 10.0
+SIBLINGS_INTERVAL_S: Final = 5.0
+
+
+class LiveSweep:
+    """What the refresher needs for summaries and the Sweep section of one task."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        pathspec: str,
+        *,
+        position: JsonObject | None = None,
+        joins: Sequence[str] = (),
+    ) -> None:
+        self.backend, self.pathspec = backend, pathspec
+        self.position, self.joins = position, list(joins)
+        self._written_at = -SUMMARY_INTERVAL_S
+        self._read_at = -SIBLINGS_INTERVAL_S
+        self._others: dict[str, JsonObject] = {}
+        self._title = ""
+        self.summary: JsonObject | None = None
+
+    @property
+    def compares(self) -> bool:
+        return self.position is not None or bool(self.joins)
+
+    def update(self, data: RunData, insights: Insights, *, force: bool = False) -> SweepSection | None:
+        """This task's summary from ``data`` (written when due or ``force``), and its Sweep section."""
+        summary = cast(
+            JsonObject,
+            dict(task_summary(data, insights, pathspec=self.pathspec, sweep=self.position, joins=self.joins)),
+        )
+        self.summary = summary
+        now = time.monotonic()
+        if force or now - self._written_at >= SUMMARY_INTERVAL_S:
+            write_summary(self.backend, summary)
+            self._written_at = now
+        if not self.compares:
+            return None
+        if force or now - self._read_at >= SIBLINGS_INTERVAL_S:
+            found = branches(self.backend, summary)
+            if found is not None:
+                self._title, self._others = found
+            self._read_at = now
+        others = dict(self._others)
+        if not self.joins:
+            others[self.pathspec.rsplit("/", 1)[-1]] = summary
+        return sweep_section(others, title=self._title, own=self.pathspec, live=True)
