@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("store", ("_store",)),
     ("insights", ("_insights",)),
-    ("load", ("_targets", "_load", "_run")),
+    ("load", ("_targets", "_load", "_run", "_sweep")),
     ("telemetry", ("_telemetry",)),
     ("exporters", ("exporters",)),
     ("converter", ("_convert", "_logbridge")),

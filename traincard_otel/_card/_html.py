@@ -61,6 +61,7 @@ CARD_SCRIPTS = (
     "stats",
     "insights",
     "baseline",
+    "sweep",
     "page",
 )
 

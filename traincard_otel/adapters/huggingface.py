@@ -70,6 +70,40 @@ LoggedReport = tuple[dict[str, Reported], Reported, str]
 HandlerEvent = Callable[..., Foreign]
 
 
+# Arguments that name places or runs, not settings: they differ from their defaults in every run.
+_NOT_HYPERPARAMETERS = frozenset({"output_dir", "logging_dir", "run_name", "hub_model_id", "hub_token"})
+
+
+def changed_arguments(args: object) -> dict[str, object]:
+    """The ``TrainingArguments`` fields whose value differs from the field's default (scalars only):
+    the run's hyperparameters as the user chose them, without the hundred-odd defaults."""
+    import dataclasses
+    import enum
+
+    if not dataclasses.is_dataclass(args):
+        return {}
+    out: dict[str, object] = {}
+    for field in dataclasses.fields(args):
+        if field.name.startswith("_") or field.name in _NOT_HYPERPARAMETERS:
+            continue
+        if field.default is not dataclasses.MISSING:
+            default: object = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        else:
+            continue
+        value = getattr(args, field.name, None)
+        if isinstance(value, enum.Enum):
+            value = value.value  # lr_scheduler_type, save_strategy...
+        if isinstance(default, enum.Enum):
+            default = default.value
+        if default is None and not value:
+            continue  # left unset, then resolved by __post_init__ (disable_tqdm, ...)
+        if isinstance(value, (int, float, str, bool)) and value != default:
+            out[field.name] = value
+    return out
+
+
 class _Cursor:
     """The log history followed and the next entry to read, replaced as one object: the source
     may be mid-read when :meth:`TraincardCallback.follow` moves to a new history."""
@@ -182,6 +216,9 @@ class TraincardCallback:
         if self.model is not None:  # model FLOPs per token and the accelerator's peak, for the MFU
             dtype = "bf16" if args.bf16 else "fp16" if args.fp16 else "tf32" if args.tf32 else "fp32"
             self.reporter.progress(**training_fields(self.model, dtype))
+        changed = changed_arguments(args)
+        if changed:
+            self.reporter.hyperparameters(changed)
         self._train = self.reporter.phase("train")
         self.last_step_end = time.perf_counter()
 
