@@ -106,22 +106,24 @@ def _row(label: str, s: Mapping[str, JsonValue]) -> JsonObject:
 
 
 def _last_runs(flow_name: str, last: int) -> list[Found]:
-    """The tasks of the training step (the first step with telemetry) of ``flow_name``'s last runs."""
+    """The tasks of the training step of ``flow_name``'s last runs: the step with the most tasks
+    with telemetry (a foreach's branches rather than the join that compares them), the earliest of
+    equals."""
     metaflow = _metaflow()
     found: list[Found] = []
     for n, run in enumerate(metaflow.Flow(flow_name)):
         if n >= last:
             break
-        for step in run:
-            tasks = _tasks_of_step(step)
-            with_store = [t for t in tasks if _has_summary_or_store(t.target)]
-            if with_store:
-                found.extend(with_store)
-                break
+        best: list[Found] = []
+        for step in run:  # newest step first
+            with_store = [t for t in _tasks_of_step(step) if _has_store(t.target)]
+            if with_store and len(with_store) >= len(best):
+                best = with_store
+        found.extend(best)
     return found
 
 
-def _has_summary_or_store(task: Foreign) -> bool:
+def _has_store(task: Foreign) -> bool:
     try:
         backend, _title = backend_for(task)
         return bool(backend.list())
