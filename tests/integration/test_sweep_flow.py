@@ -132,3 +132,38 @@ def test_sweep_to_pandas_has_a_row_per_branch(swept: tuple[Path, str, dict[str, 
     assert rows[1]["eval_accuracy.best"] == 0.36
     assert all(r["pathspec"].startswith(f"SweepFlow/{run}/train/") for r in rows)
     assert all(r["duration_s"] > 0 for r in rows)
+
+
+_S3_SUMMARIES = """
+import json
+from traincard_otel._store.backends import MetaflowBackend
+from traincard_otel._store.summaries import StepFolder, write_summary
+root = "s3://%s/metaflow"
+for task in ("7", "8", "9"):
+    backend = MetaflowBackend("s3", root, f"SweepFlow/1/train/{task}/traincard")
+    backend.write("a0/r0/w1/seg-00000001.jsonl", b"{}")  # telemetry the listing must not walk
+    if task != "9":
+        write_summary(backend, {"pathspec": f"SweepFlow/1/train/{task}", "step": int(task)})
+folder = StepFolder(MetaflowBackend("s3", root, "SweepFlow/1/train/7/traincard"))
+print(json.dumps({"ids": folder.task_ids(), "steps": {k: v["step"] for k, v in folder.summaries().items()}}))
+"""
+
+
+def test_a_step_s_summaries_are_found_in_a_bucket(tmp_path: Path) -> None:
+    """The S3 path of finding siblings (one delimited listing, one object per task), on the
+    emulator; the flow itself runs on the local datastore above."""
+    pytest.importorskip("moto")
+    from s3_server import BUCKET, metaflow_s3_env, s3_server
+
+    with s3_server() as endpoint:
+        env = subprocess_env(**metaflow_s3_env(endpoint))
+        proc = subprocess.run(
+            [sys.executable, "-c", _S3_SUMMARIES % BUCKET],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found == {"ids": ["7", "8", "9"], "steps": {"7": 7, "8": 8}}
