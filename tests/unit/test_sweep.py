@@ -177,8 +177,46 @@ class _Arguments:  # shaped like transformers.TrainingArguments (importing it ta
 
 
 def test_changed_training_arguments_are_the_hyperparameters() -> None:
-    from traincard_otel.adapters.huggingface import changed_arguments
+    from traincard_otel.adapters._arguments import changed_arguments
 
     args = _Arguments(output_dir="elsewhere", learning_rate=3e-4, lr_scheduler_type=_Schedule.COSINE)
     args.disable_tqdm, args._private = False, 3
     assert changed_arguments(args) == {"learning_rate": 3e-4, "lr_scheduler_type": "cosine"}
+
+
+def test_a_live_branch_writes_its_summary_and_lists_its_siblings_of_the_same_split(tmp_path: Path) -> None:
+    from traincard_otel._card.sweep import stored_section
+    from traincard_otel._insights.analysis import analyse
+    from traincard_otel.metaflow.live_sweep import LiveSweep
+
+    step = tmp_path / "F" / "1" / "train"
+    position = {"split": "start", "parent": "", "index": 0, "num_splits": 3, "step": "train"}
+    other_split = dict(position, parent="outer:1")  # a nested foreach's other branch: no sibling
+    lives = {}
+    for task, where, values in (
+        ("4", position, [2.0, 1.0]),
+        ("5", position, [2.0, 0.5]),
+        ("6", other_split, [0.1]),
+    ):
+        data = _run(values, hp={"lr": task})
+        live = LiveSweep(LocalBackend(step / task / "traincard"), f"F/1/train/{task}", position=where)
+        lives[task] = (live, data)
+        live.update(data, analyse(data))
+    live, data = lives["4"]
+    section = live.update(data, analyse(data), force=True)
+    assert section is not None and sorted(r["id"] for r in section["rows"]) == ["4", "5"]
+    assert section["best"] == "5" and [r["id"] for r in section["rows"] if r["self"]] == ["4"]
+    assert live.update(data, analyse(data)) is section  # nothing due: the same section, nothing read
+    stored = read_summary(LocalBackend(step / "4" / "traincard"))
+    assert stored is not None and stored["sweep"] == position and stored["hyperparameters"] == {"lr": 4}
+    final = stored_section(LocalBackend(step / "5" / "traincard"), live=False, standalone=False)
+    assert final is not None and final["total"] == 2 and final["rows"][0]["self"]
+
+    join = LiveSweep(
+        LocalBackend(tmp_path / "F" / "1" / "join" / "9" / "traincard"),
+        "F/1/join/9",
+        joins=["F/1/train/4", "F/1/train/5"],
+    )
+    joined = join.update(RunData(source="j"), analyse(RunData(source="j")), force=True)
+    assert joined is not None and sorted(r["id"] for r in joined["rows"]) == ["4", "5"]
+    assert not any(r["self"] for r in joined["rows"])

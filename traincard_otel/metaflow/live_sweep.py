@@ -46,30 +46,45 @@ class LiveSweep:
         self._others: dict[str, JsonObject] = {}
         self._title = ""
         self.summary: JsonObject | None = None
+        self._section: SweepSection | None = None  # until the summary or the siblings change
 
     @property
     def compares(self) -> bool:
         return self.position is not None or bool(self.joins)
 
     def update(self, data: RunData, insights: Insights, *, force: bool = False) -> SweepSection | None:
-        """This task's summary from ``data`` (written when due or ``force``), and its Sweep section."""
-        summary = cast(
-            JsonObject,
-            dict(task_summary(data, insights, pathspec=self.pathspec, sweep=self.position, joins=self.joins)),
-        )
-        self.summary = summary
+        """The Sweep section for this refresh. This task's summary is made from ``data`` only when
+        it is due to be written or the siblings to be read (or ``force``): a summary scans every
+        metric's whole series, too much for every refresh of a long run."""
         now = time.monotonic()
-        if force or now - self._written_at >= SUMMARY_INTERVAL_S:
+        write = force or now - self._written_at >= SUMMARY_INTERVAL_S
+        read = self.compares and (
+            force or now - self._read_at >= SIBLINGS_INTERVAL_S + SIBLING_READ_S * len(self._others)
+        )
+        if write or read or self.summary is None:
+            self.summary = cast(
+                JsonObject,
+                dict(
+                    task_summary(
+                        data, insights, pathspec=self.pathspec, sweep=self.position, joins=self.joins
+                    )
+                ),
+            )
+            self._section = None
+        summary = self.summary
+        if write:
             write_summary(self.backend, summary)
             self._written_at = now
         if not self.compares:
             return None
-        if force or now - self._read_at >= SIBLINGS_INTERVAL_S + SIBLING_READ_S * len(self._others):
+        if read:
             found = branches(self.backend, summary)
             if found is not None:
                 self._title, self._others = found
             self._read_at = now
-        others = dict(self._others)
-        if not self.joins:
-            others[self.pathspec.rsplit("/", 1)[-1]] = summary
-        return sweep_section(others, title=self._title, own=self.pathspec, live=True)
+        if self._section is None:
+            others = dict(self._others)
+            if not self.joins:
+                others[self.pathspec.rsplit("/", 1)[-1]] = summary
+            self._section = sweep_section(others, title=self._title, own=self.pathspec, live=True)
+        return self._section
