@@ -8,8 +8,8 @@ and its summary is made from its read store as a task's refresher makes it. Then
 
 * the comparison card (``traincard render Flow/run/step``): every summary read and the page drawn
   (target: <= 3 s and <= 3 MB at 1,000 x 10,000);
-* one branch's live Sweep section per refresh: its own summary, its siblings' read from the store,
-  the section built (target: <= 0.2 s);
+* one branch's live Sweep section: a refresh that reads the siblings (their summaries all changed,
+  or none), one between such reads, and the cost per refresh over time (target: <= 0.2 s);
 * reading the stores themselves instead (``load()`` of a sample of branches, scaled to all).
 """
 
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from traincard_otel._store.backends import LocalBackend
     from traincard_otel._store.reader import read_store
     from traincard_otel._store.summaries import StepFolder
-    from traincard_otel.metaflow.live_sweep import LiveSweep
+    from traincard_otel.metaflow.live_sweep import SIBLING_READ_S, SIBLINGS_INTERVAL_S, LiveSweep
 
     with tempfile.TemporaryDirectory() as tmp:
         step_dir = Path(tmp) / "SweepBench" / "1" / "train"
@@ -128,20 +128,43 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "num_splits": None,
             "step": "train",
         }
-        live = LiveSweep(LocalBackend(own), f"SweepBench/1/train/{branches}", position=position)
-        costs = []
-        for _ in range(5):
+        cold, warm, between = [], [], []
+        for _ in range(3):
+            live = LiveSweep(LocalBackend(own), f"SweepBench/1/train/{branches}", position=position)
             t2 = time.perf_counter()
             section = live.update(data, insights, force=True)
-            costs.append(time.perf_counter() - t2)
+            cold.append(time.perf_counter() - t2)
+            t2 = time.perf_counter()
+            section = live.update(data, insights, force=True)
+            warm.append(time.perf_counter() - t2)
+            t2 = time.perf_counter()
+            section = live.update(data, insights)
+            between.append(time.perf_counter() - t2)
+        size = len(json.dumps(section))
         payload = build_payload(data, live=True, insights=insights, sweep=section)
-        rows.append(
+        every = SIBLINGS_INTERVAL_S + SIBLING_READ_S * branches
+        rows += [
             {
-                "case": "live Sweep section, one refresh",
-                "seconds": statistics.median(costs),
-                "bytes": len(json.dumps(payload["sweep"])),
-            }
-        )
+                "case": "live Sweep: siblings read, every one changed",
+                "seconds": statistics.median(cold),
+                "bytes": size,
+            },
+            {
+                "case": "live Sweep: siblings read, none changed",
+                "seconds": statistics.median(warm),
+                "bytes": size,
+            },
+            {
+                "case": "live Sweep: a refresh between reads",
+                "seconds": statistics.median(between),
+                "bytes": size,
+            },
+            {
+                "case": f"live Sweep: per 1 s refresh, all changing (read every {every:.0f} s)",
+                "seconds": statistics.median(cold) / every + statistics.median(between),
+                "bytes": size,
+            },
+        ]
         sample = list(range(1, branches + 1, max(branches // 10, 1)))[:10]
         t3 = time.perf_counter()
         for i in sample:

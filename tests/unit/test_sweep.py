@@ -18,7 +18,7 @@ import traincard_otel
 from traincard_otel._card.payload.sweep import LIVE_ROWS, fold, sweep_section
 from traincard_otel._card.render import render_comparison
 from traincard_otel._data.rundata import RunData, Series
-from traincard_otel._insights.summary import CURVE_POINTS, hyperparameter_value, task_summary
+from traincard_otel._insights.summary import CURVE_POINTS, curve_points, hyperparameter_value, task_summary
 from traincard_otel._schema import Event
 from traincard_otel._store.backends import LocalBackend
 from traincard_otel._store.segment import metric_run
@@ -44,7 +44,8 @@ def test_a_summary_holds_the_final_and_best_values_and_a_short_curve() -> None:
     assert s["hyperparameters"] == {"lr": 0.01, "layers": 4, "opt": "adam", "amp": True}
     assert s["main"] == "loss" and s["higher_is_better"] is False
     assert s["status"] == "finished" and s["duration_s"] == 15.0
-    assert 0 < len(s["curve"]) <= CURVE_POINTS and s["curve"][-1] == [1004.0, 2.5]
+    points = curve_points(s["curve"])
+    assert 0 < len(points) <= CURVE_POINTS and points[-1] == [1004.0, 2.5] and points[0][0] == 16.0
     acc = task_summary(_run([0.2, 0.9, 0.5], name="eval_accuracy"), None)["metrics"]["eval_accuracy"]
     assert (acc["best"], acc["last"]) == (0.9, 0.5)  # higher is better for an accuracy
     json.dumps(s, allow_nan=False)  # what write_summary stores

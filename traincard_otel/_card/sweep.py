@@ -17,21 +17,30 @@ def same_split(own: JsonObject | None, other: JsonObject | None) -> bool:
     return own.get("split") == other.get("split") and own.get("parent") == other.get("parent")
 
 
-def branches(backend: Backend, summary: JsonObject) -> tuple[str, dict[str, JsonObject]] | None:
+def branches(
+    backend: Backend, summary: JsonObject, folders: dict[str | None, StepFolder] | None = None
+) -> tuple[str, dict[str, JsonObject]] | None:
     """(a title, task id -> summary) of the tasks compared in ``summary``'s task's card: its
-    foreach siblings (itself included), or the branches a join joins; None for neither."""
+    foreach siblings (itself included), or the branches a join joins; None for neither.
+    ``folders`` keeps the step folders read (and the summaries they parsed) for the next call."""
+    folders = {} if folders is None else folders
+
+    def folder(step: str | None) -> StepFolder:
+        if step not in folders:
+            folders[step] = StepFolder(backend, step=step)
+        return folders[step]
+
     joins = summary.get("joins")
     if isinstance(joins, list) and joins:
         paths = [str(p).split("/") for p in joins]
         step = paths[0][2] if len(paths[0]) == 4 else None
-        found = StepFolder(backend, step=step).summaries(p[-1] for p in paths)
+        found = folder(step).summaries(p[-1] for p in paths)
         flow_run_step = "/".join(paths[0][:3])
         return f"{flow_run_step} (joined here)", found
     position = summary.get("sweep")
     if not isinstance(position, dict):
         return None
-    folder = StepFolder(backend)
-    found = {tid: s for tid, s in folder.summaries().items() if same_split(position, s.get("sweep"))}
+    found = {tid: s for tid, s in folder(None).summaries().items() if same_split(position, s.get("sweep"))}
     pathspec = str(summary.get("pathspec") or "")
     own_id = pathspec.rsplit("/", 1)[-1] if pathspec else ""
     if own_id:

@@ -61,7 +61,7 @@ class TaskSummary(TypedDict, total=False):
     metrics: dict[str, MetricSummary]
     main: str | None
     higher_is_better: bool
-    curve: list[list[float]]  # [[step, value], ...] of the main metric
+    curve: str  # the main metric: "step value step value ..." (:func:`curve_points` reads it)
     failure: str | None
     sweep: JsonObject | None
     joins: list[str]
@@ -134,13 +134,25 @@ def metric_summary(series: Series, higher: bool) -> MetricSummary:
     }
 
 
-def curve(series: Series, points: int = CURVE_POINTS) -> list[list[float]]:
-    """``series`` as at most ``points`` [step, mean value] pairs (bucket means, finite values only)."""
+def curve_points(text: object) -> list[list[float]]:
+    """A summary's ``curve`` as [step, value] pairs (a list of pairs is taken as it is)."""
+    if isinstance(text, list):
+        return [[float(p[0]), float(p[1])] for p in text if isinstance(p, list) and len(p) == 2]
+    if not isinstance(text, str):
+        return []
+    numbers = [float(n) for n in text.split()]
+    return [[numbers[i], numbers[i + 1]] for i in range(0, len(numbers) - 1, 2)]
+
+
+def curve(series: Series, points: int = CURVE_POINTS) -> str:
+    """``series`` as at most ``points`` steps and bucket means (finite values only), in text: a
+    comparison of a thousand branches parses a thousand summaries and draws a few curves, and a
+    string is parsed as one value where a list of pairs makes three objects a point."""
     steps, values = series.steps, series.values
     n = len(values)
     if n == 0:
-        return []
-    out: list[list[float]] = []
+        return ""
+    out: list[str] = []
     buckets = min(points, n)
     for b in range(buckets):
         lo, hi = b * n // buckets, (b + 1) * n // buckets
@@ -155,8 +167,8 @@ def curve(series: Series, points: int = CURVE_POINTS) -> list[list[float]]:
             size = len(chunk)
         step = steps[hi - 1]
         if isinstance(step, (int, float)) and not isinstance(step, bool):
-            out.append([float(step), float(f"{total / size:.6g}")])
-    return out
+            out.append(f"{step if isinstance(step, int) else f'{step:.12g}'} {total / size:.6g}")
+    return " ".join(out)
 
 
 def _status_time(states: Sequence[Mapping[str, JsonValue]], key: str, pick: str) -> float | None:
@@ -206,7 +218,7 @@ def task_summary(
         "metrics": metrics,
         "main": main,
         "higher_is_better": higher_is_better(main) if main else False,
-        "curve": curve(data.metrics[main]) if main else [],
+        "curve": curve(data.metrics[main]) if main else "",
         "failure": failure_text,
         "sweep": sweep,
         "joins": list(joins),

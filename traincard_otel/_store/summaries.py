@@ -64,6 +64,7 @@ class StepFolder:
                 self.backend, self._inner = LocalBackend(root.parent), ""
         else:
             raise TypeError(f"no step folder for {type(backend).__name__}")
+        self._parsed: dict[str, tuple[bytes, JsonObject]] = {}  # a summary read again unchanged
 
     def _summary_name(self, task_id: str) -> str:
         return f"{task_id}/{self._inner}/{SUMMARY_NAME}" if self._inner else f"{task_id}/{SUMMARY_NAME}"
@@ -83,9 +84,11 @@ class StepFolder:
         else:
             read = backend.read_many(names)
         for name, raw in read.items():
-            found = _parse(raw)
+            known = self._parsed.get(name)
+            found = known[1] if known is not None and known[0] == raw else _parse(raw)
             if found is not None:
                 out[names[name]] = found
+                self._parsed[name] = (raw, found)
         return out
 
 

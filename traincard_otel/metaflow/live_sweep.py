@@ -20,7 +20,7 @@ from .._data.rundata import RunData
 from .._insights.analysis import Insights
 from .._insights.summary import task_summary
 from .._store.backends import Backend
-from .._store.summaries import write_summary
+from .._store.summaries import StepFolder, write_summary
 from .._types import JsonObject
 
 SUMMARY_INTERVAL_S: Final = 10.0
@@ -46,7 +46,8 @@ class LiveSweep:
         self._others: dict[str, JsonObject] = {}
         self._title = ""
         self.summary: JsonObject | None = None
-        self._section: SweepSection | None = None  # until the summary or the siblings change
+        self._section: SweepSection | None = None
+        self._folders: dict[str | None, StepFolder] = {}  # until the summary or the siblings change
 
     @property
     def compares(self) -> bool:
@@ -78,7 +79,7 @@ class LiveSweep:
         if not self.compares:
             return None
         if read:
-            found = branches(self.backend, summary)
+            found = branches(self.backend, summary, self._folders)
             if found is not None:
                 self._title, self._others = found
             self._read_at = now

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from ..._insights.summary import Hyperparameter
+from ..._insights.summary import Hyperparameter, curve_points
 from ..._types import JsonObject, JsonValue
 from .contract import SweepCurve, SweepRow, SweepSection
 
@@ -68,11 +68,11 @@ def _main_metric(summaries: Sequence[JsonObject]) -> tuple[str | None, bool]:
     return main, higher[main]
 
 
-def _thin(points: Sequence[JsonValue], keep: int) -> list[list[float]]:
-    pairs = [p for p in points if isinstance(p, list) and len(p) == 2]
+def _thin(curve: JsonValue, keep: int) -> list[list[float]]:
+    pairs = [p for p in curve_points(curve) if math.isfinite(p[0]) and math.isfinite(p[1])]
     if len(pairs) > keep:
         pairs = [pairs[i * len(pairs) // keep] for i in range(keep - 1)] + [pairs[-1]]
-    return [[float(x), float(y)] for x, y in pairs if _num(x) is not None and _num(y) is not None]
+    return pairs
 
 
 def _row(task_id: str, s: JsonObject, metric: str | None, own: str | None) -> SweepRow:
@@ -131,11 +131,10 @@ def sweep_section(
     points = LIVE_CURVE_POINTS if live else FULL_CURVE_POINTS if total <= MANY_BRANCHES else MANY_CURVE_POINTS
     curves: list[SweepCurve] = []
     for r in with_curve:
-        raw = by_id[r["id"]].get("curve")
         curves.append(
             {
                 "id": r["id"],
-                "points": _thin(raw if isinstance(raw, list) else [], points),
+                "points": _thin(by_id[r["id"]].get("curve"), points),
                 "best": r["is_best"],
                 "self": r["self"],
             }
