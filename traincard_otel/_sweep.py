@@ -37,6 +37,10 @@ class Sweep:
         self.summaries: dict[str, JsonObject] = {}
         for item in self._found:
             self.summaries[item.label] = self._summary(item)
+        joins = [label for label, s in self.summaries.items() if s.get("joins")]
+        if joins and len(joins) < len(self.summaries):  # a join compares the branches; it is none
+            self._found = [f for f in self._found if f.label not in joins]
+            self.summaries = {k: v for k, v in self.summaries.items() if k not in joins}
 
     def _summary(self, item: Found) -> JsonObject:
         try:

@@ -100,7 +100,12 @@ def test_render_on_the_step_draws_the_comparison_card(
     swept: tuple[Path, str, dict[str, str]],
 ) -> None:
     root, run, env = swept
-    for target, extra in ((f"SweepFlow/{run}/train", []), ("SweepFlow", ["--last", "1"])):
+    # the step; the flow's last run; the whole run (the join, which compares them, is no branch)
+    for target, extra in (
+        (f"SweepFlow/{run}/train", []),
+        ("SweepFlow", ["--last", "1"]),
+        (f"SweepFlow/{run}", []),
+    ):
         out = root / "compare.html"
         proc = subprocess.run(
             [sys.executable, "-m", "traincard_otel", "render", target, *extra, "-o", str(out)],

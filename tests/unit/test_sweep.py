@@ -221,3 +221,27 @@ def test_a_live_branch_writes_its_summary_and_lists_its_siblings_of_the_same_spl
     joined = join.update(RunData(source="j"), analyse(RunData(source="j")), force=True)
     assert joined is not None and sorted(r["id"] for r in joined["rows"]) == ["4", "5"]
     assert not any(r["self"] for r in joined["rows"])
+
+
+def test_a_branch_input_and_the_flow_parameters_are_hyperparameters() -> None:
+    import types
+
+    pytest.importorskip("metaflow")
+    from traincard_otel.metaflow.decorator import _flow_hyperparameters, _foreach_position
+
+    frame = types.SimpleNamespace(step="start", var="configs", num_splits=4, index=2)
+    outer = types.SimpleNamespace(step="grid", var="models", num_splits=2, index=1)
+    flow = types.SimpleNamespace(_foreach_stack=[outer, frame], input={"lr": 0.1, "optimizer": "adam"})
+    assert _flow_hyperparameters(flow) == {"lr": 0.1, "optimizer": "adam"}
+    flow.input = 0.3
+    assert _flow_hyperparameters(flow) == {"configs": 0.3}
+    flow.input = {"nested": {"lr": 1}}  # not flat: no hyperparameter
+    assert _flow_hyperparameters(flow) == {}
+    assert _foreach_position(flow, "train") == {
+        "split": "start",
+        "parent": "grid:1",
+        "index": 2,
+        "num_splits": 4,
+        "step": "train",
+    }
+    assert _foreach_position(types.SimpleNamespace(_foreach_stack=[]), "train") is None
