@@ -20,12 +20,14 @@ from typing import TextIO
 from . import _targets
 from ._load import load
 from ._store.reader import RunData
+from ._sweep import Sweep, sweep
 from .exceptions import TraincardError
 
 EXAMPLES = """examples:
   traincard ls traincard-data                      runs, steps, tasks, attempts and ranks in a folder
   traincard ls FinetuneFlow/latest                 the same for a Metaflow run
-  traincard render FinetuneFlow/latest/train -o card.html
+  traincard render FinetuneFlow/latest/train -o card.html   (a foreach step: its branches compared)
+  traincard render FinetuneFlow --last 5           the training step of the flow's last 5 runs compared
   traincard render s3://bucket/runs/exp-7 --watch  rewrite card.html every few seconds while it runs
   traincard tail FinetuneFlow/1763/train/2 -n 50   status, last metrics and the log tail
   traincard export traincard-data --format parquet -o metrics.parquet
@@ -46,9 +48,37 @@ def _pick(target: str) -> object:
     return found.target
 
 
+def _comparison(args: argparse.Namespace) -> Sweep | None:
+    """The tasks ``render`` compares: a flow's last runs (``--last``), or the several tasks of a
+    step (a foreach; a gang is one task); None for one run."""
+    if args.last is not None:
+        return sweep(args.target, last=args.last)
+    found = _targets.resolve(args.target)
+    if len(found) > 1 and _targets.is_pathspec(args.target):
+        return Sweep(args.target, found)
+    return None
+
+
+def _render_comparison(args: argparse.Namespace, compared: Sweep) -> int:
+    from ._card.render import render_comparison, write_card
+
+    while True:
+        html = render_comparison(compared.summaries, compared.title, final=not args.watch)
+        write_card(args.output, html)
+        running = sum(1 for s in compared.summaries.values() if s.get("status") in (None, "running"))
+        print(f"wrote {args.output} ({len(html) / 1024:.0f} KiB, {len(compared)} tasks compared)", flush=True)
+        if not args.watch or not running:
+            return 0
+        time.sleep(args.interval)
+        compared = _comparison(args) or compared
+
+
 def _render(args: argparse.Namespace) -> int:
     from ._card.render import render_data, write_card
 
+    compared = _comparison(args)
+    if compared is not None:
+        return _render_comparison(args, compared)
     target = _pick(args.target)
     # A Metaflow task's card compares with the last good run, as its card in Metaflow does.
     baseline = args.baseline or ("auto" if not isinstance(target, (str, os.PathLike)) else None)
@@ -162,6 +192,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--watch", action="store_true", help="rewrite the file while the run is live")
     p.add_argument("--interval", type=float, default=5.0, help="seconds between rewrites (--watch)")
     p.add_argument("--hourly-cost", type=float, default=None)
+    p.add_argument(
+        "--last",
+        type=int,
+        default=None,
+        metavar="N",
+        help="compare the last N runs of a flow (the target)",
+    )
     p.add_argument(
         "--baseline",
         default=None,

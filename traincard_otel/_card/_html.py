@@ -63,6 +63,7 @@ CARD_SCRIPTS = (
     "stats",
     "insights",
     "baseline",
+    "sweep",
     "page",
 )
 

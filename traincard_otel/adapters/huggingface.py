@@ -39,6 +39,7 @@ from .._schema.records import LOOP_FIELD, RL_LOOP
 from .._types import Foreign, Reported
 from ..exceptions import TraincardError
 from ._rl import is_online_rl, tap_log
+from ._arguments import changed_arguments
 
 transformers = require("transformers", "hf")
 
@@ -184,6 +185,9 @@ class TraincardCallback:
         if self.model is not None:  # model FLOPs per token and the accelerator's peak, for the MFU
             dtype = "bf16" if args.bf16 else "fp16" if args.fp16 else "tf32" if args.tf32 else "fp32"
             self.reporter.progress(**training_fields(self.model, dtype))
+        changed = changed_arguments(args)
+        if changed:
+            self.reporter.hyperparameters(changed)
         self._train = self.reporter.phase("train")
         self.last_step_end = time.perf_counter()
 

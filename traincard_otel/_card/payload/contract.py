@@ -348,6 +348,52 @@ class Gang(TypedDict):
     headline: list[Banner]
 
 
+class SweepRow(TypedDict):
+    """One branch of a sweep: its varying hyperparameters and where its main metric stands."""
+
+    id: str
+    pathspec: str
+    status: str
+    step: int | None
+    hp: dict[str, str | int | float | bool | None]
+    latest: float | None
+    best: float | None
+    best_step: float | None
+    duration_s: float | None
+    goodput: float | None
+    mfu: float | None
+    failure: str | None
+    self: bool
+    is_best: bool
+
+
+class SweepCurve(TypedDict):
+    """A branch's main metric, averaged into a few points ([step, value])."""
+
+    id: str
+    points: list[list[float]]
+    best: bool
+    self: bool
+
+
+class SweepSection(TypedDict):
+    """``sweep``: the branches of this task's foreach (or the runs compared), from their summaries."""
+
+    title: str
+    metric: str | None
+    higher_is_better: bool
+    varying: list[str]
+    constant: dict[str, str | int | float | bool | None]
+    rows: list[SweepRow]
+    curves: list[SweepCurve]
+    best: str | None
+    total: int
+    hidden_rows: int
+    hidden_curves: int
+    standalone: bool
+    notes: list[str]
+
+
 class Stats(TypedDict):
     dropped: dict[str, int]
     corrupt_segments: int
@@ -444,6 +490,7 @@ class CardPayload(TypedDict):
     gang: Gang | None
     completions: CompletionsSection | None
     agents: AgentsSection | None
+    sweep: SweepSection | None
     stats: Stats
 
 

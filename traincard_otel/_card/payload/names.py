@@ -44,6 +44,7 @@ REPLACED_SECTIONS = [
     "gang",
     "completions",
     "agents",
+    "sweep",
     "insights",
     "stats",
 ]

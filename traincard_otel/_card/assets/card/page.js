@@ -14,6 +14,7 @@
     d.banners = el("div", "tc-banners", null, { id: "tc-banners" });
     d.failure = el("section", "tc-failure", null, { id: "tc-failure" });
     d.gang = el("section", "tc-section tc-gang", null, { id: "tc-gang" });
+    d.sweep = el("section", "tc-section tc-sweep", null, { id: "tc-sweep" });
 
     d.rlGrids = Object.create(null);  // the RL layout's sections (Rewards, Policy, Completions)
     d.rlSections = N.rlGroups.map(function (g) {
@@ -77,7 +78,7 @@
     add(d.logs, d.logTools, d.logTrimmed, d.logList, d.logNone, d.logEmpty);
 
     d.stats = el("footer", "tc-stats", null, { id: "tc-stats" });
-    add(root, d.header, d.banners, buildInsights(), d.failure, d.gang);
+    add(root, d.header, d.banners, d.sweep, buildInsights(), d.failure, d.gang);
     d.rlSections.forEach(function (sec) { root.appendChild(sec); });
     add(root, buildAgents(), buildCompletions(), d.charts, d.system, d.checkpoints, d.logs, d.stats);
   }
@@ -88,6 +89,7 @@
     renderInsights();
     renderFailure();
     renderGang();
+    renderSweep();
     renderSystemInfo();
     applyBaselineSeries();
     renderChartSections();
@@ -120,6 +122,7 @@
       if ("insights" in u) renderInsights();
       renderFailure();
       renderGang();
+      if ("sweep" in u) renderSweep();
       if ("system" in u) renderSystemInfo();
       if ("checkpoints" in u) renderCheckpoints();
       if ("completions" in u) renderCompletions();
