@@ -136,6 +136,7 @@ class Pipeline:
             rank=rank.rank,
             world_size=rank.world_size,
             attempt=self.attempt,
+            host=os.uname().nodename,
             stall_floor_s=settings.stall_timeout_s,
             rank_timeout_s=settings.rank_timeout_s,
             rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
@@ -363,6 +364,8 @@ class Pipeline:
             self.closed = True
         deadline = time.monotonic() + (self.settings.shutdown_timeout_s if timeout_s is None else timeout_s)
         try:
+            if self.watchdog.stalled_since is not None:  # where a stalled rank was when it ended
+                self.watchdog.dump("sigterm" if self.terminated_by or status == "terminated" else "exit")
             for hook in self.on_shutdown:
                 hook()
             self.schedule.stop(0.5)

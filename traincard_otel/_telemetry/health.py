@@ -16,19 +16,26 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from .._insights.gang.attribution import host_oom_evidence
+from .._insights.gang.stacks import where
 from .._safety import internal_error
 from .._schema import Attr, Event, StatusSnapshot
 from .._store import layout
 from .._store.backends import Backend
 from .._types import JsonObject
+from . import stacks
 
-Emit = Callable[[str, Mapping[str, object]], None]
+
+class Emit(Protocol):
+    def __call__(self, name: str, attributes: Mapping[str, object], body: object = None, /) -> None: ...
+
 
 STALL_FACTOR = 20.0  # a step 20x slower than the recent median is not a slow step any more
 GPU_IDLE = 0.1
 INPUT_BOUND_SHARE = 0.5
+STACK_REFRESH_MAX_S = 30.0  # while a stall lasts, the stacks are read again at most this long apart
 
 
 def read_states(backend: Backend) -> list[JsonObject]:
@@ -99,6 +106,7 @@ class Watchdog:
         rank: int,
         world_size: int,
         attempt: int,
+        host: str = "",
         stall_floor_s: float = 60.0,
         rank_timeout_s: float = 120.0,
         period_s: float = 1.0,
@@ -107,13 +115,15 @@ class Watchdog:
         self._progress, self._step_times = progress, recent_step_times
         self._wait_shares, self._gpu_util = recent_wait_shares, gpu_utilization
         self._emit, self._backend = emit, backend
-        self.rank, self.world_size, self.attempt = rank, world_size, attempt
+        self.rank, self.world_size, self.attempt, self.host = rank, world_size, attempt, host
         self.stall_floor_s, self.rank_timeout_s = stall_floor_s, rank_timeout_s
         self.period_s, self.rank_check_s = period_s, rank_check_s
         self.stalled_since: float | None = None
         self.stalls = 0
         self.lost_ranks: dict[int, JsonObject] = {}
         self.previous_attempt: JsonObject | None = None
+        self.stacks: JsonObject | None = None  # the latest dump while stalled (or asked for)
+        self._next_dump = 0.0
         self._last_step: int | None = None
         self._last_change = time.time()
         self._next_rank_check = 0.0
@@ -174,12 +184,36 @@ class Watchdog:
                     Attr.STALL_THRESHOLD_S: threshold,
                 },
             )
+            self.dump("stall")
+            self._next_dump = now + min(threshold, STACK_REFRESH_MAX_S)
         elif self.stalled_since is not None and (idle < threshold or gpu_busy):
             self._emit(
                 Event.STALL_CLEARED,
                 {Attr.STEP: step, Attr.STALL_DURATION_S: now - self.stalled_since},
             )
             self.stalled_since = None
+            if self.stacks is not None and self.stacks.get("reason") == "stall":
+                self.stacks = None  # where it was stuck is history now (the events keep it)
+        elif self.stalled_since is not None and now >= self._next_dump:
+            self.dump("stall")
+            self._next_dump = now + min(threshold, STACK_REFRESH_MAX_S)
+
+    def dump(self, reason: str, request: str | None = None) -> JsonObject:
+        """Record every thread's innermost frames now (:mod:`.stacks`): kept for the rank's state
+        and emitted as a ``traincard.rank.stack`` event. Called on the watchdog's thread, and once
+        on the thread that ends a stalled rank."""
+        dump = stacks.capture(reason, self.rank, request=request)
+        self.stacks = dump
+        attrs: dict[str, object] = {
+            Attr.RANK: self.rank,
+            Attr.HOST_NAME: self.host,
+            Attr.STACK_REASON: reason,
+            Attr.STACK_WHERE: where(dump)["text"],
+        }
+        if request is not None:
+            attrs[Attr.STACK_REQUEST] = request
+        self._emit(Event.RANK_STACK, attrs, dump)
+        return dump
 
     def input_bound_share(self) -> float | None:
         """The median share of recent steps spent waiting for data, if it marks input-bound training."""
@@ -239,4 +273,5 @@ class Watchdog:
             "input_bound_share": self.input_bound_share(),
             "lost_ranks": list(self.lost_ranks.values()),
             "previous_attempt": self.previous_attempt,
+            "stacks": self.stacks,
         }
