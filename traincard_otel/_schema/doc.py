@@ -72,7 +72,8 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
         f"the first rank of a `@parallel` gang to fail (the control node says it once): `{Attr.RANK}`, "
         f"`{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`, `{Attr.PROCESS_PID}`, `{Attr.GANG_FAILURE_HOW}`, "
         f"`{Attr.STEP}`, `{Attr.GANG_HEARTBEAT_AT}`, `{Attr.GANG_CONSEQUENCES}`, `{Attr.SIGNAL}` and "
-        f"`{Attr.PROCESS_EXIT_CODE}` (when known)",
+        f"`{Attr.PROCESS_EXIT_CODE}` (when known), `{Attr.STACK_WHERE}` (where its stack says it is, when "
+        "recorded: a hung rank outside the collective the others wait in)",
     ),
     (Event.GANG_RANK_HUNG, "a rank whose heartbeat stopped while nothing says it ended; same attributes"),
     (
