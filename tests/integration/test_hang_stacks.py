@@ -22,6 +22,7 @@ from traincard_otel._card.gang import gang_section
 from traincard_otel._insights.analysis import analyse
 
 SCRIPT = REPO / "tests" / "integration" / "scripts" / "hung_gang.py"
+STACKS_COMMAND: dict[str, Any] = {}  # `traincard stacks` run against the live deadlocked gang
 
 
 class Gang:
@@ -60,7 +61,7 @@ class Gang:
         """The gang section once every rank's stacks are in and the culprit is named."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            time.sleep(1)
+            time.sleep(0.5)
             if self.proc.poll() is not None:
                 raise AssertionError(f"the gang ended: {self.proc.stdout.read()[-3000:]}")  # type: ignore[union-attr]
             if not self.store.exists() or not any(self.store.iterdir()):
@@ -79,22 +80,41 @@ class Gang:
 
 @pytest.fixture(scope="module")
 def gangs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[Gang, Any]]]:
-    """Three gangs, each run until its verdict is in the store, then stopped."""
+    """Three gangs started together (most of their time is the stall timeouts), each stopped as
+    soon as its verdict is in the store."""
+    started = {
+        scenario: Gang(tmp_path_factory.mktemp(scenario), scenario, nproc, culprit)
+        for scenario, nproc, culprit in (("sleep", 2, 1), ("deadlock", 2, 1), ("skip", 4, 2))
+    }
     out: dict[str, tuple[Gang, Any]] = {}
     try:
-        for scenario, nproc, culprit in (("sleep", 2, 1), ("deadlock", 2, 1), ("skip", 4, 2)):
-            gang = Gang(tmp_path_factory.mktemp(scenario), scenario, nproc, culprit)
-            try:
-                out[scenario] = (gang, gang.verdict())
-                if scenario == "sleep":  # a stalled rank ended by SIGTERM records where it was once more
-                    pid = next(r["pid"] for r in out[scenario][1]["ranks"] if r["rank"] == culprit)
-                    os.kill(pid, signal.SIGTERM)
-                    _wait_for(lambda g=gang, c=culprit: _stacks_reason(g, c) == "sigterm")
-            finally:
-                gang.stop()
+        for scenario, gang in started.items():
+            out[scenario] = (gang, gang.verdict())
+            if scenario == "deadlock":  # asked while it hangs: where every rank is now
+                STACKS_COMMAND["out"] = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "traincard_otel",
+                        "stacks",
+                        str(gang.run_dir()),
+                        "--timeout",
+                        "30",
+                    ],
+                    env=subprocess_env(),
+                    capture_output=True,
+                    text=True,
+                    timeout=90,
+                )
+                STACKS_COMMAND["after"] = gang.section()
+            if scenario == "sleep":  # a stalled rank ended by SIGTERM records where it was once more
+                pid = next(r["pid"] for r in out[scenario][1]["ranks"] if r["rank"] == gang.culprit)
+                os.kill(pid, signal.SIGTERM)
+                _wait_for(lambda g=gang: _stacks_reason(g, g.culprit) == "sigterm")
+            gang.stop()
         yield out
     finally:
-        for gang, _section in out.values():
+        for gang in started.values():
             gang.stop()
 
 
@@ -170,3 +190,17 @@ def test_a_stalled_rank_ended_by_sigterm_records_its_place_once_more(
     main = next(t for t in last["body"]["threads"] if t["main"])
     assert main["frames"][0]["func"] == "fetch_batch"  # the handler's own frames are not in it
     assert len(json.dumps(last["body"])) <= 12_000
+
+
+@pytest.mark.slow
+def test_traincard_stacks_against_the_live_hung_gang(gangs: dict[str, tuple[Gang, Any]]) -> None:
+    out = STACKS_COMMAND["out"]
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[0] == "2 of 2 running ranks answered"
+    assert lines[1].startswith("rank 1: in update_cache at hung_gang.py:")  # the culprit first
+    assert any(line.startswith("rank 0: waiting in all_reduce at hung_gang.py:") for line in lines)
+    # the answers replaced the stall dumps in the ranks' states: they still judge (stalled ranks)
+    after = STACKS_COMMAND["after"]
+    assert after["first_failure"]["rank"] == 1 and after["stacks"]["culprits"] == [1]
+    assert {g["reason"] for g in after["stacks"]["groups"]} == {"request"}

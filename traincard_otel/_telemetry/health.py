@@ -23,7 +23,7 @@ from .._insights.gang.stacks import where
 from .._safety import internal_error
 from .._schema import Attr, Event, StatusSnapshot
 from .._store import layout
-from .._store.backends import Backend
+from .._store.backends import Backend, read_one
 from .._types import JsonObject
 from . import stacks
 
@@ -36,6 +36,8 @@ STALL_FACTOR = 20.0  # a step 20x slower than the recent median is not a slow st
 GPU_IDLE = 0.1
 INPUT_BOUND_SHARE = 0.5
 STACK_REFRESH_MAX_S = 30.0  # while a stall lasts, the stacks are read again at most this long apart
+REQUEST_POLL_S = 3.0  # how often a rank looks for a ``traincard stacks`` request in its store
+REQUEST_MAX_AGE_S = 120.0  # an older request is not answered (a rank that started after it)
 
 
 def read_states(backend: Backend) -> list[JsonObject]:
@@ -124,6 +126,8 @@ class Watchdog:
         self.previous_attempt: JsonObject | None = None
         self.stacks: JsonObject | None = None  # the latest dump while stalled (or asked for)
         self._next_dump = 0.0
+        self._next_request_check = 0.0
+        self._answered: str | None = None  # the id of the last request answered
         self._last_step: int | None = None
         self._last_change = time.time()
         self._next_rank_check = 0.0
@@ -146,6 +150,9 @@ class Watchdog:
             if self.rank == 0 and self.world_size > 1 and time.time() >= self._next_rank_check:
                 self._next_rank_check = time.time() + self.rank_check_s
                 self._guard("rank check", self.check_ranks)
+            if self._backend is not None and time.time() >= self._next_request_check:
+                self._next_request_check = time.time() + REQUEST_POLL_S
+                self._guard("stack request", self.check_request)
 
     def _guard(self, where: str, fn: Callable[[], None]) -> None:
         try:
@@ -203,6 +210,7 @@ class Watchdog:
         and emitted as a ``traincard.rank.stack`` event. Called on the watchdog's thread, and once
         on the thread that ends a stalled rank."""
         dump = stacks.capture(reason, self.rank, request=request)
+        dump["stalled"] = self.stalled_since is not None
         self.stacks = dump
         attrs: dict[str, object] = {
             Attr.RANK: self.rank,
@@ -214,6 +222,24 @@ class Watchdog:
             attrs[Attr.STACK_REQUEST] = request
         self._emit(Event.RANK_STACK, attrs, dump)
         return dump
+
+    def check_request(self, now: float | None = None) -> None:
+        """Answer a ``traincard stacks`` request (an object in the store, :data:`layout.STACKS_REQUEST`)
+        once: a dump with its id, in the next state this rank writes."""
+        if self._backend is None:
+            return
+        raw = read_one(self._backend, layout.STACKS_REQUEST)
+        if raw is None:
+            return
+        try:
+            request = json.loads(raw)
+            ident, asked_at = str(request["id"]), float(request["time"])
+        except (ValueError, KeyError, TypeError):
+            return  # not a request this version wrote: nothing to answer
+        now = time.time() if now is None else now
+        if ident != self._answered and now - asked_at <= REQUEST_MAX_AGE_S:
+            self._answered = ident
+            self.dump("request", request=ident)
 
     def input_bound_share(self) -> float | None:
         """The median share of recent steps spent waiting for data, if it marks input-bound training."""

@@ -112,8 +112,12 @@ def locate(dumps: dict[int, JsonObject]) -> JsonObject | None:
     if not dumps:
         return None
     places = {r: where(d) for r, d in dumps.items()}
-    waiting = sorted(r for r, p in places.items() if p["collective"] is not None)
-    outside = sorted(r for r, p in places.items() if p["collective"] is None)
+    # Only stalled ranks' dumps judge: ranks asked mid-step are where a healthy gang passes by.
+    stalled = {
+        r: p for r, p in places.items() if dumps[r].get("reason") != "request" or dumps[r].get("stalled")
+    }
+    waiting = sorted(r for r, p in stalled.items() if p["collective"] is not None)
+    outside = sorted(r for r, p in stalled.items() if p["collective"] is None)
     culprits = outside if waiting and outside else []
     by_sig: dict[tuple[tuple[object, ...], ...], list[int]] = {}
     for r in sorted(dumps):
