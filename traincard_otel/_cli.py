@@ -127,7 +127,9 @@ def _stacks(args: argparse.Namespace) -> int:
             for s in data.states
             if int(s.get("attempt", 0)) == attempt and s.get("status") == "running"
         }
-        answers = {r: s["stacks"] for r, s in live.items() if (s.get("stacks") or {}).get("request") == ident}
+        answers = {
+            r: s["stacks"] for r, s in live.items() if (s.get("stacks") or {}).get("answered") == ident
+        }
         if (live and len(answers) == len(live)) or time.monotonic() >= deadline:
             break
     if not answers:

@@ -28,7 +28,7 @@ STACKS_COMMAND: dict[str, Any] = {}  # `traincard stacks` run against the live d
 class Gang:
     """A running torchrun gang and its store."""
 
-    def __init__(self, tmp: Path, scenario: str, nproc: int, culprit: int) -> None:
+    def __init__(self, tmp: Path, scenario: str, nproc: int, culprit: int, backend: str = "gloo") -> None:
         torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
         if torchrun is None:
             pytest.skip("torchrun is not installed next to this interpreter")
@@ -44,6 +44,7 @@ class Gang:
                 TRAINCARD_FLUSH_INTERVAL="0.5",
                 HANG_SCENARIO=scenario,
                 HANG_CULPRIT=str(culprit),
+                HANG_BACKEND=backend,
             ),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -166,6 +167,12 @@ def test_the_rank_stuck_outside_the_collective_is_the_first_failure(
     assert by_rank[gang.culprit]["where"].startswith(where)
     main = next(t for t in culprit_group["threads"] if t["main"])
     assert all(set(f) == {"file", "line", "func"} for f in main["frames"])  # code locations only
+    # PyTorch's flight recorder (gloo here), on by default: the culprit has not joined
+    recorded = stacks["flight_recorder"]
+    assert recorded["not_joined"] == [gang.culprit] and recorded["pending"]["op"] == "all_reduce"
+    lags = {r["rank"]: r["seq"] for r in recorded["ranks"]}
+    assert lags[gang.culprit] == recorded["pending"]["seq"] - 1
+    assert any(e.startswith("flight recorder: ") for e in first["evidence"])
 
 
 @pytest.mark.slow
@@ -203,4 +210,27 @@ def test_traincard_stacks_against_the_live_hung_gang(gangs: dict[str, tuple[Gang
     # the answers replaced the stall dumps in the ranks' states: they still judge (stalled ranks)
     after = STACKS_COMMAND["after"]
     assert after["first_failure"]["rank"] == 1 and after["stacks"]["culprits"] == [1]
-    assert {g["reason"] for g in after["stacks"]["groups"]} == {"request"}
+    assert {g["reason"] for g in after["stacks"]["groups"]} <= {"request", "stall"}
+
+
+def _gpus() -> int:
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_gpus() < 2, reason="needs two CUDA GPUs (NCCL gives each rank its own)")
+def test_nccl_gang_names_the_culprit_and_the_flight_recorder_says_who_has_not_joined(tmp_path: Path) -> None:
+    gang = Gang(tmp_path, "sleep", 2, 1, backend="nccl")
+    try:
+        section = gang.verdict()
+    finally:
+        gang.stop()
+    first = section["first_failure"]
+    assert first["rank"] == 1 and first["how"].startswith("hung in fetch_batch at hung_gang.py:")
+    recorded = section["stacks"]["flight_recorder"]
+    assert recorded["not_joined"] == [1] and recorded["pending"]["op"] == "all_reduce"
+    assert {r["rank"] for r in recorded["ranks"]} == {0, 1}

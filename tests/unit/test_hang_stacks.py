@@ -201,3 +201,62 @@ def test_the_calling_threads_own_frames_are_left_out() -> None:
     dump = fetch_batch()
     main = next(t for t in dump["threads"] if t["main"])
     assert main["frames"][0]["func"] == "fetch_batch"
+
+
+def test_the_flight_recorder_is_given_a_bounded_ring_unless_a_size_is_set() -> None:
+    from traincard_otel._telemetry import collectives
+
+    env: dict[str, str] = {}
+    assert collectives.enable(env) and env == {"TORCH_FR_BUFFER_SIZE": "2000"}
+    assert not collectives.enable({"TORCH_NCCL_TRACE_BUFFER_SIZE": "0"})  # the user's choice, off included
+
+
+def test_flight_recorder_entries_say_who_has_not_joined() -> None:
+    from traincard_otel._insights.gang.stacks import joined
+    from traincard_otel._telemetry.collectives import summarise
+
+    def fr(*ops: str) -> dict[str, Any]:
+        entries = [
+            {
+                "collective_seq_id": i + 1,
+                "profiling_name": f"nccl:{op}",
+                "state": "started",
+                "is_p2p": False,
+                "process_group": ["0", "default_pg"],
+                "input_sizes": [[4]],
+            }
+            for i, op in enumerate(ops)
+        ]
+        entries.append(
+            {
+                "collective_seq_id": 99,
+                "profiling_name": "nccl:send",
+                "is_p2p": True,
+                "process_group": ["0", "default_pg"],
+            }
+        )
+        entries.append(
+            {"collective_seq_id": 50, "profiling_name": "nccl:all_gather", "process_group": ["1", "tp_group"]}
+        )
+        return summarise({"entries": entries})  # type: ignore[return-value]
+
+    ahead, behind = fr("broadcast", "all_reduce", "all_reduce"), fr("broadcast", "all_reduce")
+    assert ahead["last"] == {
+        "seq": 3,
+        "op": "all_reduce",
+        "backend": "nccl",
+        "state": "started",
+        "sizes": [[4]],
+    }
+    assert summarise({"entries": []}) is None
+    dumps = {r: {**_in_all_reduce(r), "collectives": ahead} for r in (0, 2, 3)} | {
+        1: {**_in_fetch(1), "collectives": behind}
+    }
+    recorded = joined(dumps)
+    assert recorded is not None and recorded["not_joined"] == [1]
+    assert recorded["pending"] == {"seq": 3, "op": "all_reduce"}
+    assert (
+        recorded["text"]
+        == "ranks 0, 2, 3 entered all_reduce #3; rank 1 not yet (last entered: all_reduce #2)"
+    )
+    assert joined({0: _in_all_reduce(0)}) is None

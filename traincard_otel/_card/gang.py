@@ -48,6 +48,7 @@ def _stacks(located: JsonObject | None) -> Stacks | None:
         "culprits": located["culprits"],
         "waiting": located["waiting"],
         "collective": located["collective"],
+        "flight_recorder": located["flight_recorder"],
     }
 
 
@@ -94,4 +95,7 @@ def headline(section: JsonObject) -> list[Banner]:
     if located:
         kind = "failed" if located.get("culprits") else "info"
         out.append({"kind": kind, "text": f"Where each rank is: {located['summary']}"})
+        recorded = located.get("flight_recorder")
+        if recorded and recorded["not_joined"]:
+            out.append({"kind": kind, "text": f"Flight recorder: {recorded['text']}"})
     return out

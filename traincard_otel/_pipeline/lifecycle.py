@@ -157,6 +157,10 @@ class Pipeline:
     def start(self) -> Pipeline:
         """Start what runs on its own: the writer, the flush schedule, the watchdog, the system
         sampler, the log and console capture; then record that the run started."""
+        if self.settings.flight_recorder and self.rank.world_size > 1:
+            from .._telemetry import collectives
+
+            collectives.enable()  # before the process group is made, where telemetry starts first
         if self.writer is not None:
             self.writer.start()
         self.schedule.start()

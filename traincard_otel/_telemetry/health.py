@@ -25,7 +25,7 @@ from .._schema import Attr, Event, StatusSnapshot
 from .._store import layout
 from .._store.backends import Backend, read_one
 from .._types import JsonObject
-from . import stacks
+from . import collectives, stacks
 
 
 class Emit(Protocol):
@@ -211,6 +211,12 @@ class Watchdog:
         on the thread that ends a stalled rank."""
         dump = stacks.capture(reason, self.rank, request=request)
         dump["stalled"] = self.stalled_since is not None
+        if self._answered is not None:  # later refreshes still answer it (the asker may read late)
+            dump["answered"] = self._answered
+        recorded = collectives.read()  # the flight recorder's last collectives, where it is on
+        if recorded is not None:
+            dump["collectives"] = recorded
+            stacks.bounded(dump)
         self.stacks = dump
         attrs: dict[str, object] = {
             Attr.RANK: self.rank,

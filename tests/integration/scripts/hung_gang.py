@@ -1,7 +1,7 @@
 """A gloo gang (plain torchrun, CPU) in which one rank hangs outside a collective while the others
 wait for it in ``all_reduce``.
 
-HANG_SCENARIO=sleep|deadlock|skip HANG_CULPRIT=1 torchrun --nproc_per_node=2 hung_gang.py
+HANG_SCENARIO=sleep|deadlock|skip HANG_CULPRIT=1 [HANG_BACKEND=nccl] torchrun --nproc_per_node=2 hung_gang.py
 
 * sleep: the culprit sleeps in ``fetch_batch`` at step ``HANG_AT`` (a stuck data fetch);
 * deadlock: the culprit's main thread and a helper thread take two locks in opposite orders;
@@ -27,7 +27,8 @@ STEPS = int(os.environ.get("HANG_STEPS", "12"))
 def fetch_batch(rank: int, step: int) -> torch.Tensor:
     if SCENARIO == "sleep" and rank == CULPRIT and step == HANG_AT:
         time.sleep(3600)
-    return torch.ones(4) * step
+    batch = torch.ones(4) * step
+    return batch.cuda() if dist.get_backend() == "nccl" else batch
 
 
 def update_cache(first: threading.Lock, second: threading.Lock, both_hold: threading.Barrier) -> None:
@@ -49,9 +50,11 @@ def finish() -> None:
 
 
 def main() -> None:
-    dist.init_process_group("gloo")
+    reporter = traincard_otel.configure()  # first: it turns the flight recorder on for the group
+    dist.init_process_group(os.environ.get("HANG_BACKEND", "gloo"))
     rank = dist.get_rank()
-    reporter = traincard_otel.configure()
+    if dist.get_backend() == "nccl":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     for step in range(1, STEPS + 1):
         batch = fetch_batch(rank, step)
         if SCENARIO == "deadlock" and rank == CULPRIT and step == HANG_AT:

@@ -332,6 +332,16 @@ class StackGroup(TypedDict):
     threads: list[StackThread]
 
 
+class FlightRecorder(TypedDict):
+    """``gang.stacks.flight_recorder``: from PyTorch's flight recorder, the collective the most
+    advanced ranks entered last (``pending``) and the ranks that have not joined it."""
+
+    pending: JsonObject
+    not_joined: list[int]
+    ranks: list[JsonObject]
+    text: str
+
+
 class Stacks(TypedDict):
     """``gang.stacks``: where each rank is, grouped by stack; the culprits stuck outside a
     collective and the ranks waiting for them in one."""
@@ -341,6 +351,7 @@ class Stacks(TypedDict):
     culprits: list[int]
     waiting: list[int]
     collective: str | None
+    flight_recorder: FlightRecorder | None
 
 
 class Gang(TypedDict):

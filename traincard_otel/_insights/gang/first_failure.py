@@ -183,6 +183,9 @@ def _hung(row: JsonObject, located: JsonObject | None, culprits: set[int], waiti
         end["culprit"] = True
         others = sorted((located or {})["places"].items())
         end["evidence"] = [f"its stack: {place}", *[f"rank {r}: {p}" for r, p in others if r in waiting][:4]]
+        recorded = (located or {}).get("flight_recorder")
+        if recorded and row["rank"] in recorded["not_joined"]:
+            end["evidence"].append(f"flight recorder: {recorded['text']}")
     elif row["rank"] in waiting:
         end["waiting"] = f"{place} for {rank_list(sorted(culprits))}"
     else:

@@ -141,6 +141,7 @@ def locate(dumps: dict[int, JsonObject]) -> JsonObject | None:
     groups.sort(key=lambda g: (not g["culprit"], g["collective"] is not None, g["ranks"][0]))
     summary = " · ".join(f"{g['label']}: {g['where']}" for g in groups)
     return {
+        "flight_recorder": joined(dumps),
         "groups": groups,
         "summary": summary,
         "culprits": culprits,
@@ -148,3 +149,27 @@ def locate(dumps: dict[int, JsonObject]) -> JsonObject | None:
         "places": {r: p["text"] for r, p in places.items()},
         "collective": next((places[r]["collective"] for r in waiting), None),
     }
+
+
+def joined(dumps: dict[int, JsonObject]) -> JsonObject | None:
+    """From the flight recorder's summaries (``collectives`` in the dumps): the collective the
+    most advanced ranks entered last, and the ranks that have not joined it (their last entered
+    is an earlier one); None where no rank's recorder was on."""
+    last = {r: d["collectives"]["last"] for r, d in dumps.items() if (d.get("collectives") or {}).get("last")}
+    if not last:
+        return None
+    top = max(e["seq"] for e in last.values())
+    ahead = sorted(r for r, e in last.items() if e["seq"] == top)
+    behind = sorted(r for r, e in last.items() if e["seq"] < top)
+    op = last[ahead[0]]["op"]
+    text = f"{rank_list(ahead)} entered {op} #{top}"
+    if behind:
+        lags = [f"{last[r]['op']} #{last[r]['seq']}" for r in behind[:8]]
+        said = (
+            lags[0]
+            if len(behind) == 1
+            else "; ".join(f"rank {r}: {x}" for r, x in zip(behind, lags, strict=False))
+        )
+        text += f"; {rank_list(behind)} not yet (last entered: {said})"
+    ranks = [{"rank": r, **{k: e[k] for k in ("seq", "op", "state")}} for r, e in sorted(last.items())]
+    return {"pending": {"seq": top, "op": op}, "not_joined": behind, "ranks": ranks, "text": text}

@@ -48,6 +48,11 @@
   function renderGangStacks(st) {
     var box = el("div", "tc-gang-stacks", null, { id: "tc-gang-stacks" });
     box.appendChild(el("h3", null, "Where each rank is"));
+    var fr = st.flight_recorder;
+    if (fr && typeof fr === "object") {
+      box.appendChild(el("p", "tc-note", "Flight recorder: " + str(fr.text), { id: "tc-gang-flight-recorder",
+        "data-not-joined": (fr.not_joined || []).join(",") }));
+    }
     (st.groups || []).forEach(function (g) {
       var d = el("details", "tc-gang-stack" + (g.culprit ? " tc-gang-culprit" : ""), null,
         { "data-ranks": (g.ranks || []).join(","), "data-culprit": g.culprit ? "1" : "0" });
