@@ -260,3 +260,31 @@ def test_flight_recorder_entries_say_who_has_not_joined() -> None:
         == "ranks 0, 2, 3 entered all_reduce #3; rank 1 not yet (last entered: all_reduce #2)"
     )
     assert joined({0: _in_all_reduce(0)}) is None
+
+
+def test_a_request_in_the_store_is_answered_once_and_a_stale_one_not_at_all(tmp_path: Any) -> None:
+    from traincard_otel._store import layout
+    from traincard_otel._store.backends import LocalBackend
+    from traincard_otel._telemetry.stack_watch import StackWatch
+
+    backend = LocalBackend(tmp_path)
+    events: list[tuple[str, dict[str, object], object]] = []
+    watch = StackWatch(
+        lambda name, attrs, body=None: events.append((name, dict(attrs), body)), backend, 3, "h"
+    )
+    watch.check_request(stalled=False)  # no request: nothing
+    backend.write(layout.STACKS_REQUEST, b"not json")
+    watch.check_request(stalled=False)
+    backend.write(layout.STACKS_REQUEST, json.dumps({"id": "old", "time": 0.0}).encode())
+    watch.check_request(stalled=False, now=1000.0)  # asked before this rank could have answered
+    assert events == [] and watch.latest is None
+    backend.write(layout.STACKS_REQUEST, json.dumps({"id": "abc", "time": 1000.0}).encode())
+    watch.check_request(stalled=False, now=1001.0)
+    watch.check_request(stalled=False, now=1004.0)  # the same request: answered once
+    assert [(n, a["traincard.stack.request"], a["traincard.stack.reason"]) for n, a, _b in events] == [
+        ("traincard.rank.stack", "abc", "request")
+    ]
+    assert watch.latest is not None and watch.latest["answered"] == "abc" and watch.latest["rank"] == 3
+    assert watch.dump("stall", stalled=True)["answered"] == "abc"  # a later refresh still answers it
+    watch.forget_stall()
+    assert watch.latest is None

@@ -15,29 +15,20 @@ import json
 import statistics
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Callable
 
 from .._insights.gang.attribution import host_oom_evidence
-from .._insights.gang.stacks import where
 from .._safety import internal_error
 from .._schema import Attr, Event, StatusSnapshot
 from .._store import layout
-from .._store.backends import Backend, read_one
+from .._store.backends import Backend
 from .._types import JsonObject
-from . import collectives, stacks
-
-
-class Emit(Protocol):
-    def __call__(self, name: str, attributes: Mapping[str, object], body: object = None, /) -> None: ...
-
+from .stack_watch import REQUEST_POLL_S, Emit, StackWatch
 
 STALL_FACTOR = 20.0  # a step 20x slower than the recent median is not a slow step any more
 GPU_IDLE = 0.1
 INPUT_BOUND_SHARE = 0.5
 STACK_REFRESH_MAX_S = 30.0  # while a stall lasts, the stacks are read again at most this long apart
-REQUEST_POLL_S = 3.0  # how often a rank looks for a ``traincard stacks`` request in its store
-REQUEST_MAX_AGE_S = 120.0  # an older request is not answered (a rank that started after it)
 
 
 def read_states(backend: Backend) -> list[JsonObject]:
@@ -124,10 +115,8 @@ class Watchdog:
         self.stalls = 0
         self.lost_ranks: dict[int, JsonObject] = {}
         self.previous_attempt: JsonObject | None = None
-        self.stacks: JsonObject | None = None  # the latest dump while stalled (or asked for)
+        self.where = StackWatch(emit, backend, rank, host)
         self._next_dump = 0.0
-        self._next_request_check = 0.0
-        self._answered: str | None = None  # the id of the last request answered
         self._last_step: int | None = None
         self._last_change = time.time()
         self._next_rank_check = 0.0
@@ -150,9 +139,11 @@ class Watchdog:
             if self.rank == 0 and self.world_size > 1 and time.time() >= self._next_rank_check:
                 self._next_rank_check = time.time() + self.rank_check_s
                 self._guard("rank check", self.check_ranks)
-            if self._backend is not None and time.time() >= self._next_request_check:
-                self._next_request_check = time.time() + REQUEST_POLL_S
-                self._guard("stack request", self.check_request)
+            if self._backend is not None and time.time() >= self.where.next_request_check:
+                self.where.next_request_check = time.time() + REQUEST_POLL_S
+                self._guard(
+                    "stack request", lambda: self.where.check_request(stalled=self.stalled_since is not None)
+                )
 
     def _guard(self, where: str, fn: Callable[[], None]) -> None:
         try:
@@ -199,53 +190,14 @@ class Watchdog:
                 {Attr.STEP: step, Attr.STALL_DURATION_S: now - self.stalled_since},
             )
             self.stalled_since = None
-            if self.stacks is not None and self.stacks.get("reason") == "stall":
-                self.stacks = None  # where it was stuck is history now (the events keep it)
+            self.where.forget_stall()
         elif self.stalled_since is not None and now >= self._next_dump:
             self.dump("stall")
             self._next_dump = now + min(threshold, STACK_REFRESH_MAX_S)
 
-    def dump(self, reason: str, request: str | None = None) -> JsonObject:
-        """Record every thread's innermost frames now (:mod:`.stacks`): kept for the rank's state
-        and emitted as a ``traincard.rank.stack`` event. Called on the watchdog's thread, and once
-        on the thread that ends a stalled rank."""
-        dump = stacks.capture(reason, self.rank, request=request)
-        dump["stalled"] = self.stalled_since is not None
-        if self._answered is not None:  # later refreshes still answer it (the asker may read late)
-            dump["answered"] = self._answered
-        recorded = collectives.read()  # the flight recorder's last collectives, where it is on
-        if recorded is not None:
-            dump["collectives"] = recorded
-            stacks.bounded(dump)
-        self.stacks = dump
-        attrs: dict[str, object] = {
-            Attr.RANK: self.rank,
-            Attr.HOST_NAME: self.host,
-            Attr.STACK_REASON: reason,
-            Attr.STACK_WHERE: where(dump)["text"],
-        }
-        if request is not None:
-            attrs[Attr.STACK_REQUEST] = request
-        self._emit(Event.RANK_STACK, attrs, dump)
-        return dump
-
-    def check_request(self, now: float | None = None) -> None:
-        """Answer a ``traincard stacks`` request (an object in the store, :data:`layout.STACKS_REQUEST`)
-        once: a dump with its id, in the next state this rank writes."""
-        if self._backend is None:
-            return
-        raw = read_one(self._backend, layout.STACKS_REQUEST)
-        if raw is None:
-            return
-        try:
-            request = json.loads(raw)
-            ident, asked_at = str(request["id"]), float(request["time"])
-        except (ValueError, KeyError, TypeError):
-            return  # not a request this version wrote: nothing to answer
-        now = time.time() if now is None else now
-        if ident != self._answered and now - asked_at <= REQUEST_MAX_AGE_S:
-            self._answered = ident
-            self.dump("request", request=ident)
+    def dump(self, reason: str) -> JsonObject:
+        """Where this rank is now (:class:`.stack_watch.StackWatch`), marked stalled or not."""
+        return self.where.dump(reason, stalled=self.stalled_since is not None)
 
     def input_bound_share(self) -> float | None:
         """The median share of recent steps spent waiting for data, if it marks input-bound training."""
@@ -305,5 +257,5 @@ class Watchdog:
             "input_bound_share": self.input_bound_share(),
             "lost_ranks": list(self.lost_ranks.values()),
             "previous_attempt": self.previous_attempt,
-            "stacks": self.stacks,
+            "stacks": self.where.latest,
         }
