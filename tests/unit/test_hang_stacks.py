@@ -285,6 +285,11 @@ def test_a_request_in_the_store_is_answered_once_and_a_stale_one_not_at_all(tmp_
         ("traincard.rank.stack", "abc", "request")
     ]
     assert watch.latest is not None and watch.latest["answered"] == "abc" and watch.latest["rank"] == 3
+    answered_at = watch.latest["time"]
+    watch.forget_answer(answered_at + 30)
+    assert watch.latest is not None  # the asker may still be reading
+    watch.forget_answer(answered_at + 61)
+    assert watch.latest is None  # a healthy rank's state is small again
     assert watch.dump("stall", stalled=True)["answered"] == "abc"  # a later refresh still answers it
     watch.forget_stall()
     assert watch.latest is None

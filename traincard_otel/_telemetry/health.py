@@ -139,6 +139,7 @@ class Watchdog:
             if self.rank == 0 and self.world_size > 1 and time.time() >= self._next_rank_check:
                 self._next_rank_check = time.time() + self.rank_check_s
                 self._guard("rank check", self.check_ranks)
+            self.where.forget_answer(time.time())
             if self._backend is not None and time.time() >= self.where.next_request_check:
                 self.where.next_request_check = time.time() + REQUEST_POLL_S
                 self._guard(

@@ -22,6 +22,7 @@ from . import collectives, stacks
 
 REQUEST_POLL_S = 3.0  # how often a rank looks for a ``traincard stacks`` request in its store
 REQUEST_MAX_AGE_S = 120.0  # an older request is not answered (a rank that started after it)
+ANSWER_KEPT_S = 60.0  # a healthy rank's answer stays in its state this long (then the state is small again)
 
 
 class Emit(Protocol):
@@ -64,6 +65,12 @@ class StackWatch:
     def forget_stall(self) -> None:
         """The stall is over: where it was stuck is history (the events keep it)."""
         if self.latest is not None and self.latest.get("reason") == "stall":
+            self.latest = None
+
+    def forget_answer(self, now: float) -> None:
+        """A healthy rank's answer has been read by now: its state need not carry it any more."""
+        latest = self.latest
+        if latest is not None and not latest.get("stalled") and now - float(latest["time"]) > ANSWER_KEPT_S:
             self.latest = None
 
     def check_request(self, *, stalled: bool, now: float | None = None) -> None:
