@@ -44,6 +44,8 @@ class Settings:
     flight_recorder: bool = True
     anomalies: str = ""  # the anomaly rules' text, parsed by the pipeline at start (docs in README)
     baseline: str = "auto"  # "auto", "none", or a run to compare with (normalized by baseline_spec)
+    genai: bool = False
+    genai_prices: str = ""  # model=input:output per million tokens, checked by parse_prices
 
 
 def _parse_bool(name: str, raw: str) -> bool:
@@ -97,6 +99,34 @@ def baseline_spec(raw: str | None) -> str:
     return value
 
 
+def parse_prices(text: str) -> dict[str, tuple[float, float]]:
+    """``model=input:output,...`` (per million tokens; ``*`` for any model) as {model: (input, output)}.
+
+    Raises:
+        ValueError: a pair that is not ``model=number:number``, or a negative price.
+    """
+    prices: dict[str, tuple[float, float]] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        model, sep, pair = part.rpartition("=")
+        cost_in, colon, cost_out = pair.partition(":")
+        try:
+            value = (float(cost_in), float(cost_out))
+        except ValueError:
+            value = (-1.0, -1.0)
+        if not sep or not model.strip() or not colon or min(value) < 0:
+            raise ValueError(f"{part!r} is not model=input:output (prices per million tokens, >= 0)")
+        prices[model.strip()] = value
+    return prices
+
+
+def _check_prices(name: str, raw: str) -> str:
+    try:
+        parse_prices(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}; for example gpt-4o=2.5:10,*=1:4") from None
+    return raw.strip()
+
+
 def _parse_level(name: str, raw: str) -> str:
     value = raw.strip().upper()
     if value not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "OFF"}:
@@ -128,6 +158,8 @@ _ENV: dict[str, tuple[str, Callable[[str, str], Reported]]] = {
     "flight_recorder": (ev.TRAINCARD_FLIGHT_RECORDER, _parse_bool),
     "anomalies": (ev.TRAINCARD_ANOMALIES, lambda n, r: r.strip()),
     "baseline": (ev.TRAINCARD_BASELINE, lambda n, r: baseline_spec(r)),
+    "genai": (ev.TRAINCARD_GENAI, _parse_bool),
+    "genai_prices": (ev.TRAINCARD_GENAI_PRICES, lambda n, r: _check_prices(n, r)),
 }
 # Settings whose variable set to an empty value means something (an empty baseline: none).
 _EMPTY_MEANS_SOMETHING = frozenset({"baseline"})
@@ -151,6 +183,8 @@ def resolve(
     for field, (var, parse) in _ENV.items():
         if overrides.get(field) is not None:
             values[field] = baseline_spec(overrides[field]) if field == "baseline" else overrides[field]
+            if field == "genai_prices":  # checked at configure(), as the variable is
+                values[field] = _check_prices("genai_prices=", str(overrides[field]))
             continue
         raw = env.get(var)
         if raw is not None and (raw.strip() != "" or field in _EMPTY_MEANS_SOMETHING):

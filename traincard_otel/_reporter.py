@@ -388,6 +388,8 @@ def configure(
     anomalies: str | None = None,
     baseline: str | None = None,
     attempt: int | None = None,
+    genai: bool | None = None,
+    genai_prices: str | None = None,
 ) -> Reporter:
     """Set up telemetry for this process and return a :class:`Reporter`.
 
@@ -398,8 +400,9 @@ def configure(
     sampling), ``buffer_cap``, ``report_ranks`` (``"0"`` or ``"all"``), ``refresh_interval_s``,
     ``shutdown_timeout_s``, ``log_level``, ``stall_timeout_s``, ``rank_timeout_s``,
     ``hourly_cost``, ``capture_console``, ``anomalies`` (the rules' text, or ``"off"``),
-    ``baseline`` and ``attempt``. Calling it again with the same settings (or none) returns a
-    reporter of the running pipeline.
+    ``baseline``, ``attempt``, ``genai`` (capture agent loops from GenAI spans of the global tracer
+    provider) and ``genai_prices`` (``model=input:output`` per million tokens). Calling it again
+    with the same settings (or none) returns a reporter of the running pipeline.
 
     Raises:
         ConfigError: a setting is invalid, or differs from the running pipeline's.

@@ -58,6 +58,8 @@ CARD_SCRIPTS = (
     "system",
     "checkpoints",
     "logs",
+    "completions",
+    "agents",
     "stats",
     "insights",
     "baseline",

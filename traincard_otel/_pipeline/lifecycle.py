@@ -39,6 +39,7 @@ from .._schema import (
     StatusSnapshot,
     SystemMetric,
 )
+from .._schema.records import GENAI_PRICES_FIELD
 from .._store.backends import Backend
 from .._store.reader import StoreReader
 from .._store.writer import StoreWriter
@@ -47,6 +48,7 @@ from .._types import JsonObject, Reported
 from .._version import __version__
 from . import children
 from .bounded import bounded, left
+from .genai import GenAISpanProcessor, capture_genai_spans
 from .insight_gauges import InsightGauges
 from .providers import build_providers
 from .schedule import FlushSchedule
@@ -121,6 +123,11 @@ class Pipeline:
             anomaly_rules=anomaly_rules,
         )
         self._pipeline_instruments(run_meter)
+        self.genai: GenAISpanProcessor | None = None
+        if settings.genai:  # agent loops from the global tracer provider's GenAI spans
+            self.genai = capture_genai_spans(self.queue, run_meter)
+            if settings.genai_prices:
+                self.queue.progress[GENAI_PRICES_FIELD] = settings.genai_prices
         # Goodput and MFU from this process's own store (rank 0: its timeline is the run's) when a
         # live card's refresher has not just published the analysis it draws.
         own = backend is not None and rank.rank == 0
@@ -151,6 +158,8 @@ class Pipeline:
         self.card_refresher_started = False
         self._close_lock = threading.Lock()
         self.on_shutdown: list[Callable[[], None]] = [self.watchdog.stop]
+        if self.genai is not None:
+            self.on_shutdown.append(self.genai.shutdown)
         self._log_handler: logbridge.QueueHandler | None = None
         self.console: ConsoleCapture | None = None
 
@@ -347,6 +356,8 @@ class Pipeline:
 
     def tick(self) -> None:
         """One turn of the schedule: reports -> signals -> exporters, then the writer writes."""
+        if self.genai is not None:
+            self.genai.record_pending()
         self.converter.drain()
         self.emit_status()
         if self.writer is not None:
@@ -355,6 +366,8 @@ class Pipeline:
 
     def flush(self, timeout_s: float | None = None) -> bool:
         timeout = self.settings.shutdown_timeout_s if timeout_s is None else timeout_s
+        if self.genai is not None:
+            self.genai.record_pending()
         self.converter.drain()
         self.emit_status()
         if self.writer is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from .metrics import ALL_METRICS
-from .names import PHASE_SPAN_PREFIX, RUN_SPAN, Attr, Event
+from .names import GENAI_SEMCONV_VERSION, PHASE_SPAN_PREFIX, RUN_SPAN, Attr, Event, GenAI
 
 # -- the documentation page ------------------------------------------------------------------
 _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
@@ -83,6 +83,21 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
         f"body: the one-line explanation; `{Attr.ANOMALY_KIND}`, `{Attr.METRIC_NAME}`, `{Attr.STEP}`, "
         f"`{Attr.ANOMALY_VALUE}`, `{Attr.ANOMALY_EXPECTED}` (the median or best value it was judged "
         "against, when there is one)",
+    ),
+    (
+        Event.GENAI_SPAN,
+        "a span with `gen_ai.operation.name` ended through the process's global tracer provider "
+        "(`genai` setting; GenAI conventions " + GENAI_SEMCONV_VERSION + "), time = its end; attributes: its "
+        f"`{GenAI.PREFIX}*` attributes and `{Attr.ERROR_TYPE}`; body "
+        '`{"name", "t0", "t1", "trace", "span", "parent", "error", "scope"}` (unix seconds, hex ids, '
+        "the instrumentation scope); the card's Agent loop section is drawn from them",
+    ),
+    (
+        Event.COMPLETIONS,
+        "an online RL trainer's scored completions at a logging step (TRL's GRPO, RLOO ...), from the "
+        f'trainer\'s own data; `{Attr.STEP}`; body `{{"prompt": [text or messages], "completion": [...], '
+        '"rewards": {reward function: [score]}, "advantage": [value]}`; the reader keeps the latest '
+        "steps and a sample of earlier ones (`traincard_otel/_data/completions.py`)",
     ),
 )
 

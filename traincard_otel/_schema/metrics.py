@@ -86,7 +86,8 @@ class Metric:
         "traincard.anomalies",
         "counter",
         "{anomaly}",
-        "`traincard.anomaly.kind` (loss_spike, nonfinite, grad_explosion, throughput_drop, eval_regression)",
+        "`traincard.anomaly.kind` (loss_spike, nonfinite, grad_explosion, throughput_drop, eval_regression, "
+        "reward_collapse, kl_blowup)",
         "anomalies flagged in the reported rows (each also a `traincard.anomaly` event)",
     )
     GOODPUT_TIME: Final = MetricSpec(
@@ -141,6 +142,22 @@ class Metric:
         "{error}",
         "",
         "failed writes to the store (each retried; the card shows the last error)",
+    )
+
+    GENAI_TOKEN_USAGE: Final = MetricSpec(
+        "gen_ai.client.token.usage",
+        "histogram",
+        "{token}",
+        "`gen_ai.operation.name`, `gen_ai.request.model`, `gen_ai.token.type` (input, output)",
+        "tokens per LLM call of a captured GenAI span (`genai` setting; GenAI conventions), where its "
+        "instrumentation does not record it",
+    )
+    GENAI_OPERATION_DURATION: Final = MetricSpec(
+        "gen_ai.client.operation.duration",
+        "histogram",
+        "s",
+        "`gen_ai.operation.name`, `gen_ai.request.model`, `error.type` (failed calls)",
+        "duration of an LLM call of a captured GenAI span, where its instrumentation does not record it",
     )
 
 

@@ -35,8 +35,10 @@ from .._optional import require
 from .._reporter import Phase, Reporter
 from .._safety import guarded, internal_error
 from .._schema import Attr, Event
+from .._schema.records import LOOP_FIELD, RL_LOOP
 from .._types import Foreign, Reported
 from ..exceptions import TraincardError
+from ._rl import is_online_rl, tap_log
 
 transformers = require("transformers", "hf")
 
@@ -395,4 +397,7 @@ def attach(trainer: Foreign, reporter: Reporter) -> HFHandle:
     trainer.training_step = training_step
     trainer.train = train
     own = {"training_step": training_step, "train": train}
+    if is_online_rl(trainer):  # the card's RL layout, and the scored completions
+        reporter.progress(**{LOOP_FIELD: RL_LOOP})
+        own["log"] = trainer.log = tap_log(trainer, reporter)
     return HFHandle(trainer, callback, [(handler, taps), (trainer, own)])

@@ -14,16 +14,19 @@ from ..._insights.baseline import Baseline
 from ..._store.reader import RunData
 from .._html import scrub
 from ..gang import gang_section
+from .agents import agents_section
 from .banners import all_banners, lost_ranks
 from .baseline import baseline_section
 from .checkpoints import checkpoint_rows
+from .completions import completions_section
 from .contract import CardPayload, EmptyReasons, SystemSection
 from .health import loss_counters
 from .insights import anomaly_markers, insights_section, mfu_charts
-from .kind import run_kind
+from .kind import RL, run_kind
 from .logs import log_lines
 from .markers import discontinuities
 from .names import wire_names
+from .rl import rl_charts
 from .series import LIVE_LOG_TAIL, LIVE_TAIL, MAX_POINTS, Mode, downsample, downsample_py
 from .status import run_status
 from .system import system_charts, system_section
@@ -130,6 +133,7 @@ def _build(
     status = run_status(data, now, hourly_cost, kind)
     system = system_section(data)
     lines, log_info = log_lines(data, mode)
+    rl, drawn = rl_charts(data, mode) if kind is RL else ([], set())
     return {
         "v": SCHEMA_VERSION,
         "final": final,
@@ -138,7 +142,8 @@ def _build(
         "names": wire_names(),
         "run": status,
         "banners": all_banners(data, status, now),
-        "charts": training_charts(data, mode, kind)
+        "charts": rl
+        + training_charts(data, mode, kind, skip=drawn)
         + mfu_charts(data, insights.efficiency, mode)
         + system_charts(data, mode),
         "summary": summary_table(data),
@@ -153,6 +158,8 @@ def _build(
         "empty": _empty_reasons(data, system),
         "health": loss_counters(data),
         "gang": gang_section(insights.gang),
+        "completions": completions_section(data, mode) if data.completions.seen else None,
+        "agents": agents_section(insights.agents, mode.live),
         "stats": {
             "dropped": data.stats.get("dropped", {}),
             "corrupt_segments": data.stats.get("corrupt_segments", 0),

@@ -29,7 +29,36 @@ class Names(TypedDict):
     byte_metrics: list[str]
     series_colors: dict[str, int]
     groups: dict[str, str]
+    rl_groups: list[RlGroup]
     axes: dict[str, str]
+
+
+class RlGroup(TypedDict):
+    """A section of the RL layout: the charts of ``group``, under ``title``."""
+
+    group: str
+    title: str
+
+
+class CompletionRow(TypedDict):
+    """One sampled completion: its step, texts (cut), each reward function's score (in
+    ``completions.rewards`` order) and its advantage."""
+
+    step: int | None
+    prompt: str
+    completion: str
+    rewards: list[float | None]
+    advantage: float | None
+
+
+class CompletionsSection(TypedDict):
+    """``completions``: an RL run's sampled completions, newest first; ``kept`` of the ``seen``
+    rows are stored (the rest were sampled away), ``rows`` the ones shown."""
+
+    rewards: list[str]
+    rows: list[CompletionRow]
+    kept: int
+    seen: int
 
 
 class BannerKind(TypedDict):
@@ -90,6 +119,7 @@ class ChartSeries(_SeriesPoints, total=False):
 
     head_x: Sequence[float]
     head_y: Sequence[float | None]
+    band: str  # "hi" or "lo": an edge of the band around the chart's first series (mean +/- std)
 
 
 class Chart(TypedDict):
@@ -379,6 +409,70 @@ class Stats(TypedDict):
     points: int
 
 
+class AgentEpisode(TypedDict):
+    """One episode (a root ``invoke_agent`` span) and what it called."""
+
+    trace: str
+    agent: str
+    start: float
+    duration_s: float
+    model_calls: int
+    tool_calls: int
+    input_tokens: int
+    output_tokens: int
+    errors: int
+    cost: float | None
+
+
+class AgentTool(TypedDict):
+    """Calls of one tool (``gen_ai.tool.name``)."""
+
+    name: str
+    calls: int
+    errors: int
+    error_share: float
+    p50_s: float | None
+    p95_s: float | None
+
+
+class AgentModel(TypedDict):
+    """Calls of one model, with their tokens and latency percentiles."""
+
+    model: str
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    p50_s: float | None
+    p90_s: float | None
+    p99_s: float | None
+    cost: float | None
+
+
+class AgentFailure(TypedDict):
+    """A failed call: its operation, tool or model, error type and episode's trace."""
+
+    time: float
+    operation: str
+    target: str
+    error_type: str
+    trace: str
+
+
+class AgentsSection(TypedDict):
+    """``agents``: the agent loop of the GenAI spans the run captured (the ``genai`` setting);
+    episodes newest first."""
+
+    episode_count: int
+    spans: int
+    priced: bool
+    failure_count: int
+    episodes: list[AgentEpisode]
+    tools: list[AgentTool]
+    models: list[AgentModel]
+    failures: list[AgentFailure]
+
+
 class CardPayload(TypedDict):
     """The whole payload: what ``build_payload`` returns and the card's script draws."""
 
@@ -402,6 +496,8 @@ class CardPayload(TypedDict):
     empty: EmptyReasons
     health: Health
     gang: Gang | None
+    completions: CompletionsSection | None
+    agents: AgentsSection | None
     stats: Stats
 
 
