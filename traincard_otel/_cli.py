@@ -1,4 +1,5 @@
-"""``traincard``: render, list, tail and export the telemetry of training runs.
+"""``traincard``: render, list, tail and export the telemetry of training runs; ask live ranks
+where they are (``stacks``).
 
 A target is a run's folder, a folder holding several runs (the newest is used, and named), a
 store URL (s3://bucket/prefix/run, gs://..., az://...), or a Metaflow pathspec: Flow, Flow/run,
@@ -31,6 +32,7 @@ EXAMPLES = """examples:
   traincard render s3://bucket/runs/exp-7 --watch  rewrite card.html every few seconds while it runs
   traincard tail FinetuneFlow/1763/train/2 -n 50   status, last metrics and the log tail
   traincard export traincard-data --format parquet -o metrics.parquet
+  traincard stacks s3://bucket/runs/exp-7           where every running rank is now, grouped by stack
 """
 
 
@@ -133,6 +135,51 @@ def _tail(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stacks(args: argparse.Namespace) -> int:
+    """Ask the running ranks for their stacks through the store, wait for the answers, print them
+    grouped (the watchdog of each rank polls for the request; no port is opened anywhere)."""
+    import uuid
+
+    from ._insights.gang.stacks import locate
+    from ._store import layout
+
+    target = _pick(args.target)
+    backend, _title = _targets.backend_for(target)
+    ident = uuid.uuid4().hex[:12]
+    backend.write(layout.STACKS_REQUEST, json.dumps({"id": ident, "time": time.time()}).encode())
+    deadline = time.monotonic() + args.timeout
+    while True:
+        time.sleep(1.0)
+        data = load(target)
+        attempt = max((int(s.get("attempt", 0)) for s in data.states), default=0)
+        live = {
+            int(s.get("rank", 0)): s
+            for s in data.states
+            if int(s.get("attempt", 0)) == attempt and s.get("status") == "running"
+        }
+        answers = {
+            r: s["stacks"] for r, s in live.items() if (s.get("stacks") or {}).get("answered") == ident
+        }
+        if (live and len(answers) == len(live)) or time.monotonic() >= deadline:
+            break
+    if not answers:
+        raise _targets.TargetError(
+            f"no running rank answered in {args.timeout:g} s ({len(live)} marked running); a rank looks "
+            "for the request every few seconds while its process runs"
+        )
+    located = locate(answers)
+    assert located is not None
+    missing = sorted(set(live) - set(answers))
+    print(f"{len(answers)} of {len(live)} running ranks answered" + (f"; not: {missing}" if missing else ""))
+    for group in located["groups"]:
+        print(f"{group['label']}: {group['where']}")
+        for thread in group["threads"] if args.all_threads else group["threads"][:1]:
+            print(f"  thread {thread['name']}{' (main)' if thread['main'] else ''}, innermost first:")
+            for f in thread["frames"]:
+                print(f"    {f['file']}:{f['line']} in {f['func']}")
+    return 0
+
+
 _COLUMNS = ["metric", "step", "value", "time", "attempt", "rank"]
 
 
@@ -212,6 +259,9 @@ def _parser() -> argparse.ArgumentParser:
     p = command("export", "every metric point as CSV, JSON lines or Parquet", _export)
     p.add_argument("--format", choices=["csv", "jsonl", "parquet"], default="csv")
     p.add_argument("-o", "--output", default=None)
+    p = command("stacks", "ask the running ranks where they are; print their stacks grouped", _stacks)
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the ranks' answers")
+    p.add_argument("--all-threads", action="store_true", help="every thread, not only the main one")
     return parser
 
 

@@ -41,6 +41,7 @@ class Settings:
     logs_exporters: tuple[str, ...] = ()
     metric_export_interval_ms: float = 60_000.0
     capture_console: bool = True
+    flight_recorder: bool = True
     anomalies: str = ""  # the anomaly rules' text, parsed by the pipeline at start (docs in README)
     baseline: str = "auto"  # "auto", "none", or a run to compare with (normalized by baseline_spec)
     genai: bool = False
@@ -154,6 +155,7 @@ _ENV: dict[str, tuple[str, Callable[[str, str], Reported]]] = {
     "logs_exporters": ("OTEL_LOGS_EXPORTER", _parse_exporters),
     "metric_export_interval_ms": ("OTEL_METRIC_EXPORT_INTERVAL", _parse_positive(float)),
     "capture_console": (ev.TRAINCARD_CAPTURE_CONSOLE, _parse_bool),
+    "flight_recorder": (ev.TRAINCARD_FLIGHT_RECORDER, _parse_bool),
     "anomalies": (ev.TRAINCARD_ANOMALIES, lambda n, r: r.strip()),
     "baseline": (ev.TRAINCARD_BASELINE, lambda n, r: baseline_spec(r)),
     "genai": (ev.TRAINCARD_GENAI, _parse_bool),

@@ -63,6 +63,15 @@ TRAINCARD_LOG_LEVEL = "TRAINCARD_LOG_LEVEL"
 """Python ``logging`` records at or above this level go to the card's log tail and the OTel log
 stream (``OFF`` disables the bridge). Default: INFO."""
 
+TRAINCARD_FLIGHT_RECORDER = "TRAINCARD_FLIGHT_RECORDER"
+"""Keep PyTorch's flight recorder on (a ring of the last 2000 collectives each rank entered, NCCL
+and gloo alike) by setting ``TORCH_FR_BUFFER_SIZE=2000`` when neither it nor
+``TORCH_NCCL_TRACE_BUFFER_SIZE`` is set; a stalled rank's stack dump then says which collective it
+entered last, and the card which ranks have not joined the one the others wait in. It takes effect
+when telemetry starts before the process group is made (``configure()`` before
+``init_process_group``, ``@traincard``, ``python -m traincard_otel.torchrun``). Default: true;
+false leaves PyTorch's own default (off)."""
+
 TRAINCARD_CAPTURE_CONSOLE = "TRAINCARD_CAPTURE_CONSOLE"
 """Record what the process writes to stdout and stderr (``print``, progress bars, C extensions,
 child processes) as log lines in the card and the OTel log stream, while it still reaches the

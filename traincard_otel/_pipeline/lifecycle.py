@@ -143,6 +143,7 @@ class Pipeline:
             rank=rank.rank,
             world_size=rank.world_size,
             attempt=self.attempt,
+            host=os.uname().nodename,
             stall_floor_s=settings.stall_timeout_s,
             rank_timeout_s=settings.rank_timeout_s,
             rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
@@ -165,6 +166,10 @@ class Pipeline:
     def start(self) -> Pipeline:
         """Start what runs on its own: the writer, the flush schedule, the watchdog, the system
         sampler, the log and console capture; then record that the run started."""
+        if self.settings.flight_recorder and self.rank.world_size > 1:
+            from .._telemetry import collectives
+
+            collectives.enable()  # before the process group is made, where telemetry starts first
         if self.writer is not None:
             self.writer.start()
         self.schedule.start()
@@ -376,6 +381,8 @@ class Pipeline:
             self.closed = True
         deadline = time.monotonic() + (self.settings.shutdown_timeout_s if timeout_s is None else timeout_s)
         try:
+            if self.watchdog.stalled_since is not None:  # where a stalled rank was when it ended
+                self.watchdog.dump("sigterm" if self.terminated_by or status == "terminated" else "exit")
             for hook in self.on_shutdown:
                 hook()
             self.schedule.stop(0.5)

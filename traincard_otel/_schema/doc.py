@@ -61,11 +61,19 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
     ),
     (Event.RANK_RECOVERED, f"a lost rank heard from again: `{Attr.LOST_RANK}`"),
     (
+        Event.RANK_STACK,
+        f"where a stalled (or asked) rank is: `{Attr.RANK}`, `{Attr.HOST_NAME}`, `{Attr.STACK_REASON}` "
+        f"(stall, request, sigterm, exit), `{Attr.STACK_WHERE}` (its training thread's place, as the card "
+        f"says it), `{Attr.STACK_REQUEST}` (on request); the body is the dump: every thread's innermost "
+        "frames (file, line, function; no locals), bounded to 12 KB",
+    ),
+    (
         Event.GANG_FIRST_FAILURE,
         f"the first rank of a `@parallel` gang to fail (the control node says it once): `{Attr.RANK}`, "
         f"`{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`, `{Attr.PROCESS_PID}`, `{Attr.GANG_FAILURE_HOW}`, "
         f"`{Attr.STEP}`, `{Attr.GANG_HEARTBEAT_AT}`, `{Attr.GANG_CONSEQUENCES}`, `{Attr.SIGNAL}` and "
-        f"`{Attr.PROCESS_EXIT_CODE}` (when known)",
+        f"`{Attr.PROCESS_EXIT_CODE}` (when known), `{Attr.STACK_WHERE}` (where its stack says it is, when "
+        "recorded: a hung rank outside the collective the others wait in)",
     ),
     (Event.GANG_RANK_HUNG, "a rank whose heartbeat stopped while nothing says it ended; same attributes"),
     (

@@ -130,9 +130,11 @@ class Metric:
         "traincard.gang.ranks_hung",
         "gauge",
         "{rank}",
-        f"`{Attr.RANK}`, `{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`",
+        f"`{Attr.RANK}`, `{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`, `{Attr.STACK_WHERE}` (where its "
+        "stack says it is stuck, outside the collective the other ranks wait for it in; when recorded)",
         "1 for each rank of a gang that is hung now (heartbeat older than the rank timeout while "
-        "nothing says it ended); published like `traincard.gang.rank_failures`",
+        "nothing says it ended; the ranks waiting for a named culprit are not counted); published like "
+        "`traincard.gang.rank_failures`",
     )
     STORE_WRITE_ERRORS: Final = MetricSpec(
         "traincard.store.write_errors",

@@ -164,6 +164,8 @@ class StatusSnapshot(TypedDict, total=False):
     input_bound_share: float | None
     lost_ranks: list[JsonObject]
     previous_attempt: JsonObject | None
+    # the watchdog's latest stack dump while stalled or asked for (``_telemetry/stacks.py``)
+    stacks: JsonObject | None
 
 
 # -- store records (one JSON object per line of a segment; ``k`` says which) --------------------

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
-from typing import Protocol, cast
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from .._card.payload import build_payload
 from .._data.rundata import RunData
@@ -150,7 +150,7 @@ class Refresher:
             if self._publish is not None:
                 self._publish(insights)
             if self._emit is not None and payload["gang"]:
-                self._gang_events(cast(JsonObject, payload["gang"]))  # the card's view of the analysis
+                self._gang_events(payload["gang"])  # the card's view of the analysis
             if self._publish_gang is not None and insights.gang:
                 self._publish_gang(insights.gang)
             self.pushed += 1
@@ -158,7 +158,7 @@ class Refresher:
             report_internal_error("card refresher", exc)
         return True
 
-    def _gang_events(self, gang: JsonObject) -> None:
+    def _gang_events(self, gang: Mapping[str, Any]) -> None:
         """One OTel event per first failure and per hung rank, for alert rules to fire on."""
         assert self._emit is not None
         first = gang.get("first_failure")
@@ -184,6 +184,8 @@ class Refresher:
                 if facts.get("exit_code") is not None:
                     attrs[Attr.PROCESS_EXIT_CODE] = int(facts["exit_code"])
                 attrs[Attr.GANG_CONSEQUENCES] = [int(c["rank"]) for c in facts.get("consequences") or []]
+            if facts.get("where"):  # where its stack says it is (a hung culprit: outside the collective)
+                attrs[Attr.STACK_WHERE] = str(facts["where"])
             self._emit(name, attrs)
 
     def stop(self, timeout_s: float = 1.0) -> None:

@@ -331,6 +331,59 @@ class Health(StoreHealth, total=False):
     rejected_top: list[list[str | int]]  # [reason, count], most frequent first
 
 
+class StackFrame(TypedDict):
+    """One frame of a recorded stack (innermost first): a code location, no locals."""
+
+    file: str
+    line: int
+    func: str
+
+
+class StackThread(TypedDict):
+    """One thread of a rank's stack dump: its innermost frames (``depth``: the whole stack's)."""
+
+    name: str
+    main: bool
+    daemon: bool
+    depth: int
+    frames: list[StackFrame]
+
+
+class StackGroup(TypedDict):
+    """Ranks whose training thread has the same stack: where they are, and that stack."""
+
+    ranks: list[int]
+    label: str
+    where: str
+    collective: str | None
+    culprit: bool
+    reason: str | None
+    time: float | None
+    threads: list[StackThread]
+
+
+class FlightRecorder(TypedDict):
+    """``gang.stacks.flight_recorder``: from PyTorch's flight recorder, the collective the most
+    advanced ranks entered last (``pending``) and the ranks that have not joined it."""
+
+    pending: JsonObject
+    not_joined: list[int]
+    ranks: list[JsonObject]
+    text: str
+
+
+class Stacks(TypedDict):
+    """``gang.stacks``: where each rank is, grouped by stack; the culprits stuck outside a
+    collective and the ranks waiting for them in one."""
+
+    groups: list[StackGroup]
+    summary: str
+    culprits: list[int]
+    waiting: list[int]
+    collective: str | None
+    flight_recorder: FlightRecorder | None
+
+
 class Gang(TypedDict):
     """``gang``: a multi-node or multi-rank run's nodes, ranks, stragglers and failures."""
 
@@ -346,6 +399,7 @@ class Gang(TypedDict):
     aggregates: JsonObject
     failure: JsonObject | None
     headline: list[Banner]
+    stacks: Stacks | None
 
 
 class SweepRow(TypedDict):
