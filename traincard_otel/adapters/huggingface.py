@@ -38,8 +38,8 @@ from .._schema import Attr, Event
 from .._schema.records import LOOP_FIELD, RL_LOOP
 from .._types import Foreign, Reported
 from ..exceptions import TraincardError
-from ._rl import is_online_rl, tap_log
 from ._arguments import changed_arguments
+from ._rl import is_online_rl, tap_log
 
 transformers = require("transformers", "hf")
 
