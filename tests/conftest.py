@@ -34,6 +34,19 @@ def _weight(item: pytest.Item) -> int:
     return _FIRST.index(top) if top in _FIRST else len(_FIRST)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """A report's captured text crosses to the xdist controller as UTF-8, which a lone surrogate (the
+    hostile-input tests log some) cannot be: such a character is kept as its escape."""
+    report.sections = [(title, _encodable(text)) for title, text in report.sections]
+    if isinstance(report.longrepr, str):
+        report.longrepr = _encodable(report.longrepr)
+
+
+def _encodable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Modules in order of their heaviest test (a stable sort: each module's own order is kept)."""
     first: dict[Path, int] = {}
