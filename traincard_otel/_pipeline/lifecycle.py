@@ -47,7 +47,9 @@ from .._types import JsonObject, Reported
 from .._version import __version__
 from . import children
 from .bounded import bounded, left
+from .guards import Guards
 from .insight_gauges import InsightGauges
+from .notify import Notifier
 from .providers import build_providers
 from .schedule import FlushSchedule
 
@@ -141,6 +143,7 @@ class Pipeline:
             rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
         )
         self.converter.instruments.observe_health(run_meter, self.watchdog.status_fields)
+        self.guards = self._build_guards()
         self.ended_siblings: list[JsonObject] = []  # other ranks of this node seen to end
         self.schedule = FlushSchedule(
             self.tick, settings.flush_interval_s if self.writer is not None else 1.0
@@ -152,6 +155,25 @@ class Pipeline:
         self.on_shutdown: list[Callable[[], None]] = [self.watchdog.stop]
         self._log_handler: logbridge.QueueHandler | None = None
         self.console: ConsoleCapture | None = None
+
+    def _build_guards(self) -> Guards:
+        settings, rank = self.settings, self.rank
+        # One notice per event in a gang: only its first rank (the control task's) sends.
+        sends = bool(settings.notify) and rank.rank == 0
+        notifier = (
+            Notifier(
+                settings.notify,
+                frozenset(settings.notify_on) or None,
+                timeout_s=min(5.0, settings.shutdown_timeout_s),
+            )
+            if sends
+            else None
+        )
+        where = self.mf.pathspec if self.mf else (self.backend.spec if self.backend is not None else None)
+        guards = Guards(settings, emit=self.event, notifier=notifier, rank=rank.rank, run=where, card=where)
+        if guards.stop_on or notifier is not None:
+            self.converter.spans.observer = guards.observe
+        return guards
 
     def start(self) -> Pipeline:
         """Start what runs on its own: the writer, the flush schedule, the watchdog, the system
@@ -207,6 +229,9 @@ class Pipeline:
 
         def ended(record: JsonObject) -> None:
             self.ended_siblings.append({**record, "seen_at_step": self.queue.step})
+            if record.get("exitcode") or record.get("signal"):
+                how = f"exited with {record.get('exitcode')}" if record.get("exitcode") else "was killed"
+                self.guards.rank_ended(int(record.get("rank") or 0), self.queue.step, how)
             self.schedule.wake()  # the launcher may stop this rank in a moment: say it now
 
         try:
@@ -325,6 +350,7 @@ class Pipeline:
         }
         st.update(self.converter.status_fields())
         st.update(self.watchdog.status_fields())
+        st["guards"] = self.guards.status_fields()
         return st
 
     # -- the schedule -----------------------------------------------------------------------------
@@ -373,17 +399,19 @@ class Pipeline:
                 self.status = status
             elif self.status == "running":
                 self.status = "finished"
+            self.status = self.guards.end_status(self.status)
             end = time.time()
             self.converter.close_open_phases(end)
+            guard_attrs = self.guards.ended(self.status, self.queue.step)
             if self.status != "failed":  # the failure event itself was emitted when it happened
-                attrs = {Attr.STATUS: self.status}
+                attrs = {Attr.STATUS: self.status, **guard_attrs}
                 if self.terminated_by:
                     attrs[Attr.SIGNAL] = self.terminated_by
                 self.event(Event.run_ended(self.status), attrs)
             self.converter.drain()
             self.emit_status()
             self.run_span.set_attribute(Attr.STATUS, self.status)
-            if self.status not in ("failed", "finished"):
+            if self.status not in ("failed", "finished", "stopped_early"):
                 self.run_span.set_status(Status(StatusCode.ERROR, self.status))
             self.run_span.end(end_time=int(end * 1e9))
             if self.sampler is not None:
@@ -393,6 +421,8 @@ class Pipeline:
             bounded(lambda: mp.force_flush(1000), left(deadline, 1.0), default=False)
             if self.writer is not None:
                 self.writer.close(left(deadline))
+            if self.guards.notifier is not None:  # its notices went out while the writer wrote
+                self.guards.notifier.close(left(deadline))
         except Exception as exc:
             report_internal_error("shutdown", exc)
         finally:

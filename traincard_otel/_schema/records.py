@@ -156,6 +156,8 @@ class StatusSnapshot(TypedDict, total=False):
     input_bound_share: float | None
     lost_ranks: list[JsonObject]
     previous_attempt: JsonObject | None
+    # the guard rails: stop_on, notify_on, notification counts, what tripped, the actions taken
+    guards: JsonObject | None
 
 
 # -- store records (one JSON object per line of a segment; ``k`` says which) --------------------

@@ -191,6 +191,7 @@ class TraincardCallback:
     def tap_step_end(self, original: HandlerEvent) -> HandlerEvent:
         """``handler.on_step_end`` that reports the step after the registered callbacks ran."""
         perf_counter, step_end = time.perf_counter, self.reporter.step_end
+        reporter = self.reporter
 
         def on_step_end(args: object, state: Foreign, control: Foreign) -> Foreign:
             control = original(args, state, control)
@@ -209,6 +210,8 @@ class TraincardCallback:
                 )
                 self.samples = self.tokens = 0
                 self.data_wait = None
+                if reporter.should_stop:  # stop_on: the Trainer saves, then leaves its loop, as for max_steps
+                    control.should_save = control.should_training_stop = True
                 self._pending_save = bool(control.should_save)
                 if control.should_evaluate:
                     self._open_eval()

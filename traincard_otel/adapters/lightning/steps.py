@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import functools
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 
@@ -165,11 +166,26 @@ class StepTaps:
                         self.reporter.progress(batch_size=self.samples * self.trainer.world_size or None)
                     self.samples = self.tokens = 0
                     self.wait = None
+                    if self.reporter.should_stop and not self.trainer.should_stop:
+                        self.stop_early(step)
             except Exception as exc:
                 internal_error("lightning.on_train_batch_end", exc)
             return result
 
         return on_train_batch_end
+
+    def stop_early(self, step: int) -> None:
+        """``stop_on`` tripped: save a checkpoint where the checkpoint callback saves (else under
+        the root directory), then stop the fit after this batch through ``trainer.should_stop``."""
+        trainer = self.trainer
+        callback = getattr(trainer, "checkpoint_callback", None)
+        folder = getattr(callback, "dirpath", None) or os.path.join(trainer.default_root_dir, "checkpoints")
+        path = os.path.join(folder, f"stopped-early-step={step}.ckpt")
+        with self.reporter.phase("save"):
+            trainer.save_checkpoint(path)
+        self.reporter.checkpoint(path, step=step, metadata={"stopped_early": True})
+        trainer.should_stop = True
+        self.last_end = time.perf_counter()  # the save is no step's time
 
     def _log_metrics(self, original: Foreign) -> Foreign:
         pending, trainer = self.pending, self.trainer
