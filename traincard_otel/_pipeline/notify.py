@@ -146,4 +146,10 @@ class Notifier:
     def status(self) -> JsonObject:
         """The counts, for the card (no URL)."""
         with self._lock:
-            return {"webhooks": len(self._urls), **self.counts, "errors": dict(self.errors)}
+            pending = len(self._pending) + self._busy  # still to go when this was written
+            return {
+                "webhooks": len(self._urls),
+                **self.counts,
+                "pending": pending,
+                "errors": dict(self.errors),
+            }
