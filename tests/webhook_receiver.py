@@ -41,7 +41,7 @@ def receiver() -> Iterator[Receiver]:
     paths: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (the http.server name)
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             bodies.append(json.loads(self.rfile.read(length)))
             paths.append(self.path)

@@ -15,6 +15,7 @@ import pytest
 from webhook_receiver import receiver, silent_endpoint
 
 import traincard_otel
+from traincard_otel._card.payload import build_payload
 from traincard_otel._schema import Attr, Event
 
 
@@ -85,6 +86,16 @@ def test_hf_trainer_stops_on_a_nan_with_a_checkpoint(store_dir: Path, tmp_path: 
             end["attributes"][Attr.STEP] == stopped and end["attributes"][Attr.GUARD_TRIGGER_STEP] == nan_at
         )
         assert len(_events(run, Event.GUARD_STOP_REQUESTED)) == 1
+        banners = [(b["kind"], b["text"]) for b in build_payload(run)["banners"]]
+        assert any(k == "stopped_early" and str(checkpoint) in t and "nan" in t for k, t in banners), banners
+        assert ("guards", "Armed: stop on nan; notify 1 webhook(s) of every kind: ") in [
+            (k, t[: len("Armed: stop on nan; notify 1 webhook(s) of every kind: ")]) for k, t in banners
+        ]
+        assert [t.split(" at ")[0] for k, t in banners if k == "guards"][1:] == [
+            "Stop requested",
+            "Checkpoint saved",
+            "Stopped early",
+        ]
 
         notice = hook.wait_for("stopped_early")
         assert notice["step"] == stopped and str(checkpoint) in notice["text"]

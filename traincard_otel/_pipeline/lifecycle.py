@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from .._telemetry.console import ConsoleCapture
 
 logger = logging.getLogger("traincard_otel")
+JUDGE_PERIOD_S = 0.25  # how often the rows are drained and judged while stop_on is armed
 _SCOPE = "traincard_otel"
 
 
@@ -145,9 +146,11 @@ class Pipeline:
         self.converter.instruments.observe_health(run_meter, self.watchdog.status_fields)
         self.guards = self._build_guards()
         self.ended_siblings: list[JsonObject] = []  # other ranks of this node seen to end
-        self.schedule = FlushSchedule(
-            self.tick, settings.flush_interval_s if self.writer is not None else 1.0
-        )
+        self._full_period = settings.flush_interval_s if self.writer is not None else 1.0
+        self._next_full = 0.0
+        # With stop_on armed the rows are judged often, so that training stops within a step or two.
+        period = min(self._full_period, JUDGE_PERIOD_S) if self.guards.stop_on else self._full_period
+        self.schedule = FlushSchedule(self.tick, period)
         self.closed = False
         self.configured_by_step = False  # by @traincard, which runs the card's refresher itself
         self.card_refresher_started = False
@@ -232,6 +235,7 @@ class Pipeline:
             if record.get("exitcode") or record.get("signal"):
                 how = f"exited with {record.get('exitcode')}" if record.get("exitcode") else "was killed"
                 self.guards.rank_ended(int(record.get("rank") or 0), self.queue.step, how)
+            self._next_full = 0.0  # a whole turn, status and write included
             self.schedule.wake()  # the launcher may stop this rank in a moment: say it now
 
         try:
@@ -367,8 +371,15 @@ class Pipeline:
         )
 
     def tick(self) -> None:
-        """One turn of the schedule: reports -> signals -> exporters, then the writer writes."""
+        """One turn of the schedule: reports -> signals -> exporters, then the writer writes.
+
+        With ``stop_on`` armed the schedule turns every :data:`JUDGE_PERIOD_S`, and a turn before
+        the flush interval is up only drains (the anomaly rules judge what was drained)."""
         self.converter.drain()
+        now = time.monotonic()
+        if now < self._next_full:
+            return
+        self._next_full = now + self._full_period - 0.01
         self.emit_status()
         if self.writer is not None:
             self.writer.request_flush()
