@@ -36,7 +36,7 @@ def test_hf_trainer_stops_on_a_nan_with_a_checkpoint(store_dir: Path, tmp_path: 
     from tiny_gpt2 import trainer as make_trainer
     from transformers import TrainerCallback
 
-    nan_at = 6
+    nan_at = 3
 
     class PlantNan(TrainerCallback):
         def on_step_end(self, args, state, control, model=None, **kwargs):  # type: ignore[no-untyped-def]
@@ -57,6 +57,7 @@ def test_hf_trainer_stops_on_a_nan_with_a_checkpoint(store_dir: Path, tmp_path: 
             eval_strategy="no",
             save_strategy="no",
             logging_nan_inf_filter=False,
+            per_device_train_batch_size=4,
         )
         trainer.add_callback(PlantNan())
         traincard_otel.instrument(trainer)
@@ -226,3 +227,43 @@ def test_a_silent_webhook_never_holds_a_step_and_exit_waits_at_most_the_bound(st
     counts = status["guards"]["notifications"]
     assert counts["failed"] + counts["pending"] >= 1 and counts["sent"] == 0
     assert url not in json.dumps(status)
+
+
+@pytest.mark.slow
+def test_a_gang_notifies_once_naming_the_failed_rank(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    from helpers import REPO, subprocess_env
+
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
+    if torchrun is None:
+        pytest.skip("torchrun is not installed next to this interpreter")
+    with receiver() as hook:
+        proc = subprocess.run(
+            [
+                torchrun,
+                "--nproc_per_node=2",
+                "--max-restarts=0",
+                str(REPO / "tests/integration/scripts/gang_notify.py"),
+            ],
+            env=subprocess_env(
+                TRAINCARD_DIR=str(tmp_path / "store"),
+                TRAINCARD_SYSTEM="false",
+                TRAINCARD_NOTIFY=hook.url,
+                TRAINCARD_SHUTDOWN_TIMEOUT="2",
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode != 0  # rank 1 failed
+        hook.wait_for("failure")
+        time.sleep(0.5)  # anything sent twice would be here by now
+        kinds = hook.kinds()
+        assert kinds.count("nan") == 1 and kinds.count("failure") == 1, (kinds, proc.stderr[-2000:])
+        assert {b["rank"] for b in hook.bodies if b["kind"] == "nan"} == {0}  # only rank 0 sends
+        failure = hook.wait_for("failure")
+        assert failure["rank"] == 1 and "rank 1 exited with 3" in failure["text"]
+    _no_secret(tmp_path / "store", "secret-token-XYZ")

@@ -103,3 +103,15 @@ def test_a_refusing_webhook_is_counted_and_never_raises() -> None:
     notifier.close(3.0)
     assert time.monotonic() - t0 < 3.5
     assert notifier.status()["failed"] == 1 and "refused" not in str(notifier.status())
+
+
+def test_the_step_decorator_refuses_an_unknown_kind_before_the_run_starts() -> None:
+    pytest.importorskip("metaflow")
+    from traincard_otel.metaflow.decorator import TraincardDecorator
+
+    deco = TraincardDecorator(attributes={"stop_on": "nan,spikes", "attach_card": False})
+    with pytest.raises(ConfigError, match="spikes"):
+        deco.step_init(None, None, "train", [], None, None, None)
+    TraincardDecorator(attributes={"stop_on": "nan", "attach_card": False}).step_init(
+        None, None, "train", [], None, None, None
+    )
