@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from webhook_receiver import receiver, silent_endpoint
 
 import traincard_otel
+from benchmarks._webhooks import receiver, silent_endpoint
 from traincard_otel._card.payload import build_payload
 from traincard_otel._schema import Attr, Event
 

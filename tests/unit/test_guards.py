@@ -6,9 +6,9 @@ import time
 from typing import Any
 
 import pytest
-from webhook_receiver import receiver
 
 import traincard_otel
+from benchmarks._webhooks import receiver
 from traincard_otel._config import NOTIFY_KINDS, STOP_KINDS, Settings, resolve
 from traincard_otel._pipeline.guards import Guards
 from traincard_otel._pipeline.notify import Notifier

@@ -1,4 +1,5 @@
-"""A webhook receiver on 127.0.0.1 for the notification tests: records each JSON body posted."""
+"""Webhooks on 127.0.0.1 for the notification tests and bench_notify: a receiver that records each
+JSON body posted, and an endpoint that accepts connections and never answers."""
 
 from __future__ import annotations
 
