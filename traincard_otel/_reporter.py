@@ -157,6 +157,13 @@ class Reporter:
         trigger = self._guards.trigger if self._guards is not None else None
         return f"{trigger.kind}: {trigger.message}" if trigger is not None else None
 
+    def stop_early(self, reason: str) -> None:
+        """Say that training stops for ``reason`` (:attr:`should_stop` becomes true and the run ends
+        *stopped early*). The adapters call it on the ranks that stop because another rank's
+        ``stop_on`` rule tripped; a loop may call it for a reason of its own."""
+        if self._guards is not None:
+            self._guards.stop_requested("requested", reason, self._queue.step)
+
     # -- metrics -----------------------------------------------------------------------------
     def metric(
         self, name: str, value: Reported, step: int | None = None, tags: Mapping[str, str] | None = None

@@ -106,6 +106,11 @@ class Guards:
             self._told_ranks.add(("failure", rank))
             self.notify("failure", f"rank {rank} {how}", step=step, rank=rank)
 
+    def stop_requested(self, kind: str, message: str, step: int | None) -> None:
+        """Training stops for a reason found elsewhere (another rank's rule): trip, if not yet."""
+        if self.trigger is None:
+            self._trip(Trigger(kind, step, None, message, time.time()))
+
     def _trip(self, trigger: Trigger) -> None:
         self.trigger = trigger
         self._act("stop requested", trigger.t, step=trigger.step, detail=trigger.message)

@@ -47,6 +47,7 @@ class StepTaps:
         # deque, since appending and popping from two threads is atomic.
         self.pending: collections.deque[tuple[Mapping[str, Reported], int | None, int]] = collections.deque()
         self.stepping = False  # in a fit's training steps (logged values read off the thread)
+        self.agree = False  # stop_on in a multi-rank fit: the ranks' stop flags are combined
         self._installed: list[tuple[Foreign, str, Foreign, object]] = []  # (object, name, wrapper, previous)
 
     # -- installing ----------------------------------------------------------------------------
@@ -84,6 +85,10 @@ class StepTaps:
         self.progress = step_progress(trainer, module)
         self.step, self.wait, self.samples, self.tokens = self.progress.completed, None, 0, 0
         self.install_module(module)
+        settings = self.reporter.settings
+        # Every rank must stop at the same step, or the next collective hangs; only the ranks that
+        # judge the metrics see an anomaly: with stop_on armed, a reduction at each step end.
+        self.agree = bool(settings is not None and settings.stop_on and trainer.world_size > 1)
         self.stepping = True
         self.last_end = time.perf_counter()
 
@@ -166,7 +171,11 @@ class StepTaps:
                         self.reporter.progress(batch_size=self.samples * self.trainer.world_size or None)
                     self.samples = self.tokens = 0
                     self.wait = None
-                    if self.reporter.should_stop and not self.trainer.should_stop:
+                    stop = self.reporter.should_stop
+                    if self.agree and self.trainer.strategy.reduce_boolean_decision(stop, all=False) > stop:
+                        self.reporter.stop_early("another rank's stop_on rule")
+                        stop = True
+                    if stop and not self.trainer.should_stop:
                         self.stop_early(step)
             except Exception as exc:
                 internal_error("lightning.on_train_batch_end", exc)
