@@ -267,4 +267,3 @@ def test_a_gang_notifies_once_naming_the_failed_rank(tmp_path: Path) -> None:
         failure = hook.wait_for("failure")
         assert failure["rank"] == 1 and "rank 1 exited with 3" in failure["text"]
     _no_secret(tmp_path / "store", "secret-token-XYZ")
-
