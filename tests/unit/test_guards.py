@@ -81,19 +81,22 @@ def test_a_named_anomaly_trips_the_guard_once_and_the_run_ends_stopped_early() -
 
 def test_notices_are_rate_limited_per_kind_narrowed_by_notify_on_and_name_the_rank() -> None:
     with receiver() as hook:
-        notifier = Notifier([hook.url], frozenset({"nan", "failure", "run_end"}), timeout_s=2.0)
+        notifier = Notifier([hook.url], frozenset({"nan", "failure", "rank_lost", "run_end"}), timeout_s=2.0)
         guards, _ = _guards((), notifier)
         for step in (1, 2, 3):  # one divergence, three events: one notice
             guards.observe(1.0, Event.ANOMALY, "NaN", {Attr.ANOMALY_KIND: "nonfinite", Attr.STEP: step})
         guards.observe(1.0, Event.ANOMALY, "spike", {Attr.ANOMALY_KIND: "loss_spike", Attr.STEP: 4})
         guards.observe(1.0, Event.GANG_FIRST_FAILURE, None, {Attr.RANK: 3, Attr.STEP: 7})
         guards.rank_ended(3, 7, "exited with 1")  # the same rank's failure, seen again
+        guards.observe(1.0, Event.RANK_LOST, None, {Attr.LOST_RANK: 2, Attr.STEP: 6})
+        guards.observe(1.0, Event.GANG_RANK_HUNG, None, {Attr.RANK: 2, Attr.STEP: 6})  # not in notify_on
         guards.ended("finished", 8)
         assert notifier.close(5.0)
-        assert sorted(hook.kinds()) == ["failure", "nan", "run_end"]
+        assert sorted(hook.kinds()) == ["failure", "nan", "rank_lost", "run_end"]
+        assert hook.wait_for("rank_lost")["rank"] == 2
         failure = hook.wait_for("failure")
         assert failure["rank"] == 3 and failure["run"] == "Flow/1/train/2" and "rank 3" in failure["text"]
-        assert notifier.status()["suppressed"] == 2 and notifier.status()["sent"] == 3
+        assert notifier.status()["suppressed"] == 2 and notifier.status()["sent"] == 4
 
 
 def test_a_refusing_webhook_is_counted_and_never_raises() -> None:
