@@ -10,7 +10,7 @@ import pytest
 import traincard_otel
 from benchmarks._webhooks import receiver
 from traincard_otel._config import NOTIFY_KINDS, STOP_KINDS, Settings, resolve
-from traincard_otel._pipeline.guards import Guards
+from traincard_otel._pipeline.guards import Guards, notified_kinds
 from traincard_otel._pipeline.notify import Notifier
 from traincard_otel._schema import Attr, Event
 from traincard_otel.exceptions import ConfigError
@@ -118,3 +118,11 @@ def test_the_step_decorator_refuses_an_unknown_kind_before_the_run_starts() -> N
     TraincardDecorator(attributes={"stop_on": "nan", "attach_card": False}).step_init(
         None, None, "train", [], None, None, None
     )
+
+
+def test_a_rank_started_by_a_gang_node_sends_only_what_it_alone_sees() -> None:
+    settings = Settings(notify_on=("nan", "failure", "stopped_early"))
+    assert notified_kinds(settings, under_launcher=False) == {"nan", "failure", "stopped_early"}
+    assert notified_kinds(settings, under_launcher=True) == {"nan", "stopped_early"}
+    assert notified_kinds(Settings(), under_launcher=False) is None
+    assert "run_end" not in notified_kinds(Settings(), under_launcher=True)  # type: ignore[operator]

@@ -16,7 +16,7 @@ from typing import Final, NamedTuple
 
 from opentelemetry.util.types import AnyValue
 
-from .._config import Settings
+from .._config import STOP_KINDS, Settings
 from .._schema import Attr, Event
 from .._types import JsonObject, Reported
 from .notify import Notifier
@@ -31,6 +31,19 @@ _EVENT_KINDS: Final = {
 }
 _ANOMALY_KINDS: Final = {"nonfinite": "nan"}  # the detector's name -> the setting's
 _MAX_ACTIONS: Final = 50
+
+
+# What a training rank sends where a Metaflow gang node's step process (the launcher) started it:
+# what only the rank sees. The launcher sends the rest (failures, hung and lost ranks, the end).
+RANK_UNDER_LAUNCHER_KINDS: Final = frozenset((*STOP_KINDS, "stopped_early"))
+
+
+def notified_kinds(settings: Settings, *, under_launcher: bool) -> frozenset[str] | None:
+    """The kinds this process notifies (None: every kind)."""
+    wanted = frozenset(settings.notify_on) or None
+    if not under_launcher:
+        return wanted
+    return RANK_UNDER_LAUNCHER_KINDS & wanted if wanted is not None else RANK_UNDER_LAUNCHER_KINDS
 
 
 class Trigger(NamedTuple):

@@ -24,7 +24,7 @@ from .. import _logbridge as logbridge
 from .._config import Settings
 from .._convert import Converter
 from .._convert.anomalies import parse_rules
-from .._identity import MetaflowIdentity, RankIdentity, resource_attributes
+from .._identity import ENV_LAUNCHER_PID, MetaflowIdentity, RankIdentity, resource_attributes
 from .._insights.analysis import Insights, analyse
 from .._queue import ReportQueue
 from .._safety import internal_error, report_internal_error
@@ -47,7 +47,7 @@ from .._types import JsonObject, Reported
 from .._version import __version__
 from . import children
 from .bounded import bounded, left
-from .guards import Guards
+from .guards import Guards, notified_kinds
 from .insight_gauges import InsightGauges
 from .notify import Notifier
 from .providers import build_providers
@@ -161,12 +161,15 @@ class Pipeline:
 
     def _build_guards(self) -> Guards:
         settings, rank = self.settings, self.rank
-        # One notice per event in a gang: only its first rank (the control task's) sends.
+        # One notice per event in a gang: only its first rank sends (the control task's; where the
+        # control task's step process started the ranks, each sends what only it sees).
         sends = bool(settings.notify) and rank.rank == 0
+        launcher_pid = os.environ.get(ENV_LAUNCHER_PID)
+        under_launcher = not rank.launcher and launcher_pid is not None and launcher_pid != str(os.getpid())
         notifier = (
             Notifier(
                 settings.notify,
-                frozenset(settings.notify_on) or None,
+                notified_kinds(settings, under_launcher=under_launcher),
                 timeout_s=min(5.0, settings.shutdown_timeout_s),
             )
             if sends
