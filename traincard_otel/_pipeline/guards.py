@@ -103,6 +103,10 @@ class Guards:
             message = f"{attributes.get(Attr.EXCEPTION_TYPE)}: {attributes.get(Attr.EXCEPTION_MESSAGE)}"
         elif isinstance(body, str):
             message = body
+        elif name == Event.STALL_STARTED:
+            message = f"no step progress for {float(attributes.get(Attr.STALL_IDLE_S) or 0):.0f} s"  # type: ignore[arg-type]
+        elif kind in ("rank_lost", "rank_hung"):
+            message = f"rank {rank} stopped heart-beating"
         else:
             message = kind.replace("_", " ")
         if kind in ("failure", "rank_hung", "rank_lost") and rank is not None:
