@@ -205,7 +205,9 @@ def test_raw_loop_reads_should_stop_and_a_failure_and_a_stall_are_notified_once(
         run = traincard_otel.load(store_dir)
         assert run.status["status"] == "failed"
         notifications = run.status["guards"]["notifications"]
-        assert notifications["webhooks"] == 1 and notifications["sent"] == 3 and notifications["failed"] == 0
+        # The last state is written while the last notice may still be on its way.
+        assert notifications["webhooks"] == 1 and notifications["failed"] == 0
+        assert notifications["sent"] + notifications["pending"] == 3
         assert run.status["guards"]["checkpoint"] == str(tmp_path / f"step-{stopped_at}.pt")
         _no_secret(store_dir, "secret-token-XYZ")
 
