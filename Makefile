@@ -34,7 +34,7 @@ demo: venv
 	@echo "Live, during a run (in a second terminal): cd examples && ../$(BIN)/python hf_finetune_flow.py card server  -> http://localhost:8324"
 
 test: venv system-packages
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: venv
 	$(BIN)/ruff check traincard_otel tests benchmarks examples

@@ -1,4 +1,9 @@
-"""Shared fixtures: a clean environment per test and a fresh pipeline per test."""
+"""Shared fixtures (a clean environment and a fresh pipeline per test) and the suite's order.
+
+``make test`` runs the suite on two pytest-xdist workers, one module per worker at a time
+(``--dist loadfile``), so the tests that share a module-scoped flow run stay together; the modules
+that run real flows and multi-process training start first, so the run does not end waiting on one.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,28 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "examples"))
 sys.path.insert(0, str(REPO / "tests"))
 os.environ.setdefault("USER", "traincard")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two workers share the cores: one compute thread each (inherited by their child processes),
+    # not a thread pool per core in each worker spinning against the other's.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+#: What starts first: real flows and multi-process training, then the browser tests, then the rest.
+_FIRST = ("slow", "browser")
+
+
+def _weight(item: pytest.Item) -> int:
+    if item.get_closest_marker("slow"):
+        return 0
+    top = item.path.relative_to(REPO / "tests").parts[0]
+    return _FIRST.index(top) if top in _FIRST else len(_FIRST)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules in order of their heaviest test (a stable sort: each module's own order is kept)."""
+    first: dict[Path, int] = {}
+    for item in items:
+        first[item.path] = min(first.get(item.path, len(_FIRST)), _weight(item))
+    items.sort(key=lambda item: first[item.path])
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,16 @@ import traincard_otel
 from traincard_otel import _pipeline
 
 
+_say_lock = threading.Lock()
+
+
+def say(kind: str, value: object) -> None:
+    """One whole line per call: two threads print, and ``print`` writes its parts separately."""
+    with _say_lock:
+        sys.stdout.write(f"{kind} {value}\n")
+        sys.stdout.flush()
+
+
 def report(flag: str) -> None:
     reporter = traincard_otel.configure()
 
@@ -27,7 +37,7 @@ def report(flag: str) -> None:
         while True:
             pipeline: Any = _pipeline.active()
             if pipeline is not None and pipeline.writer is not None:
-                print("health", json.dumps(pipeline.writer.store_health), flush=True)
+                say("health", json.dumps(pipeline.writer.store_health))
             time.sleep(0.2)
 
     threading.Thread(target=health, daemon=True).start()
@@ -36,9 +46,9 @@ def report(flag: str) -> None:
         step += 1
         reporter.metrics({"loss": 1.0 / step}, step=step)
         if step % 100 == 0:
-            print("step", step, flush=True)
+            say("step", step)
         time.sleep(0.002)
-    print("last", step, flush=True)
+    say("last", step)
 
 
 def load(target: str) -> None:
