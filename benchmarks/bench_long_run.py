@@ -2,13 +2,16 @@
 ``load()``, ``traincard render`` and a live card refresh, each in its own process (wall time,
 CPU time, peak resident memory), and pyarrow reading the same numbers from one Parquet file.
 
-    python -m benchmarks.bench_long_run [--steps 1000000] [--rounds 3] [--before REV] [--quick] [--json F]
+    python -m benchmarks.bench_long_run [--steps 1000000] [--rounds 3] [--before REV [--before-store DIR]]
+        [--store DIR] [--quick] [--json F]
 
 The store is built once per run. ``--before REV`` also times the code of git revision ``REV``
-(checked out into a temporary folder) on the same store, in alternating order, so the two sides
-share the machine's state. The refresh case reads the whole store, then (as the live card does
-every few seconds) two seconds' worth of new rows, 1 000 steps, and times that second read and
-the live payload built from it, with the whole-series heads due (their slowest refresh).
+(checked out into a temporary folder), in alternating order, so the two sides share the machine's
+state: on the same store, or on a store ``REV``'s own writer built (``--before-store``, built
+by ``REV`` when missing) where the store format changed between them. The refresh case reads the
+whole store, then (as the live card does every few seconds) two seconds' worth of new rows, 1 000
+steps, and times that second read and the live payload built from it, with the whole-series heads
+due (their slowest refresh).
 """
 
 from __future__ import annotations
@@ -148,6 +151,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--before", default=None, help="a git revision to time beside the working tree")
+    parser.add_argument(
+        "--before-store", default=None, help="the store REV reads (its folder; built by REV if missing)"
+    )
     parser.add_argument("--cases", default="pyarrow,load,render,refresh")
     parser.add_argument("--store", default=None, help="reuse a store built by an earlier run (its folder)")
     parser.add_argument("--quick", action="store_true", help="20k steps, one round")
@@ -169,16 +175,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             print(
                 f"built {args.steps} steps x {NAMES} scalars in {time.perf_counter() - t0:.0f} s", flush=True
             )
+        stores = {"after": store, "before": store}
+        if args.before and args.before_store:
+            stores["before"] = Path(args.before_store)
+            before_wide = stores["before"].parent / (stores["before"].name + "-wide.parquet")
+            if not before_wide.exists():
+                build(stores["before"], before_wide, args.steps, codes["before"])
         results: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for r in range(args.rounds):
             order = list(codes) if r % 2 == 0 else list(reversed(codes))
             for case in cases:
                 for version in ["pyarrow"] if case == "pyarrow" else order:
                     # the refresh writes into its store: each gets a copy of the store
-                    target = store
+                    target = stores.get(version, store)
                     if case == "refresh":
                         target = tmp / f"copy-{version}-{r}"
-                        subprocess.run(["cp", "-r", str(store), str(target)], check=True)
+                        subprocess.run(["cp", "-r", str(stores.get(version, store)), str(target)], check=True)
                     extra = str(wide) if case == "pyarrow" else str(tmp / "card.html")
                     got = child(case, target, extra, codes.get(version, ROOT))
                     results.setdefault(case, {}).setdefault(version, []).append(got)

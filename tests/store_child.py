@@ -19,7 +19,6 @@ from typing import Any
 import traincard_otel
 from traincard_otel import _pipeline
 
-
 _say_lock = threading.Lock()
 
 

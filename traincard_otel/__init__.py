@@ -14,6 +14,7 @@ from ._instrument import instrument
 from ._load import load
 from ._pipeline import shutdown
 from ._reporter import Phase, Reporter, active_reporter, configure
+from ._sweep import sweep
 from ._version import __version__
 from .exceptions import ConfigError, MissingDependencyError, TraincardError
 
@@ -41,4 +42,5 @@ __all__ = [
     "instrument",
     "load",
     "shutdown",
+    "sweep",
 ]

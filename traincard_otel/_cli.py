@@ -1,4 +1,5 @@
-"""``traincard``: render, list, tail and export the telemetry of training runs.
+"""``traincard``: render, list, tail and export the telemetry of training runs; ask live ranks
+where they are (``stacks``).
 
 A target is a run's folder, a folder holding several runs (the newest is used, and named), a
 store URL (s3://bucket/prefix/run, gs://..., az://...), or a Metaflow pathspec: Flow, Flow/run,
@@ -20,15 +21,18 @@ from typing import TextIO
 from . import _targets
 from ._load import load
 from ._store.reader import RunData
+from ._sweep import Sweep, sweep
 from .exceptions import TraincardError
 
 EXAMPLES = """examples:
   traincard ls traincard-data                      runs, steps, tasks, attempts and ranks in a folder
   traincard ls FinetuneFlow/latest                 the same for a Metaflow run
-  traincard render FinetuneFlow/latest/train -o card.html
+  traincard render FinetuneFlow/latest/train -o card.html   (a foreach step: its branches compared)
+  traincard render FinetuneFlow --last 5           the training step of the flow's last 5 runs compared
   traincard render s3://bucket/runs/exp-7 --watch  rewrite card.html every few seconds while it runs
   traincard tail FinetuneFlow/1763/train/2 -n 50   status, last metrics and the log tail
   traincard export traincard-data --format parquet -o metrics.parquet
+  traincard stacks s3://bucket/runs/exp-7           where every running rank is now, grouped by stack
 """
 
 
@@ -46,9 +50,37 @@ def _pick(target: str) -> object:
     return found.target
 
 
+def _comparison(args: argparse.Namespace) -> Sweep | None:
+    """The tasks ``render`` compares: a flow's last runs (``--last``), or the several tasks of a
+    step (a foreach; a gang is one task); None for one run."""
+    if args.last is not None:
+        return sweep(args.target, last=args.last)
+    found = _targets.resolve(args.target)
+    if len(found) > 1 and _targets.is_pathspec(args.target):
+        return Sweep(args.target, found)
+    return None
+
+
+def _render_comparison(args: argparse.Namespace, compared: Sweep) -> int:
+    from ._card.render import render_comparison, write_card
+
+    while True:
+        html = render_comparison(compared.summaries, compared.title, final=not args.watch)
+        write_card(args.output, html)
+        running = sum(1 for s in compared.summaries.values() if s.get("status") in (None, "running"))
+        print(f"wrote {args.output} ({len(html) / 1024:.0f} KiB, {len(compared)} tasks compared)", flush=True)
+        if not args.watch or not running:
+            return 0
+        time.sleep(args.interval)
+        compared = _comparison(args) or compared
+
+
 def _render(args: argparse.Namespace) -> int:
     from ._card.render import render_data, write_card
 
+    compared = _comparison(args)
+    if compared is not None:
+        return _render_comparison(args, compared)
     target = _pick(args.target)
     # A Metaflow task's card compares with the last good run, as its card in Metaflow does.
     baseline = args.baseline or ("auto" if not isinstance(target, (str, os.PathLike)) else None)
@@ -100,6 +132,51 @@ def _tail(args: argparse.Namespace) -> int:
         print(f"  {name} = {value:.6g}")
     for line in sorted(data.logs, key=lambda r: r["time"])[-args.n :]:
         print(f"  [{line['level']}] rank {line['rank']}: {line['message']}")
+    return 0
+
+
+def _stacks(args: argparse.Namespace) -> int:
+    """Ask the running ranks for their stacks through the store, wait for the answers, print them
+    grouped (the watchdog of each rank polls for the request; no port is opened anywhere)."""
+    import uuid
+
+    from ._insights.gang.stacks import locate
+    from ._store import layout
+
+    target = _pick(args.target)
+    backend, _title = _targets.backend_for(target)
+    ident = uuid.uuid4().hex[:12]
+    backend.write(layout.STACKS_REQUEST, json.dumps({"id": ident, "time": time.time()}).encode())
+    deadline = time.monotonic() + args.timeout
+    while True:
+        time.sleep(1.0)
+        data = load(target)
+        attempt = max((int(s.get("attempt", 0)) for s in data.states), default=0)
+        live = {
+            int(s.get("rank", 0)): s
+            for s in data.states
+            if int(s.get("attempt", 0)) == attempt and s.get("status") == "running"
+        }
+        answers = {
+            r: s["stacks"] for r, s in live.items() if (s.get("stacks") or {}).get("answered") == ident
+        }
+        if (live and len(answers) == len(live)) or time.monotonic() >= deadline:
+            break
+    if not answers:
+        raise _targets.TargetError(
+            f"no running rank answered in {args.timeout:g} s ({len(live)} marked running); a rank looks "
+            "for the request every few seconds while its process runs"
+        )
+    located = locate(answers)
+    assert located is not None
+    missing = sorted(set(live) - set(answers))
+    print(f"{len(answers)} of {len(live)} running ranks answered" + (f"; not: {missing}" if missing else ""))
+    for group in located["groups"]:
+        print(f"{group['label']}: {group['where']}")
+        for thread in group["threads"] if args.all_threads else group["threads"][:1]:
+            print(f"  thread {thread['name']}{' (main)' if thread['main'] else ''}, innermost first:")
+            for f in thread["frames"]:
+                print(f"    {f['file']}:{f['line']} in {f['func']}")
     return 0
 
 
@@ -163,6 +240,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=5.0, help="seconds between rewrites (--watch)")
     p.add_argument("--hourly-cost", type=float, default=None)
     p.add_argument(
+        "--last",
+        type=int,
+        default=None,
+        metavar="N",
+        help="compare the last N runs of a flow (the target)",
+    )
+    p.add_argument(
         "--baseline",
         default=None,
         help="run to compare with: Flow/run/step, a run id, a store folder, or none "
@@ -175,6 +259,9 @@ def _parser() -> argparse.ArgumentParser:
     p = command("export", "every metric point as CSV, JSON lines or Parquet", _export)
     p.add_argument("--format", choices=["csv", "jsonl", "parquet"], default="csv")
     p.add_argument("-o", "--output", default=None)
+    p = command("stacks", "ask the running ranks where they are; print their stacks grouped", _stacks)
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the ranks' answers")
+    p.add_argument("--all-threads", action="store_true", help="every thread, not only the main one")
     return parser
 
 

@@ -41,11 +41,14 @@ class Settings:
     logs_exporters: tuple[str, ...] = ()
     metric_export_interval_ms: float = 60_000.0
     capture_console: bool = True
+    flight_recorder: bool = True
     anomalies: str = ""  # the anomaly rules' text, parsed by the pipeline at start (docs in README)
     baseline: str = "auto"  # "auto", "none", or a run to compare with (normalized by baseline_spec)
     stop_on: tuple[str, ...] = ()  # the kinds that stop training (STOP_KINDS)
     notify: tuple[str, ...] = dataclasses.field(default=(), repr=False)  # webhook URLs: secrets
     notify_on: tuple[str, ...] = ()  # the kinds notified (NOTIFY_KINDS); empty: all of them
+    genai: bool = False
+    genai_prices: str = ""  # model=input:output per million tokens, checked by parse_prices
 
     def redacted(self, name: str) -> Reported:
         """A setting's value as it may be shown: the webhook URLs only counted."""
@@ -131,6 +134,34 @@ def baseline_spec(raw: str | None) -> str:
     return value
 
 
+def parse_prices(text: str) -> dict[str, tuple[float, float]]:
+    """``model=input:output,...`` (per million tokens; ``*`` for any model) as {model: (input, output)}.
+
+    Raises:
+        ValueError: a pair that is not ``model=number:number``, or a negative price.
+    """
+    prices: dict[str, tuple[float, float]] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        model, sep, pair = part.rpartition("=")
+        cost_in, colon, cost_out = pair.partition(":")
+        try:
+            value = (float(cost_in), float(cost_out))
+        except ValueError:
+            value = (-1.0, -1.0)
+        if not sep or not model.strip() or not colon or min(value) < 0:
+            raise ValueError(f"{part!r} is not model=input:output (prices per million tokens, >= 0)")
+        prices[model.strip()] = value
+    return prices
+
+
+def _check_prices(name: str, raw: str) -> str:
+    try:
+        parse_prices(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}; for example gpt-4o=2.5:10,*=1:4") from None
+    return raw.strip()
+
+
 def _parse_level(name: str, raw: str) -> str:
     value = raw.strip().upper()
     if value not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "OFF"}:
@@ -159,11 +190,14 @@ _ENV: dict[str, tuple[str, Callable[[str, str], Reported]]] = {
     "logs_exporters": ("OTEL_LOGS_EXPORTER", _parse_exporters),
     "metric_export_interval_ms": ("OTEL_METRIC_EXPORT_INTERVAL", _parse_positive(float)),
     "capture_console": (ev.TRAINCARD_CAPTURE_CONSOLE, _parse_bool),
+    "flight_recorder": (ev.TRAINCARD_FLIGHT_RECORDER, _parse_bool),
     "anomalies": (ev.TRAINCARD_ANOMALIES, lambda n, r: r.strip()),
     "baseline": (ev.TRAINCARD_BASELINE, lambda n, r: baseline_spec(r)),
     "stop_on": (ev.TRAINCARD_STOP_ON, _parse_kinds(STOP_KINDS)),
     "notify": (ev.TRAINCARD_NOTIFY, _parse_urls),
     "notify_on": (ev.TRAINCARD_NOTIFY_ON, _parse_kinds(NOTIFY_KINDS)),
+    "genai": (ev.TRAINCARD_GENAI, _parse_bool),
+    "genai_prices": (ev.TRAINCARD_GENAI_PRICES, lambda n, r: _check_prices(n, r)),
 }
 # Settings given as a list or a comma-separated text, parsed like their variable.
 _LISTS = frozenset({"stop_on", "notify", "notify_on"})
@@ -192,6 +226,8 @@ def resolve(
             if field in _LISTS:
                 text = given if isinstance(given, str) else ",".join(str(v) for v in given)
                 values[field] = parse(f"{field}=", text)
+            elif field == "genai_prices":  # checked at configure(), as the variable is
+                values[field] = _check_prices("genai_prices=", str(given))
             else:
                 values[field] = baseline_spec(given) if field == "baseline" else given
             continue

@@ -414,6 +414,8 @@ def configure(
     notify: str | Sequence[str] | None = None,
     notify_on: str | Sequence[str] | None = None,
     attempt: int | None = None,
+    genai: bool | None = None,
+    genai_prices: str | None = None,
 ) -> Reporter:
     """Set up telemetry for this process and return a :class:`Reporter`.
 
@@ -426,8 +428,10 @@ def configure(
     ``hourly_cost``, ``capture_console``, ``anomalies`` (the rules' text, or ``"off"``),
     ``baseline``, ``stop_on`` (anomaly kinds that stop training: ``nan``, ``loss_spike``,
     ``grad_explosion``, ``throughput_drop``, ``eval_regression``, ``stall``), ``notify`` (webhook
-    URLs), ``notify_on`` (the kinds notified) and ``attempt``. Calling it again with the same
-    settings (or none) returns a reporter of the running pipeline.
+    URLs), ``notify_on`` (the kinds notified), ``attempt``, ``genai`` (capture agent loops from
+    GenAI spans of the global tracer provider) and ``genai_prices`` (``model=input:output`` per
+    million tokens). Calling it again with the same settings (or none) returns a reporter of the
+    running pipeline.
 
     Raises:
         ConfigError: a setting is invalid, or differs from the running pipeline's.

@@ -234,13 +234,13 @@ def resolve_one(target: object) -> tuple[Found, list[Found]]:
             f"no traincard telemetry under {where!r}; give a run's folder, s3://bucket/prefix "
             "or a Metaflow pathspec (traincard ls <folder> lists what is there)"
         )
-    if len(found) > 1 and _is_pathspec(target):
+    if len(found) > 1 and is_pathspec(target):
         names = ", ".join(f.label for f in found[:8])
         raise TargetError(f"{target} holds {len(found)} tasks with telemetry ({names}); name one of them")
     return found[-1], found[:-1]
 
 
-def _is_pathspec(target: object) -> bool:
+def is_pathspec(target: object) -> bool:
     if not isinstance(target, (str, os.PathLike)):
         return False
     text = os.fspath(target)

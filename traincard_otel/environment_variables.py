@@ -63,6 +63,15 @@ TRAINCARD_LOG_LEVEL = "TRAINCARD_LOG_LEVEL"
 """Python ``logging`` records at or above this level go to the card's log tail and the OTel log
 stream (``OFF`` disables the bridge). Default: INFO."""
 
+TRAINCARD_FLIGHT_RECORDER = "TRAINCARD_FLIGHT_RECORDER"
+"""Keep PyTorch's flight recorder on (a ring of the last 2000 collectives each rank entered, NCCL
+and gloo alike) by setting ``TORCH_FR_BUFFER_SIZE=2000`` when neither it nor
+``TORCH_NCCL_TRACE_BUFFER_SIZE`` is set; a stalled rank's stack dump then says which collective it
+entered last, and the card which ranks have not joined the one the others wait in. It takes effect
+when telemetry starts before the process group is made (``configure()`` before
+``init_process_group``, ``@traincard``, ``python -m traincard_otel.torchrun``). Default: true;
+false leaves PyTorch's own default (off)."""
+
 TRAINCARD_CAPTURE_CONSOLE = "TRAINCARD_CAPTURE_CONSOLE"
 """Record what the process writes to stdout and stderr (``print``, progress bars, C extensions,
 child processes) as log lines in the card and the OTel log stream, while it still reaches the
@@ -73,16 +82,30 @@ terminal and Metaflow's task logs unchanged. Default: true wherever telemetry st
 
 TRAINCARD_ANOMALIES = "TRAINCARD_ANOMALIES"
 """The anomaly rules (loss spikes, NaN/inf, exploding gradient norms, throughput drops, eval
-regressions; ``traincard_otel/_insights/anomalies.py`` documents each): ``off``, or
-comma-separated ``field=value`` pairs overriding the defaults, for example
+regressions, an RL run's reward collapse and KL blow-up; ``traincard_otel/_insights/anomalies.py``
+documents each): ``off``, or comma-separated ``field=value`` pairs overriding the defaults, for example
 ``spike_mads=8,window=100,throughput_steps=20``. Fields: ``window`` (50), ``min_points`` (20),
 ``spike_mads`` (6), ``spike_min_relative`` (0.1), ``cooldown`` (10), ``grad_factor`` (10),
-``throughput_fraction`` (0.5), ``throughput_steps`` (10), ``eval_margin`` (0.05). Default: on."""
+``throughput_fraction`` (0.5), ``throughput_steps`` (10), ``eval_margin`` (0.05),
+``collapse_share`` (0.95), ``collapse_std`` (1e-6), ``collapse_steps`` (5), ``kl_max`` (10),
+``kl_factor`` (10). Default: on."""
 
 TRAINCARD_PEAK_FLOPS = "TRAINCARD_PEAK_FLOPS"
 """Peak FLOP/s of one accelerator (``3.12e14``), for the model FLOPs utilisation (MFU) of
 accelerators the built-in table of NVIDIA GPUs does not know, or to compare against another
 figure. Default: the table's dense figure for the GPU and the training dtype; unknown on a CPU."""
+
+TRAINCARD_GENAI = "TRAINCARD_GENAI"
+"""Capture agent loops: spans that follow the OTel GenAI conventions (``gen_ai.operation.name``:
+``invoke_agent``, ``chat``, ``execute_tool`` ...), ended through the process's global tracer
+provider, go to the store and the card's Agent loop section, and model calls to the
+``gen_ai.client.*`` metrics. A span processor is added to the global SDK provider, or a provider
+is created and set when none is; the user's is never replaced. Default: false."""
+
+TRAINCARD_GENAI_PRICES = "TRAINCARD_GENAI_PRICES"
+"""Model prices for the agent loop's cost per episode, in currency units per million tokens:
+``model=input:output`` pairs separated by commas, ``*`` for any other model (for example
+``gpt-4o=2.5:10,*=1:4``). Default: unset (no cost shown)."""
 
 TRAINCARD_BASELINE = "TRAINCARD_BASELINE"
 """The run the card compares with (loss and eval curves overlaid, "ahead / behind baseline" in the

@@ -19,7 +19,9 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from ._config import resolve
 from ._safety import report_internal_error
+from ._telemetry import collectives
 from ._types import JsonObject
 
 if TYPE_CHECKING:
@@ -90,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     from torch.distributed.run import parse_args, run
 
     args = parse_args(sys.argv[1:] if argv is None else argv)  # type: ignore[no-untyped-call]
+    if resolve().flight_recorder:  # the workers inherit it before they make their process groups
+        collectives.enable()
     record = _Record(int(args.node_rank), str(args.nnodes), str(args.nproc_per_node))
     record.write()
     code = 0

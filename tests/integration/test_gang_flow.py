@@ -271,7 +271,7 @@ def test_a_rank_killed_on_node_1_is_the_first_failure(browser: Any, tmp_path: Pa
 def test_a_hung_rank_is_named_within_one_rank_timeout(browser: Any, tmp_path: Path) -> None:  # noqa: F811
     receiver = http_receiver()
     endpoint, got = receiver.__enter__()
-    root, proc = _start(tmp_path, "hang", **_otlp(endpoint))
+    root, proc = _start(tmp_path, "hang", TRAINCARD_STALL_TIMEOUT="2", **_otlp(endpoint))
     try:
         deadline = time.monotonic() + 150
         section: dict[str, Any] | None = None
@@ -282,11 +282,15 @@ def test_a_hung_rank_is_named_within_one_rank_timeout(browser: Any, tmp_path: Pa
                 section = gang_section(traincard_otel.load(control).insights.gang)
             except (AssertionError, StopIteration, ConfigError):  # not started yet
                 continue
-            if section and section["first_failure"] and section["first_failure"].get("hung"):
+            if section and section["first_failure"] and section["first_failure"].get("culprit"):
                 break
         assert section and section["first_failure"], "no hung rank named"
         first = section["first_failure"]
         assert (first["rank"], first["node"], first["step"]) == (3, 1, 14)
+        # Its own stack names it, across nodes: outside the all-reduce the three others wait in.
+        assert first["how"].startswith("hung in main at gang_train.py:"), first["how"]
+        assert [g["ranks"] for g in section["stacks"]["groups"]] == [[3], [0, 1, 2]]
+        assert all(c["how"].endswith("for rank 3") for c in first["consequences"])
         hung_at = time.time()
         # Named within one rank timeout (3 s) of its last heartbeat, plus flush and poll periods.
         assert hung_at - first["heartbeat_at"] < 3 + 0.5 + 1 + 5
@@ -302,6 +306,7 @@ def test_a_hung_rank_is_named_within_one_rank_timeout(browser: Any, tmp_path: Pa
             time.sleep(0.5)
         hung = _points(got, "traincard.gang.ranks_hung")
         assert {(p["traincard.rank"], p["traincard.node_index"], p["value"]) for p in hung} == {(3, 1, 1)}
+        assert hung[0]["traincard.stack.where"].startswith("in main at gang_train.py:")
     finally:
         receiver.__exit__(None, None, None)
         os.killpg(proc.pid, signal.SIGKILL)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import traincard_otel
+from traincard_otel._schema import Event
 
 pytest.importorskip("transformers")
 
@@ -58,6 +59,9 @@ def test_store_holds_exactly_what_the_trainer_logged(store_dir: Path, tmp_path: 
     progress = status["progress"]
     assert progress["max_steps"] == 30 and progress["batch_size"] == 16 and progress["world_size"] == 1
     assert run.step_times[0].steps[-1] == 30
+    # The TrainingArguments set away from their defaults are the run's hyperparameters (sweeps).
+    [hyper] = [e["body"] for e in run.events if e["name"] == Event.HYPERPARAMS]
+    assert hyper["max_steps"] == "30" and hyper["eval_steps"] == "10" and "output_dir" not in hyper
     # Tokens and samples come from each step's batch: 16 sequences of 32 tokens.
     tokens = run.throughput["tokens_per_second{rank=0}"]
     samples = run.throughput["samples_per_second{rank=0}"]

@@ -66,7 +66,8 @@ def test_flow_card_shows_the_real_loss_of_the_run(flow_dir: Path, finished_run: 
         (
             "task = metaflow.Task(sys.argv[1])\n"
             "run = traincard_otel.load(task)\n"
-            "print(json.dumps({'history': task['log_history'].data, 'steps': list(run.metrics['loss'].steps),\n"
+            "print(json.dumps({'history': task['log_history'].data,\n"
+            "                  'steps': list(run.metrics['loss'].steps),\n"
             "                  'values': list(run.metrics['loss'].values)}))"
         ),
         finished_run,

@@ -63,7 +63,8 @@ def test_flow_on_s3_card_and_load_read_back_from_the_bucket(tmp_path: Path) -> N
         code = (
             "task = metaflow.Task(sys.argv[1])\n"
             "run = traincard_otel.load(task)\n"
-            "print(json.dumps({'history': task['log_history'].data, 'loss': list(run.metrics['loss'].values),\n"
+            "print(json.dumps({'history': task['log_history'].data,\n"
+            "                  'loss': list(run.metrics['loss'].values),\n"
             "                  'status': run.status['status'], 'source': run.source}))"
         )
         got = metaflow_client(code, pathspec, tmp_path, env)

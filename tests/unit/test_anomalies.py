@@ -183,6 +183,8 @@ def test_the_watch_counts_each_anomaly_by_kind_on_its_counter() -> None:
         "grad_explosion": 0,
         "throughput_drop": 0,
         "eval_regression": 0,
+        "reward_collapse": 0,
+        "kl_blowup": 0,
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from array import array
@@ -12,8 +13,9 @@ import pytest
 
 import traincard_otel
 from traincard_otel._card.payload import build_payload
-from traincard_otel._store import segment
+from traincard_otel._store import layout, segment
 from traincard_otel._store.backends import LocalBackend
+from traincard_otel._store.compaction import to_parquet
 from traincard_otel._store.reader import StoreReader
 from traincard_otel._store.writer import StoreWriter
 
@@ -26,9 +28,10 @@ def _writer(root: Path, every: int = 4) -> StoreWriter:
     return w
 
 
-def _flush_steps(w: StoreWriter, first: int, last: int) -> None:
+def _records(first: int, last: int) -> list[segment.Record]:
     """Steps ``first..last`` as the pipeline hands them over: packed runs, with a tagged row and a
-    log line after step 7 (splitting the runs there), in one segment."""
+    log line after step 7 (splitting the runs there)."""
+    records: list[segment.Record] = []
     for steps in (
         [s for s in range(first, last + 1) if s <= 7],
         [s for s in range(first, last + 1) if s > 7],
@@ -37,12 +40,18 @@ def _flush_steps(w: StoreWriter, first: int, last: int) -> None:
             continue
         n, times = len(steps), [float(s) for s in steps]
         values = [v for s in steps for v in (1.0 / s, 0.1)]
-        w.add(segment.metric_run("train", ["loss", "lr"], steps, times, values))
-        w.add(segment.step_run(steps, times, [0.01] * n, [math.nan] * n, [8] * n, [64] * n))
+        records.append(segment.metric_run("train", ["loss", "lr"], steps, times, values))
+        records.append(segment.step_run(steps, times, [0.01] * n, [math.nan] * n, [8] * n, [64] * n))
         if steps[-1] == 7:
-            w.add(segment.metric_run(None, ["gpu"], [7], [7.0], [0.5], {"hw": "gpu0"}))
-            w.add({"k": "l", "t": 7.0, "lvl": "WARNING", "msg": "<b>spiky</b>", "a": {}})
-            w.add({"k": "m", "t": 7.0, "s": 7, "p": None, "v": {"plain": 1.5}})  # an unpacked row: kept whole
+            records.append(segment.metric_run(None, ["gpu"], [7], [7.0], [0.5], {"hw": "gpu0"}))
+            records.append({"k": "l", "t": 7.0, "lvl": "WARNING", "msg": "<b>spiky</b>", "a": {}})
+            records.append({"k": "m", "t": 7.0, "s": 7, "p": None, "v": {"plain": 1.5}})  # kept whole
+    return records
+
+
+def _flush_steps(w: StoreWriter, first: int, last: int) -> None:
+    """:func:`_records` of steps ``first..last``, in one segment."""
+    w.add_many(_records(first, last))
     assert w.flush_now()
 
 
@@ -157,3 +166,55 @@ def test_a_part_of_segments_already_read_is_not_fetched_and_parts_fill_typed_col
     assert loss.times == [float(s) for s in range(1, 81)] and loss.attempts == [0] * 80
     assert run.metrics["lr"].values == [0.1] * 80 and run.metrics["gpu{hw=gpu0}"].steps == [7]
     assert run.metrics["plain"].steps == [7]  # a row kept whole, beside its packed neighbours
+
+
+def test_a_part_of_one_row_per_value_reads_as_before_beside_parts_with_metric_columns(tmp_path: Path) -> None:
+    # Written by the part format before metric columns (one row per value, names in a column):
+    # the records of _records(1, 40) in segments 1-4.
+    legacy = (Path(__file__).parent / "data" / "part-one-row-per-value.parquet").read_bytes()
+    backend = LocalBackend(tmp_path)
+    backend.write(layout.part_name(0, 0, "w1", 1, 4), legacy)
+    backend.write(
+        layout.part_name(0, 0, "w1", 5, 8),
+        to_parquet([(seq, _records(10 * seq - 9, 10 * seq)) for seq in range(5, 9)]),
+    )
+    backend.write(layout.segment_name(0, 0, "w1", 9), segment.encode(_records(81, 90)))
+    run = traincard_otel.load(tmp_path)
+    loss = run.metrics["loss"]
+    assert isinstance(loss.values, array) and loss.steps == list(range(1, 91))
+    assert loss.values == [1.0 / s for s in range(1, 91)] and loss.attempts == [0] * 90
+    assert run.metrics["lr"].values == [0.1] * 90
+    assert run.metrics["gpu{hw=gpu0}"].steps == [7] and run.metrics["plain"].values == [1.5]
+    assert run.step_times[0].steps == list(range(1, 91))
+    assert run.throughput["tokens_per_second{rank=0}"].values == pytest.approx([6400] * 90)
+    assert [r["message"] for r in run.logs] == ["<b>spiky</b>"]
+    assert run.stats["corrupt_segments"] == 0
+
+
+def test_a_part_keeps_each_metric_in_a_column_of_its_own(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    data = to_parquet([(1, [*_records(1, 10), segment.metric_run(None, ["eval_loss"], [10], [10.5], [0.7])])])
+    table = pq.ParquetFile(io.BytesIO(data)).read()
+    names = json.loads(table.schema.metadata[b"traincard_metrics"])
+    assert names == ["loss", "lr", "gpu", "eval_loss"]
+    assert table.num_rows == 12 + 10 + 2  # metric rows (one per reported step), step ends, kept whole
+    eval_loss = table["m3"].to_pylist()
+    assert eval_loss[:12] == [None] * 11 + [0.7] and table["m0"].to_pylist()[:3] == [1.0, 0.5, 1.0 / 3]
+    LocalBackend(tmp_path).write(layout.part_name(0, 0, "w1", 1, 1), data)
+    run = traincard_otel.load(tmp_path)
+    assert run.metrics["eval_loss"].steps == [10] and run.metrics["eval_loss"].times == [10.5]
+    assert run.metrics["loss"].steps == list(range(1, 11))
+
+
+def test_a_part_of_no_known_layout_is_skipped_and_counted(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = io.BytesIO()
+    pq.write_table(pa.table({"x": pa.array([1, 2], pa.int64())}), out)
+    backend = LocalBackend(tmp_path)
+    backend.write(layout.part_name(0, 0, "w1", 1, 1), out.getvalue())
+    backend.write(layout.segment_name(0, 0, "w1", 2), segment.encode(_records(1, 3)))
+    run = traincard_otel.load(tmp_path)
+    assert run.stats["corrupt_segments"] == 1 and run.metrics["loss"].steps == [1, 2, 3]

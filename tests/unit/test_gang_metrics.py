@@ -65,3 +65,13 @@ def test_hung_ranks_are_a_gauge_of_the_ranks_hung_now() -> None:
     assert _points(reader, Metric.GANG_RANK_FAILURES.name) == []  # a hung rank has not ended
     gauges.publish({"first_failure": None, "hung": []})  # it came back
     assert _points(reader, Metric.GANG_RANKS_HUNG.name) == []
+
+
+def test_a_hung_culprit_says_where_its_stack_is_stuck() -> None:
+    reader = InMemoryMetricReader()
+    gauges = GangGauges(MeterProvider(metric_readers=[reader]).get_meter("t"))
+    where = "in fetch_batch at data.py:41"
+    culprit = _rank(1, 0, hung=True, culprit=True, where=where, consequences=[_rank(0, 0, hung=True)])
+    gauges.publish({"first_failure": culprit, "hung": [_rank(1, 0)]})
+    points = _points(reader, Metric.GANG_RANKS_HUNG.name)
+    assert [(p["traincard.rank"], p.get("traincard.stack.where")) for p in points] == [(1, where)]

@@ -37,13 +37,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("store", ("_store",)),
     ("insights", ("_insights",)),
-    ("load", ("_targets", "_load", "_run")),
+    ("load", ("_targets", "_load", "_run", "_sweep")),
     ("telemetry", ("_telemetry",)),
     ("exporters", ("exporters",)),
     ("converter", ("_convert", "_logbridge")),
     ("pipeline", ("_pipeline",)),
     ("card", ("_card",)),
-    ("api", ("_reporter", "metaflow.refresher")),
+    ("api", ("_reporter", "metaflow.refresher", "metaflow.live_sweep")),
     ("front", ("_instrument", "adapters", "metaflow", "_cli", "__main__", "testing", "torchrun", "__init__")),
 )
 

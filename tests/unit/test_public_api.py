@@ -21,6 +21,7 @@ def test_public_names_are_pinned() -> None:
             "instrument",
             "load",
             "shutdown",
+            "sweep",
         ]
     )
     for name in traincard_otel.__all__:

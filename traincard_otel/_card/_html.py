@@ -58,9 +58,12 @@ CARD_SCRIPTS = (
     "system",
     "checkpoints",
     "logs",
+    "completions",
+    "agents",
     "stats",
     "insights",
     "baseline",
+    "sweep",
     "page",
 )
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .._types import JsonObject
 
 if TYPE_CHECKING:  # the payload package imports this module
-    from .payload.contract import Banner, Gang
+    from .payload.contract import Banner, Gang, Stacks
 
 
 def gang_section(diagnosis: JsonObject | None) -> Gang | None:
@@ -35,6 +35,20 @@ def gang_section(diagnosis: JsonObject | None) -> Gang | None:
         "aggregates": diagnosis["aggregates"],
         "failure": diagnosis.get("failure"),
         "headline": headline(diagnosis),
+        "stacks": _stacks(diagnosis.get("stacks")),
+    }
+
+
+def _stacks(located: JsonObject | None) -> Stacks | None:
+    if not located:
+        return None
+    return {
+        "groups": located["groups"],
+        "summary": located["summary"],
+        "culprits": located["culprits"],
+        "waiting": located["waiting"],
+        "collective": located["collective"],
+        "flight_recorder": located["flight_recorder"],
     }
 
 
@@ -77,4 +91,11 @@ def headline(section: JsonObject) -> list[Banner]:
             }
         )
     out.extend({"kind": "info", "text": w} for w in section.get("waits") or [])
+    located = section.get("stacks")
+    if located:
+        kind = "failed" if located.get("culprits") else "info"
+        out.append({"kind": kind, "text": f"Where each rank is: {located['summary']}"})
+        recorded = located.get("flight_recorder")
+        if recorded and recorded["not_joined"]:
+            out.append({"kind": kind, "text": f"Flight recorder: {recorded['text']}"})
     return out

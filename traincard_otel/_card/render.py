@@ -6,13 +6,19 @@ import html
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from .._data.rundata import RunData
 from .._insights.baseline import Baseline
 from .._run import LoadedRun
+from .._safety import internal_error
+from .._types import JsonObject
 from ._html import assemble_html
 from .payload import build_payload
+from .payload.contract import SweepSection
+from .payload.sweep import sweep_section
+from .sweep import stored_section
 
 #: The longest a card render waits for its baseline: Metaflow gives a card render 45 s in all.
 BASELINE_TIMEOUT_S = 20.0
@@ -25,14 +31,21 @@ def render_data(
     final: bool,
     hourly_cost: float | None = None,
     baseline: Baseline | None = None,
+    sweep: SweepSection | None = None,
 ) -> str:
     """The card HTML for already-read ``data`` (compared with ``baseline``, else a loaded run's own,
-    whose analysis it draws)."""
+    whose analysis it draws), with ``sweep`` as its Sweep section."""
     insights = None
     if isinstance(data, LoadedRun) and (baseline is None or baseline is data.baseline):
         baseline, insights = data.baseline, data.insights  # analysed when loaded
     payload = build_payload(
-        data, live=False, final=final, hourly_cost=hourly_cost, baseline=baseline, insights=insights
+        data,
+        live=False,
+        final=final,
+        hourly_cost=hourly_cost,
+        baseline=baseline,
+        insights=insights,
+        sweep=sweep,
     )
     return assemble_html(payload, live=live)
 
@@ -59,7 +72,29 @@ def render_target(
         base = load_baseline(
             pathspec if isinstance(pathspec, str) else None, baseline, timeout_s=BASELINE_TIMEOUT_S
         )
-    return render_data(data, live=live, final=final, hourly_cost=hourly_cost, baseline=base)
+    return render_data(
+        data, live=live, final=final, hourly_cost=hourly_cost, baseline=base, sweep=_sweep_of(target, data)
+    )
+
+
+def _sweep_of(target: object, data: RunData) -> SweepSection | None:
+    """The Sweep section of ``target``'s card: its foreach siblings or the branches it joins."""
+    from .._targets import backend_for
+
+    try:
+        backend, _title = backend_for(target)
+        return stored_section(backend, live=False, standalone=not data.metrics)
+    except Exception as exc:  # the task's own card still renders
+        internal_error("the card's Sweep section", exc)
+        return None
+
+
+def render_comparison(summaries: Mapping[str, JsonObject], title: str, *, final: bool = True) -> str:
+    """The comparison card of several tasks (the branches of a foreach, or runs) from their
+    summaries: the Sweep section alone."""
+    section = sweep_section(summaries, title=title, standalone=True)
+    payload = build_payload(RunData(source=title), final=final, sweep=section)
+    return assemble_html(payload, live=False)
 
 
 def write_card(path: str | os.PathLike[str], page: str) -> int:

@@ -7,6 +7,7 @@ from typing import Literal, Protocol
 
 from .._optional import require
 from .._types import Foreign, JsonObject, JsonValue
+from .completions import Completions
 
 
 class _Series(Protocol):
@@ -36,14 +37,17 @@ class RunData(Protocol):
     def checkpoints(self) -> Sequence[Mapping[str, JsonValue]]: ...
     @property
     def events(self) -> Sequence[Mapping[str, JsonValue]]: ...
+    @property
+    def completions(self) -> Completions: ...
 
 
-Kind = Literal["metrics", "logs", "checkpoints", "step_times", "events"]
-KINDS: tuple[Kind, ...] = ("metrics", "logs", "checkpoints", "step_times", "events")
+Kind = Literal["metrics", "logs", "checkpoints", "step_times", "events", "completions"]
+KINDS: tuple[Kind, ...] = ("metrics", "logs", "checkpoints", "step_times", "events", "completions")
 
 
 def rows(data: RunData, kind: Kind = "metrics") -> list[JsonObject]:
-    """One dict per point (metrics, step_times), log line, checkpoint or event."""
+    """One dict per point (metrics, step_times), log line, checkpoint, event or sampled completion
+    (an RL run's: step, prompt, completion, one column per reward function, advantage)."""
     if kind == "metrics":
         return [
             {
@@ -77,6 +81,18 @@ def rows(data: RunData, kind: Kind = "metrics") -> list[JsonObject]:
         return [
             {k: (v if not isinstance(v, (dict, list)) else repr(v)) for k, v in e.items()}
             for e in data.events
+        ]
+    if kind == "completions":
+        names = data.completions.reward_names()
+        return [
+            {
+                "step": c.step,
+                "prompt": c.prompt,
+                "completion": c.completion,
+                **{name: c.rewards.get(name) for name in names},
+                "advantage": c.advantage,
+            }
+            for c in data.completions.rows()
         ]
     raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
 

@@ -12,6 +12,7 @@ from collections.abc import MutableSequence
 from typing import TYPE_CHECKING
 
 from .._types import Foreign, JsonObject, JsonValue
+from .completions import Completions
 
 if TYPE_CHECKING:
     from .frames import Kind
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 Record = JsonObject
 
 DATA_WAIT_TAIL = 1000
+MAX_GENAI_SPANS = 100_000  # more are counted in stats["genai_spans_over"], not kept
 
 
 @dataclasses.dataclass
@@ -65,6 +67,11 @@ class RunData:
     states: list[Record] = dataclasses.field(default_factory=list)
     stats: JsonObject = dataclasses.field(default_factory=dict)
     gang: JsonObject = dataclasses.field(default_factory=dict)  # see traincard_otel._store.gang
+    # an RL run's sampled prompts and completions, bounded (see traincard_otel._data.completions)
+    completions: Completions = dataclasses.field(default_factory=Completions)
+    # GenAI-convention spans captured with the genai setting: attributes, name, t0, t1, trace,
+    # span, parent, error (see traincard_otel._pipeline.genai)
+    genai_spans: list[Record] = dataclasses.field(default_factory=list)
 
     def to_rows(self, kind: Kind = "metrics") -> list[JsonObject]:
         """One dict per metric point, step time, log line, checkpoint or event (``kind``)."""

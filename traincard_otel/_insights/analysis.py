@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from .._data.rundata import RunData
 from .._schema import Attr, Event
 from .._types import JsonObject, JsonValue
+from .agents import AgentLoop, agent_loop
 from .baseline import Baseline, Comparison, compare
 from .efficiency import Efficiency, efficiency
 from .gang.attribution import settle
@@ -46,6 +47,7 @@ class Insights:
     anomalies: tuple[RecordedAnomaly, ...]
     comparison: Comparison | None
     gang: JsonObject | None  # the gang's diagnosis (:func:`.gang.attribution.analyze`)
+    agents: AgentLoop | None = None  # the agent loop of captured GenAI spans (:mod:`.agents`)
 
 
 def _int(value: JsonValue, default: int = 0) -> int:
@@ -93,4 +95,5 @@ def analyse(data: RunData, *, now: float | None = None, baseline: Baseline | Non
         anomalies=recorded_anomalies(data),
         comparison=compare(data, base, baseline.label) if baseline is not None and base is not None else None,
         gang=gang,
+        agents=agent_loop(data),
     )

@@ -30,6 +30,17 @@ not grow with the run. The rules, each with its :class:`AnomalyRules` field:
     ``test``, as trainers name them) worse than the best value so far by more than
     ``eval_margin`` (relative to the best's magnitude). Which way is better comes from the name
     (:func:`direction`); a name that says neither is not judged. Flagged once per best value.
+``reward_collapse``
+    An RL run's rewards stopped telling completions apart: the share of groups whose completions
+    all scored the same (``frac_reward_zero_std``, TRL's name) at least ``collapse_share``, or a
+    total reward's standard deviation (``reward_std``, ``objective/scores_std``; not one reward
+    function's, which may be constant by design) at most ``collapse_std``, for ``collapse_steps``
+    reports in a row. With no spread the advantages are zero and the policy learns nothing.
+    Flagged once per stretch.
+``kl_blowup``
+    The KL divergence from the reference policy (a name with the word ``kl``: ``kl``,
+    ``objective/kl``) above ``kl_max``, or more than ``kl_factor`` times the median of its last
+    ``window`` values (after ``min_points``), with the same cooldown as a loss spike.
 
 ``TRAINCARD_ANOMALIES`` sets the rules for a run: ``off``, or comma-separated ``field=value``
 pairs (``spike_mads=8,window=100``); :meth:`AnomalyRules.parse` reads it and fails loudly on a
@@ -45,13 +56,23 @@ import math
 import re
 from typing import Final, Literal, NamedTuple
 
-Kind = Literal["loss_spike", "nonfinite", "grad_explosion", "throughput_drop", "eval_regression"]
+Kind = Literal[
+    "loss_spike",
+    "nonfinite",
+    "grad_explosion",
+    "throughput_drop",
+    "eval_regression",
+    "reward_collapse",
+    "kl_blowup",
+]
 KINDS: Final[tuple[Kind, ...]] = (
     "loss_spike",
     "nonfinite",
     "grad_explosion",
     "throughput_drop",
     "eval_regression",
+    "reward_collapse",
+    "kl_blowup",
 )
 MAD_SCALE: Final = 1.4826  # MAD x this estimates the standard deviation of normally distributed noise
 
@@ -69,13 +90,27 @@ class AnomalyRules:
     throughput_fraction: float = 0.5
     throughput_steps: int = 10
     eval_margin: float = 0.05
+    collapse_share: float = 0.95
+    collapse_std: float = 1e-6
+    collapse_steps: int = 5
+    kl_max: float = 10.0
+    kl_factor: float = 10.0
 
     def __post_init__(self) -> None:
         if self.window < 3 or not 2 <= self.min_points <= self.window:
             raise ValueError(f"need window >= 3 and 2 <= min_points <= window; got {self}")
-        if self.throughput_steps < 1 or self.cooldown < 0:
-            raise ValueError(f"need throughput_steps >= 1 and cooldown >= 0; got {self}")
-        for name in ("spike_mads", "spike_min_relative", "grad_factor", "eval_margin"):
+        if self.throughput_steps < 1 or self.cooldown < 0 or self.collapse_steps < 1:
+            raise ValueError(f"need throughput_steps >= 1, collapse_steps >= 1 and cooldown >= 0; got {self}")
+        for name in (
+            "spike_mads",
+            "spike_min_relative",
+            "grad_factor",
+            "eval_margin",
+            "collapse_share",
+            "collapse_std",
+            "kl_max",
+            "kl_factor",
+        ):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be a number >= 0; got {getattr(self, name)!r}")
         if not 0 < self.throughput_fraction < 1:
@@ -173,17 +208,26 @@ def direction(name: str) -> Literal[-1, 1] | None:
     return None
 
 
-Role = Literal["loss", "grad", "eval", "finite", "none"]
+Role = Literal["loss", "grad", "eval", "finite", "kl", "spread", "std", "none"]
+_ZERO_SPREAD: Final = "frac_reward_zero_std"
 
 
 def role(name: str, phase: str | None = None) -> Role:
     """Which rules watch a metric: a training loss, a gradient norm, an eval metric (by its name's
     prefix), a loss or gradient norm outside training (``finite``: only NaN/inf is judged; batch to
-    batch differences of an evaluation or inference loop are not spikes), or none."""
+    batch differences of an evaluation or inference loop are not spikes), an RL run's KL, share of
+    groups with zero reward spread or reward standard deviation (training only), or none."""
     lower = name.lower()
     words = _WORD.findall(lower)
     if words and words[0] in _EVAL_PREFIXES:
         return "eval" if direction(name) is not None else "none"
+    if phase is None or phase == "train":
+        if lower.endswith(_ZERO_SPREAD):
+            return "spread"
+        if "kl" in words:
+            return "kl"
+        if lower.endswith(("reward_std", "scores_std")):  # the total's: one reward function may be constant
+            return "std"
     watched: Role = "grad" if "grad" in lower and "norm" in lower else "loss" if "loss" in lower else "none"
     if watched != "none" and phase is not None and phase != "train":
         return "finite"
@@ -265,6 +309,7 @@ class AnomalyDetector:
         self._slow = 0  # consecutive steps below the throughput threshold
         self._slow_since: int | None = None
         self._in_drop = False
+        self._collapse: dict[str, int] = {}  # reports in a row without reward spread, per metric
         self.counts: collections.Counter[str] = collections.Counter()
 
     def role(self, name: str, phase: str | None = None) -> Role:
@@ -280,7 +325,12 @@ class AnomalyDetector:
         kind = self.role(name, phase)
         if kind == "none":
             return []
-        found = self._eval(step, name, value) if kind == "eval" else self._rolling(step, name, value, kind)
+        if kind == "spread" or kind == "std":
+            found = self._collapsed(step, name, value, kind)
+        elif kind == "eval":
+            found = self._eval(step, name, value)
+        else:
+            found = self._rolling(step, name, value, kind)
         for a in found:
             self.counts[a.kind] += 1
         return found
@@ -325,6 +375,8 @@ class AnomalyDetector:
                                     f"median of the last {len(win)} values ({_fmt(med)})",
                                 )
                             )
+            elif kind == "kl":
+                pass  # judged below, with or without a window
             elif med > 0 and value > r.grad_factor * med:
                 out.append(
                     Anomaly(
@@ -339,8 +391,50 @@ class AnomalyDetector:
                 )
             if out:
                 w.cooldown = r.cooldown
+        if kind == "kl" and not out and not w.cooldown:
+            kl = self._kl_blowup(step, name, value, win)
+            if kl is not None:
+                out.append(kl)
+                w.cooldown = r.cooldown
         win.add(value)
         return out
+
+    def _kl_blowup(self, step: int | None, name: str, value: float, win: _Window) -> Anomaly | None:
+        r = self.rules
+        if value > r.kl_max:
+            why = f"above {_fmt(r.kl_max)}"
+        elif len(win.sorted) >= r.min_points and 0 < win.median() < value / r.kl_factor:
+            med = win.median()
+            why = f"{_fmt(value / med)}x the median of the last {len(win)} values ({_fmt(med)})"
+        else:
+            return None
+        expected = win.median() if len(win.sorted) else None
+        return Anomaly(
+            "kl_blowup", step, name, value, expected, f"{name} {_fmt(value)} at step {step} is {why}"
+        )
+
+    def _collapsed(self, step: int | None, name: str, value: float, kind: Role) -> list[Anomaly]:
+        r = self.rules
+        flat = value >= r.collapse_share if kind == "spread" else abs(value) <= r.collapse_std
+        if not flat or not math.isfinite(value):
+            self._collapse[name] = 0
+            return []
+        n = self._collapse[name] = self._collapse.get(name, 0) + 1
+        if n != r.collapse_steps:
+            return []
+        what = "groups with no reward spread" if kind == "spread" else "reward standard deviation"
+        shown = f"{value:.0%}" if kind == "spread" else _fmt(value)
+        return [
+            Anomaly(
+                "reward_collapse",
+                step,
+                name,
+                value,
+                None,
+                f"{name}: {what} {shown} for {n} reports in a row up to step {step}: the rewards no longer "
+                "tell completions apart, so the policy gets no signal",
+            )
+        ]
 
     def _eval(self, step: int | None, name: str, value: float) -> list[Anomaly]:
         if not math.isfinite(value):

@@ -103,6 +103,13 @@ def _rank_attributes(facts: Mapping[str, JsonValue]) -> _Attrs:
     }
 
 
+def _hung_attributes(facts: Mapping[str, JsonValue]) -> _Attrs:
+    attrs = _rank_attributes(facts)
+    if facts.get("culprit") and facts.get("where"):  # the others wait for it: say where it is stuck
+        attrs[Attr.STACK_WHERE] = str(facts["where"])
+    return attrs
+
+
 class GangGauges:
     """A gang's failed ranks (a counter: each failed rank counted once, the first one marked) and
     hung ranks (a gauge: 1 for each rank hung now), for alert rules to fire on. Published by the
@@ -137,7 +144,7 @@ class GangGauges:
         hung = list(gang.get("hung") or [])
         if first and first.get("hung"):
             hung = [first, *(h for h in hung if h["rank"] != first["rank"])]
-        self._hung = [_rank_attributes(h) for h in hung]
+        self._hung = [_hung_attributes(h) for h in hung]
 
     def _failures(self, _options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(1, attrs) for attrs in list(self._failed.values())]

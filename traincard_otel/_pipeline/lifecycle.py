@@ -39,6 +39,7 @@ from .._schema import (
     StatusSnapshot,
     SystemMetric,
 )
+from .._schema.records import GENAI_PRICES_FIELD
 from .._store.backends import Backend
 from .._store.reader import StoreReader
 from .._store.writer import StoreWriter
@@ -47,6 +48,7 @@ from .._types import JsonObject, Reported
 from .._version import __version__
 from . import children
 from .bounded import bounded, left
+from .genai import GenAISpanProcessor, capture_genai_spans
 from .guards import Guards, notified_kinds
 from .insight_gauges import InsightGauges
 from .notify import Notifier
@@ -124,6 +126,11 @@ class Pipeline:
             anomaly_rules=anomaly_rules,
         )
         self._pipeline_instruments(run_meter)
+        self.genai: GenAISpanProcessor | None = None
+        if settings.genai:  # agent loops from the global tracer provider's GenAI spans
+            self.genai = capture_genai_spans(self.queue, run_meter)
+            if settings.genai_prices:
+                self.queue.progress[GENAI_PRICES_FIELD] = settings.genai_prices
         # Goodput and MFU from this process's own store (rank 0: its timeline is the run's) when a
         # live card's refresher has not just published the analysis it draws.
         own = backend is not None and rank.rank == 0
@@ -139,6 +146,7 @@ class Pipeline:
             rank=rank.rank,
             world_size=rank.world_size,
             attempt=self.attempt,
+            host=os.uname().nodename,
             stall_floor_s=settings.stall_timeout_s,
             rank_timeout_s=settings.rank_timeout_s,
             rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
@@ -156,6 +164,8 @@ class Pipeline:
         self.card_refresher_started = False
         self._close_lock = threading.Lock()
         self.on_shutdown: list[Callable[[], None]] = [self.watchdog.stop]
+        if self.genai is not None:
+            self.on_shutdown.append(self.genai.shutdown)
         self._log_handler: logbridge.QueueHandler | None = None
         self.console: ConsoleCapture | None = None
 
@@ -184,6 +194,10 @@ class Pipeline:
     def start(self) -> Pipeline:
         """Start what runs on its own: the writer, the flush schedule, the watchdog, the system
         sampler, the log and console capture; then record that the run started."""
+        if self.settings.flight_recorder and self.rank.world_size > 1:
+            from .._telemetry import collectives
+
+            collectives.enable()  # before the process group is made, where telemetry starts first
         if self.writer is not None:
             self.writer.start()
         self.schedule.start()
@@ -378,6 +392,8 @@ class Pipeline:
 
         With ``stop_on`` armed the schedule turns every :data:`JUDGE_PERIOD_S`, and a turn before
         the flush interval is up only drains (the anomaly rules judge what was drained)."""
+        if self.genai is not None:
+            self.genai.record_pending()
         self.converter.drain()
         now = time.monotonic()
         if now < self._next_full:
@@ -390,6 +406,8 @@ class Pipeline:
 
     def flush(self, timeout_s: float | None = None) -> bool:
         timeout = self.settings.shutdown_timeout_s if timeout_s is None else timeout_s
+        if self.genai is not None:
+            self.genai.record_pending()
         self.converter.drain()
         self.emit_status()
         if self.writer is None:
@@ -403,6 +421,8 @@ class Pipeline:
             self.closed = True
         deadline = time.monotonic() + (self.settings.shutdown_timeout_s if timeout_s is None else timeout_s)
         try:
+            if self.watchdog.stalled_since is not None:  # where a stalled rank was when it ended
+                self.watchdog.dump("sigterm" if self.terminated_by or status == "terminated" else "exit")
             for hook in self.on_shutdown:
                 hook()
             self.schedule.stop(0.5)

@@ -30,7 +30,7 @@ from .metrics import (
     MetricSpec,
     SystemMetric,
 )
-from .names import PHASE_SPAN_PREFIX, RUN_SPAN, Attr, Event, event_names
+from .names import GENAI_SEMCONV_VERSION, PHASE_SPAN_PREFIX, RUN_SPAN, Attr, Event, GenAI, event_names
 from .records import (
     CheckpointSaved,
     Failure,
@@ -51,6 +51,7 @@ from .records import (
 
 __all__ = [
     "ALL_METRICS",
+    "GENAI_SEMCONV_VERSION",
     "GPU_PREFIXES",
     "GPU_TORCH_MEMORY",
     "NOT_STORED_METRICS",
@@ -63,6 +64,7 @@ __all__ = [
     "CheckpointSaved",
     "Event",
     "Failure",
+    "GenAI",
     "Heartbeat",
     "Hyperparameters",
     "InstrumentKind",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from .metrics import ALL_METRICS
-from .names import PHASE_SPAN_PREFIX, RUN_SPAN, Attr, Event
+from .names import GENAI_SEMCONV_VERSION, PHASE_SPAN_PREFIX, RUN_SPAN, Attr, Event, GenAI
 
 # -- the documentation page ------------------------------------------------------------------
 _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
@@ -72,11 +72,19 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
     ),
     (Event.RANK_RECOVERED, f"a lost rank heard from again: `{Attr.LOST_RANK}`"),
     (
+        Event.RANK_STACK,
+        f"where a stalled (or asked) rank is: `{Attr.RANK}`, `{Attr.HOST_NAME}`, `{Attr.STACK_REASON}` "
+        f"(stall, request, sigterm, exit), `{Attr.STACK_WHERE}` (its training thread's place, as the card "
+        f"says it), `{Attr.STACK_REQUEST}` (on request); the body is the dump: every thread's innermost "
+        "frames (file, line, function; no locals), bounded to 12 KB",
+    ),
+    (
         Event.GANG_FIRST_FAILURE,
         f"the first rank of a `@parallel` gang to fail (the control node says it once): `{Attr.RANK}`, "
         f"`{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`, `{Attr.PROCESS_PID}`, `{Attr.GANG_FAILURE_HOW}`, "
         f"`{Attr.STEP}`, `{Attr.GANG_HEARTBEAT_AT}`, `{Attr.GANG_CONSEQUENCES}`, `{Attr.SIGNAL}` and "
-        f"`{Attr.PROCESS_EXIT_CODE}` (when known)",
+        f"`{Attr.PROCESS_EXIT_CODE}` (when known), `{Attr.STACK_WHERE}` (where its stack says it is, when "
+        "recorded: a hung rank outside the collective the others wait in)",
     ),
     (Event.GANG_RANK_HUNG, "a rank whose heartbeat stopped while nothing says it ended; same attributes"),
     (
@@ -86,6 +94,21 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
         f"body: the one-line explanation; `{Attr.ANOMALY_KIND}`, `{Attr.METRIC_NAME}`, `{Attr.STEP}`, "
         f"`{Attr.ANOMALY_VALUE}`, `{Attr.ANOMALY_EXPECTED}` (the median or best value it was judged "
         "against, when there is one)",
+    ),
+    (
+        Event.GENAI_SPAN,
+        "a span with `gen_ai.operation.name` ended through the process's global tracer provider "
+        "(`genai` setting; GenAI conventions " + GENAI_SEMCONV_VERSION + "), time = its end; attributes: its "
+        f"`{GenAI.PREFIX}*` attributes and `{Attr.ERROR_TYPE}`; body "
+        '`{"name", "t0", "t1", "trace", "span", "parent", "error", "scope"}` (unix seconds, hex ids, '
+        "the instrumentation scope); the card's Agent loop section is drawn from them",
+    ),
+    (
+        Event.COMPLETIONS,
+        "an online RL trainer's scored completions at a logging step (TRL's GRPO, RLOO ...), from the "
+        f'trainer\'s own data; `{Attr.STEP}`; body `{{"prompt": [text or messages], "completion": [...], '
+        '"rewards": {reward function: [score]}, "advantage": [value]}`; the reader keeps the latest '
+        "steps and a sample of earlier ones (`traincard_otel/_data/completions.py`)",
     ),
 )
 

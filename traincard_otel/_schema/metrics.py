@@ -86,7 +86,8 @@ class Metric:
         "traincard.anomalies",
         "counter",
         "{anomaly}",
-        "`traincard.anomaly.kind` (loss_spike, nonfinite, grad_explosion, throughput_drop, eval_regression)",
+        "`traincard.anomaly.kind` (loss_spike, nonfinite, grad_explosion, throughput_drop, eval_regression, "
+        "reward_collapse, kl_blowup)",
         "anomalies flagged in the reported rows (each also a `traincard.anomaly` event)",
     )
     GOODPUT_TIME: Final = MetricSpec(
@@ -129,9 +130,11 @@ class Metric:
         "traincard.gang.ranks_hung",
         "gauge",
         "{rank}",
-        f"`{Attr.RANK}`, `{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`",
+        f"`{Attr.RANK}`, `{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`, `{Attr.STACK_WHERE}` (where its "
+        "stack says it is stuck, outside the collective the other ranks wait for it in; when recorded)",
         "1 for each rank of a gang that is hung now (heartbeat older than the rank timeout while "
-        "nothing says it ended); published like `traincard.gang.rank_failures`",
+        "nothing says it ended; the ranks waiting for a named culprit are not counted); published like "
+        "`traincard.gang.rank_failures`",
     )
     STORE_WRITE_ERRORS: Final = MetricSpec(
         "traincard.store.write_errors",
@@ -139,6 +142,22 @@ class Metric:
         "{error}",
         "",
         "failed writes to the store (each retried; the card shows the last error)",
+    )
+
+    GENAI_TOKEN_USAGE: Final = MetricSpec(
+        "gen_ai.client.token.usage",
+        "histogram",
+        "{token}",
+        "`gen_ai.operation.name`, `gen_ai.request.model`, `gen_ai.token.type` (input, output)",
+        "tokens per LLM call of a captured GenAI span (`genai` setting; GenAI conventions), where its "
+        "instrumentation does not record it",
+    )
+    GENAI_OPERATION_DURATION: Final = MetricSpec(
+        "gen_ai.client.operation.duration",
+        "histogram",
+        "s",
+        "`gen_ai.operation.name`, `gen_ai.request.model`, `error.type` (failed calls)",
+        "duration of an LLM call of a captured GenAI span, where its instrumentation does not record it",
     )
 
 

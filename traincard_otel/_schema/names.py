@@ -37,6 +37,9 @@ class Attr:
     STALL_THRESHOLD_S: Final = "traincard.stall.threshold_s"
     STALL_IDLE_S: Final = "traincard.stall.idle_s"
     STALL_DURATION_S: Final = "traincard.stall.duration_s"
+    STACK_REASON: Final = "traincard.stack.reason"
+    STACK_WHERE: Final = "traincard.stack.where"
+    STACK_REQUEST: Final = "traincard.stack.request"
     RESUME_SOURCE: Final = "traincard.resume.source"
     PREVIOUS_ATTEMPT: Final = "traincard.previous_attempt"
     PREVIOUS_STEP: Final = "traincard.previous_step"
@@ -88,6 +91,36 @@ class Attr:
     EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
 
 
+# -- the OTel GenAI semantic conventions we read and write ---------------------------------------
+#: The GenAI conventions (development status) as of this version of the semantic conventions.
+GENAI_SEMCONV_VERSION: Final = "1.37.0"
+
+
+class GenAI:
+    """Attribute keys and values of the GenAI conventions that agent-loop spans carry."""
+
+    OPERATION_NAME: Final = "gen_ai.operation.name"
+    PROVIDER_NAME: Final = "gen_ai.provider.name"
+    REQUEST_MODEL: Final = "gen_ai.request.model"
+    RESPONSE_MODEL: Final = "gen_ai.response.model"
+    INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+    OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+    TOKEN_TYPE: Final = "gen_ai.token.type"
+    TOOL_NAME: Final = "gen_ai.tool.name"
+    AGENT_NAME: Final = "gen_ai.agent.name"
+    CONVERSATION_ID: Final = "gen_ai.conversation.id"
+    PREFIX: Final = "gen_ai."
+    # gen_ai.operation.name values
+    INVOKE_AGENT: Final = "invoke_agent"
+    EXECUTE_TOOL: Final = "execute_tool"
+    CHAT: Final = "chat"
+    TEXT_COMPLETION: Final = "text_completion"
+    GENERATE_CONTENT: Final = "generate_content"
+    EMBEDDINGS: Final = "embeddings"
+    # instrumentation scopes that record the client metrics themselves (OpenTelemetry's own)
+    METRIC_SCOPES: Final = ("opentelemetry.instrumentation.",)
+
+
 # -- log events (``event_name``) ---------------------------------------------------------------
 class Event:
     """Names of the log events (OTel log records with an ``event_name``)."""
@@ -110,9 +143,12 @@ class Event:
     STALL_CLEARED: Final = "traincard.stall.cleared"
     RANK_LOST: Final = "traincard.rank.lost"
     RANK_RECOVERED: Final = "traincard.rank.recovered"
+    RANK_STACK: Final = "traincard.rank.stack"
     GANG_FIRST_FAILURE: Final = "traincard.gang.first_failure"
     GANG_RANK_HUNG: Final = "traincard.gang.rank_hung"
     ANOMALY: Final = "traincard.anomaly"
+    GENAI_SPAN: Final = "traincard.genai.span"  # a GenAI span of the process's global tracer provider
+    COMPLETIONS: Final = "traincard.completions"  # an RL trainer's sampled completions, one logged batch
 
     @staticmethod
     def run_ended(status: str) -> str:

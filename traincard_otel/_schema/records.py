@@ -119,6 +119,14 @@ class Heartbeat(NamedTuple):
     at: float
 
 
+#: The progress field (``StatusSnapshot.progress``) naming the kind of training loop when an adapter
+#: knows it: ``"rl"`` for an online RL trainer, which the card lays out by rewards and policy.
+LOOP_FIELD: Final = "loop"
+RL_LOOP: Final = "rl"
+#: The progress field holding the ``genai_prices`` setting, for the agent loop's cost per episode.
+GENAI_PRICES_FIELD: Final = "genai_prices"
+
+
 class StatusSnapshot(TypedDict, total=False):
     """One rank's status panel: the body of ``traincard.status`` and the store's ``state.json``."""
 
@@ -158,6 +166,8 @@ class StatusSnapshot(TypedDict, total=False):
     previous_attempt: JsonObject | None
     # the guard rails: stop_on, notify_on, notification counts, what tripped, the actions taken
     guards: JsonObject | None
+    # the watchdog's latest stack dump while stalled or asked for (``_telemetry/stacks.py``)
+    stacks: JsonObject | None
 
 
 # -- store records (one JSON object per line of a segment; ``k`` says which) --------------------

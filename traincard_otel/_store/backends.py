@@ -188,6 +188,22 @@ class MetaflowBackend:
         return out
 
 
+def read_one(backend: Backend, name: str) -> bytes | None:
+    """One object's bytes, or None if there is none: on S3 one GET in this process (Metaflow's
+    batch reads start a child process per call, too much for an object polled every few seconds)."""
+    if isinstance(backend, MetaflowBackend) and backend.ds_type == "s3":
+        from urllib.parse import urlparse
+
+        url = urlparse(backend.ds_root)
+        key = "/".join(p for p in (url.path.strip("/"), backend._key(name)) if p)
+        client = backend.storage.s3_client.client
+        try:
+            return bytes(client.get_object(Bucket=url.netloc, Key=key)["Body"].read())
+        except client.exceptions.NoSuchKey:
+            return None
+    return backend.read_many([name]).get(name)
+
+
 def _s3_keys(client: Foreign, ds_root: str, prefix: str) -> list[str]:
     """Every object under ``prefix`` in one paginated listing, in this process: Metaflow's
     ``list_content`` lists a level at a time, each through a child process (``s3op``), and the

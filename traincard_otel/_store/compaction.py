@@ -1,10 +1,15 @@
 """Columnar compaction: many closed JSON-lines segments -> one Parquet part (pyarrow, lazily).
 
-A part ``part-<first>-<last>.parquet`` holds every record of its writer's segments ``first..last``:
-one row per metric value (``k == "m"``), per step end (``"st"``), or per other record (kept whole
-as JSON in ``rest``), each kind in record order. Each row keeps the segment it came from (``seq``),
-so a reader that already read some of those segments skips exactly their rows: no duplicates, no
-gaps, while segments and parts coexist. Reading a part fills series with whole columns at a time.
+A part ``part-<first>-<last>.parquet`` holds every record of its writer's segments ``first..last``,
+each kind in record order: first the metric rows (``k == "m"``), one row per reported step with
+one float column per metric name (``m0``, ``m1``, ...: null where that row has no value for it;
+the names are the schema's ``traincard_metrics`` metadata), then the step ends (``"st"``), then
+every other record (kept whole as JSON in ``rest``). Reading a metric series is a column read.
+Each row keeps the segment it came from (``seq``), so a reader that already read some of those
+segments skips exactly their rows: no duplicates, no gaps, while segments and parts coexist.
+
+Parts written before the metric columns (one row per metric value, its name in ``name``, no
+``traincard_metrics`` metadata) stay readable (:mod:`.part_metrics`).
 """
 
 from __future__ import annotations
@@ -24,14 +29,25 @@ SCHEMA_FIELDS = (
     ("t", "float64"),
     ("s", "int64"),
     ("p", "string"),
-    ("name", "string"),
-    ("value", "float64"),
     ("g", "string"),
     ("n", "int64"),
     ("tok", "int64"),
+    ("value", "float64"),
     ("w", "float64"),
     ("rest", "string"),
 )
+
+#: Schema metadata of a part with metric columns: the metric names (JSON list, the column of
+#: ``names[i]`` is ``m<i>``) and how many rows (the first ones) are metric rows.
+METRICS_KEY, METRIC_ROWS_KEY = b"traincard_metrics", b"traincard_metric_rows"
+
+#: String columns of few values, read as dictionaries: no string per row, compared by code.
+DICTIONARY_COLUMNS = ("k", "p", "name", "g")
+
+
+def metric_column(index: int) -> str:
+    """The Parquet column of the ``index``-th metric name of a part."""
+    return f"m{index}"
 
 
 # Parquet column <- packed step run field (the duration is the step row's ``value``).
@@ -61,7 +77,55 @@ class _Columns:
         out = {name: pa.array(values, schema.field(name).type) for name, values in self.lists.items()}
         for name, values in self.floats.items():  # NaN marks "not measured": null in the part
             column = _float64(values)
-            out[name] = pc.if_else(pc.is_nan(column), pa.scalar(None, pa.float64()), column)
+            out[name] = pc.if_else(pc.is_nan(column), pa.nulls(1, pa.float64())[0], column)
+        return out
+
+
+class _MetricColumns:
+    """One float column per metric name over the metric rows, and which rows hold a value."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.values: list[array[float]] = []
+        self.present: list[bytearray] = []
+        self.rows = 0
+
+    def add(self, names: Sequence[str], values: array[float], rows: int) -> None:
+        """A packed run's ``rows`` rows of ``names`` (``values`` row-major)."""
+        width, taken = len(names), set()
+        for j, name in enumerate(names):
+            i = self.index.get(name)
+            if i is None:
+                i = self.index[name] = len(self.values)
+                self.values.append(array("d", bytes(8 * self.rows)))
+                self.present.append(bytearray(self.rows))
+            if i in taken:
+                raise ValueError(f"a metric run names {name!r} twice")
+            taken.add(i)
+            self.values[i].extend(values[j::width])
+            self.present[i] += b"\x01" * rows
+        for i in range(len(self.values)):
+            if i not in taken:
+                self.values[i].frombytes(bytes(8 * rows))
+                self.present[i] += bytes(rows)
+        self.rows += rows
+
+    def arrays(self) -> dict[str, Foreign]:
+        """Each name's column (``m<i>``), null where a row has no value for it."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        out = {}
+        for i, (values, present) in enumerate(zip(self.values, self.present, strict=True)):
+            column = _float64(values)
+            if 0 in present:  # the validity bitmap is the presence bytes as bits
+                bits = pc.cast(
+                    pa.Array.from_buffers(pa.uint8(), self.rows, [None, pa.py_buffer(present)]), pa.bool_()
+                )
+                column = pa.Array.from_buffers(
+                    pa.float64(), self.rows, [bits.buffers()[1], column.buffers()[1]]
+                )
+            out[metric_column(i)] = column
         return out
 
 
@@ -75,35 +139,29 @@ def _float64(values: array[float]) -> Foreign:
 
 
 def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
-    """Encode ``[(seq, records), ...]`` as one Parquet file: the metric values, then the step
-    ends, then the other records, each in record order."""
+    """Encode ``[(seq, records), ...]`` as one Parquet file: the metric rows, then the step ends,
+    then the other records, each in record order."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    schema = pa.schema([(name, getattr(pa, type_name)()) for name, type_name in SCHEMA_FIELDS])
     # Per-step rows arrive as packed runs (segment.py): Python works once per run, never per row
-    # or value; a metric row's fields are repeated over its values by pyarrow.
+    # or value.
     rows = _Columns("seq", "s", "p", "g")  # one per metric row
-    name_ids: dict[str, int] = {}
-    name_idx = array("i")  # per value: its name's index in name_ids
-    values, t = array("d"), array("d")
-    ends = array("q", [0])  # offsets of each metric row's values
+    t = array("d")
+    metrics = _MetricColumns()
     st = _Columns("seq", "s", "n", "tok")
     other = _Columns("seq", "k", "t", "rest")
     for seq, records in segments:
         for rec in records:
             kind = rec.get("k")
             if kind == PACKED_METRICS:
-                n, width = len(rec["s"]), len(rec["n"])
+                n = len(rec["s"])
                 rows.repeat("seq", seq, n)
                 rows.repeat("p", rec["p"], n)
                 rows.repeat("g", json.dumps(rec["g"], sort_keys=True) if rec.get("g") else None, n)
                 rows.extend("s", rec["s"])
                 t.extend(rec["t"])
-                name_idx.extend(array("i", [name_ids.setdefault(x, len(name_ids)) for x in rec["n"]]) * n)
-                values.extend(rec["v"])
-                ends.extend(range(ends[-1] + width, ends[-1] + width * n + 1, width))
+                metrics.add(rec["n"], rec["v"], n)
             elif kind == PACKED_STEPS:
                 st.repeat("seq", seq, len(rec["s"]))
                 for column, field in _STEP_COLUMNS:
@@ -114,33 +172,32 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
                 other.extend("t", [float(rec.get("t") or 0.0)])
                 other.extend("rest", [json.dumps(rec, default=str)])
 
+    names = list(metrics.index)
+    fields = [pa.field(name, getattr(pa, type_name)()) for name, type_name in SCHEMA_FIELDS]
+    fields += [pa.field(metric_column(i), pa.float64()) for i in range(len(names))]
+    metadata = {METRICS_KEY: json.dumps(names).encode(), METRIC_ROWS_KEY: str(metrics.rows).encode()}
+    schema = pa.schema(fields, metadata=metadata)
+
     def table(columns: dict[str, Foreign], size: int) -> Foreign:
         """``size`` rows; the columns a kind does not use are null."""
         arrays = [columns[f.name] if f.name in columns else pa.nulls(size, f.type) for f in schema]
         return pa.Table.from_arrays(arrays, schema=schema)
 
-    per_row = {**rows.arrays(schema), "t": _float64(t)}
-    grouped = pa.LargeListArray.from_arrays(pa.array(ends, pa.int64()), pa.array(name_idx, pa.int32()))
-    owner = pc.list_parent_indices(grouped)  # for each value, the index of its row
-    size = len(values)
     metric_table = table(
-        {
-            **{name: column.take(owner) for name, column in per_row.items()},
-            "k": pa.repeat("m", size),
-            "name": pa.array(list(name_ids), pa.string()).take(grouped.flatten()),
-            "value": _float64(values),
-        },
-        size,
+        {**rows.arrays(schema), "t": _float64(t), "k": pa.repeat("m", metrics.rows), **metrics.arrays()},
+        metrics.rows,
     )
     steps = st.arrays(schema)
     step_table = table({**steps, "k": pa.repeat("st", len(steps["seq"]))}, len(steps["seq"]))
     others = other.arrays(schema)
     out = io.BytesIO()
-    pq.write_table(
-        pa.concat_tables([metric_table, step_table, table(others, len(others["seq"]))]),
-        out,
-        compression="zstd",
-    )
+    with pq.ParquetWriter(out, schema, compression="zstd") as writer:
+        # the metric rows are row groups of their own: a reader reads their columns only
+        if metrics.rows:
+            writer.write_table(metric_table, row_group_size=metrics.rows)
+        rest = pa.concat_tables([step_table, table(others, len(others["seq"]))])
+        if rest.num_rows:
+            writer.write_table(rest, row_group_size=rest.num_rows)
     return out.getvalue()
 
 
@@ -149,5 +206,42 @@ def read_parquet(data: bytes, columns: Sequence[str] | None = None) -> Foreign: 
     import pyarrow.parquet as pq
 
     # ParquetFile, not read_table: read_table imports pyarrow.dataset and pandas (0.3 s a process)
-    # String columns of few values read as dictionaries: no string per row, compared by code
-    return pq.ParquetFile(io.BytesIO(data), read_dictionary=["k", "p", "name", "g"]).read(columns)
+    have = set(pq.ParquetFile(io.BytesIO(data)).schema_arrow.names)
+    dictionaries = [c for c in DICTIONARY_COLUMNS if c in have]
+    return pq.ParquetFile(io.BytesIO(data), read_dictionary=dictionaries).read(columns)
+
+
+def read_columns(data: bytes, seq: bool) -> tuple[list[str], Foreign, Foreign]:
+    """A part with metric columns: its metric names, its metric rows (``s``, ``t``, ``g``, each
+    name's column, and ``seq`` when asked) and its other rows (every column but the metric ones)."""
+    import pyarrow.parquet as pq
+
+    part = pq.ParquetFile(io.BytesIO(data), read_dictionary=["k", "p", "g"])
+    metadata = part.schema_arrow.metadata or {}
+    names: list[str] = json.loads(metadata[METRICS_KEY])
+    rows, groups, left = int(metadata[METRIC_ROWS_KEY]), 0, int(metadata[METRIC_ROWS_KEY])
+    while left > 0 and groups < part.metadata.num_row_groups:
+        left -= part.metadata.row_group(groups).num_rows
+        groups += 1
+    columns = [metric_column(i) for i in range(len(names))]
+    wanted = ["s", "t", "g", *columns, *(["seq"] if seq else [])]
+    other = [name for name, _type in SCHEMA_FIELDS]
+    if left:  # metric rows that do not end with a row group: every row read, then split
+        whole = part.read()
+        return names, whole.select(wanted).slice(0, rows), whole.select(other).slice(rows)
+    everything = range(part.metadata.num_row_groups)
+    metric = part.read_row_groups(everything[:groups], wanted)
+    rest = part.read_row_groups(everything[groups:], other)
+    return names, metric, rest
+
+
+def has_metric_columns(data: bytes) -> bool:
+    """Whether a part holds metric columns (its footer only; False for one it cannot parse, left
+    to the reader of parts of one row per value to count as corrupt)."""
+    import pyarrow.parquet as pq
+
+    try:
+        metadata = pq.ParquetFile(io.BytesIO(data)).schema_arrow.metadata or {}
+    except Exception:
+        return False
+    return METRICS_KEY in metadata

@@ -184,7 +184,10 @@ def merge(source: str, parts: list[tuple[JsonObject, RunData, list[JsonObject]]]
             view = dataclasses.replace(series, tags=tags, ranks=[first_rank] * len(series.values))
             key = series_key(series.name, {k: v for k, v in tags.items() if k != "unit"})
             out.system[key] = view
-        for name in ("phases", "checkpoints", "logs", "events"):
+        kept = data.completions.rows()
+        out.completions.add(kept)
+        out.completions.seen += data.completions.seen - len(kept)  # what the node's reader sampled away
+        for name in ("phases", "checkpoints", "logs", "events", "genai_spans"):
             getattr(out, name).extend({**r, "node_index": index} for r in getattr(data, name))
         for key in ("segments", "corrupt_segments", "records"):
             stats[key] += int(data.stats.get(key, 0))

@@ -5,6 +5,8 @@
     a<attempt>/r<rank>/<writer>/seg-<seq>.jsonl   immutable, one per flush
     a<attempt>/r<rank>/<writer>/part-<first>-<last>.parquet   segments first..last, compacted
     a<attempt>/r<rank>/<writer>/state.json        replaced atomically at every flush
+    summary.json                                  the task's summary (sweeps), replaced now and then
+    requests/stacks.json                          ``traincard stacks`` asks the ranks for their stacks
 
 ``writer`` is unique per process, so a rank restarted inside one attempt (torchrun elastic)
 never overwrites what the previous process wrote.
@@ -16,6 +18,8 @@ import dataclasses
 import re
 
 STATE_NAME = "state.json"
+SUMMARY_NAME = "summary.json"  # beside the attempt folders: the task's summary for comparisons
+STACKS_REQUEST = "requests/stacks.json"  # {"id", "time"}: every running rank's watchdog answers once
 _SEGMENT = re.compile(r"^a(\d+)/r(\d+)/([A-Za-z0-9_-]+)/seg-(\d{8})\.jsonl$")
 _STATE = re.compile(r"^a(\d+)/r(\d+)/([A-Za-z0-9_-]+)/state\.json$")
 _PART = re.compile(r"^a(\d+)/r(\d+)/([A-Za-z0-9_-]+)/part-(\d{8})-(\d{8})\.parquet$")

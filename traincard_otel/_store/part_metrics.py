@@ -23,6 +23,9 @@ from .columns import SMALL, from_arrow_floats, from_arrow_ints, repeat, typed_se
 #: The part columns :func:`count` reads (``seq`` only when rows are skipped).
 COUNT_COLUMNS = ("k", "name", "g", "rest")
 
+#: The columns every part of one row per value has.
+ROW_COLUMNS = ("seq", "k", "t", "s", "name", "value", "g", "rest")
+
 #: Where the next rows of each series go (its key to a position), for the parts of one read.
 Slots = dict[str, int]
 

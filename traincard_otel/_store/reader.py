@@ -13,10 +13,10 @@ import threading
 
 from .._data.rundata import Record, RunData, Series
 from .._types import JsonObject
-from . import layout, part_metrics, segment
+from . import layout, part_columns, part_metrics, segment
 from .backends import Backend
 from .columns import rank_series
-from .parts import add_table
+from .parts import add_other_rows, add_table
 from .records import add_metric_columns, add_record, add_step_columns
 from .time_order import in_time_order
 
@@ -42,7 +42,48 @@ class StoreReader:
         self._in_order: dict[str, int] = {}  # system series: points known to be in time order
 
     def _add_parts(self, batch: list[tuple[layout.ObjectName, str]], fetched: dict[str, bytes]) -> None:
-        """Parts read one after the other: every metric series grown once for all of them
+        """Parts read one after the other, a run of parts of one format at a time (a store may
+        hold parts written before the metric columns)."""
+        import itertools
+
+        import pyarrow as pa
+
+        from .compaction import has_metric_columns
+
+        for columnar, group in itertools.groupby(batch, key=lambda b: has_metric_columns(fetched[b[1]])):
+            (self._add_column_parts if columnar else self._add_row_parts)(list(group), fetched)
+        # Arrow's allocator keeps what the parts' tables freed for reuse: given back here, it was
+        # a third of a long run's peak memory
+        pa.default_memory_pool().release_unused()
+
+    def _add_column_parts(
+        self, batch: list[tuple[layout.ObjectName, str]], fetched: dict[str, bytes]
+    ) -> None:
+        """Parts with metric columns: every series' rows gathered from all of them, each series'
+        columns then built once (:mod:`.part_columns`), then each part's other rows added."""
+        from .compaction import read_columns
+
+        pieces: part_columns.Pieces = {}
+        others = []
+        for p, name in batch:
+            seen = self._seqs.setdefault((p.attempt, p.rank, p.writer), set())
+            try:
+                names, metric, rest = read_columns(fetched[name], seq=bool(seen))
+                self._records += part_columns.collect(names, metric, seen, p.attempt, p.rank, pieces)
+            except Exception:  # a corrupt part is skipped and counted, like a corrupt segment
+                self._corrupt.add(name)
+                self._done.add(name)
+                continue
+            others.append((p, name, part_metrics.kept(rest, seen)))
+        part_columns.fill(self.data, pieces)
+        for p, name, rest in others:
+            add_other_rows(self.data, rest, p.attempt, p.rank)
+            self._records += int(rest.num_rows)
+            self._seqs[(p.attempt, p.rank, p.writer)].update(range(p.seq, p.last + 1))
+            self._done.add(name)
+
+    def _add_row_parts(self, batch: list[tuple[layout.ObjectName, str]], fetched: dict[str, bytes]) -> None:
+        """Parts of one row per metric value: every metric series grown once for all of them
         (:mod:`.part_metrics`), then each part added."""
         from .compaction import read_parquet
 
@@ -59,13 +100,8 @@ class StoreReader:
                 continue
         slots = part_metrics.reserve(self.data, counts, order)
         ends = {key: slots[key] + counts[key] for key in slots}
-        import pyarrow as pa
-
         for p, name in batch:
             self._add_part(p, name, fetched[name], slots)
-            # Arrow's allocator keeps what a part's tables freed for reuse: given back here, it
-            # was a third of a long run's peak memory
-            pa.default_memory_pool().release_unused()
         part_metrics.release(self.data, slots, ends)
 
     def _add_part(self, p: layout.ObjectName, name: str, raw: bytes, slots: part_metrics.Slots) -> None:
@@ -74,6 +110,9 @@ class StoreReader:
         seen = self._seqs.setdefault((p.attempt, p.rank, p.writer), set())
         try:
             table = read_parquet(raw)
+            missing = set(part_metrics.ROW_COLUMNS) - set(table.column_names)
+            if missing:
+                raise ValueError(f"a part of one row per value without {sorted(missing)}")
         except Exception:  # a corrupt part is skipped and counted, like a corrupt segment
             self._corrupt.add(name)
             self._done.add(name)

@@ -14,7 +14,8 @@ import operator
 from array import array
 from collections.abc import MutableSequence, Sequence
 
-from .._data.rundata import DATA_WAIT_TAIL, Record, RunData, Series
+from .._data.completions import rows_of
+from .._data.rundata import DATA_WAIT_TAIL, MAX_GENAI_SPANS, Record, RunData, Series
 from .._schema import Attr, Event
 from .._schema.keys import series_key
 from .._types import JsonObject, JsonValue
@@ -214,6 +215,19 @@ def add_record(data: RunData, rec: Record, attempt: int, rank: int) -> None:
             }
         )
     elif kind == "e":
+        if rec.get("n") == Event.COMPLETIONS:  # kept bounded, apart from the events
+            body = rec.get("b")
+            if isinstance(body, dict):
+                step = (rec.get("a") or {}).get(Attr.STEP)
+                data.completions.add(rows_of(step if isinstance(step, int) else None, body))
+            return
+        if rec.get("n") == Event.GENAI_SPAN:  # an agent loop's span, apart from the events
+            body = rec.get("b")
+            if len(data.genai_spans) >= MAX_GENAI_SPANS:
+                data.stats["genai_spans_over"] = int(data.stats.get("genai_spans_over", 0)) + 1
+            elif isinstance(body, dict):
+                data.genai_spans.append({**body, "attributes": rec.get("a") or {}, "rank": rank})
+            return
         event = {
             "time": t,
             "name": rec.get("n"),

@@ -15,7 +15,7 @@ import json
 import statistics
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from .._insights.gang.attribution import host_oom_evidence
 from .._safety import internal_error
@@ -23,12 +23,12 @@ from .._schema import Attr, Event, StatusSnapshot
 from .._store import layout
 from .._store.backends import Backend
 from .._types import JsonObject
-
-Emit = Callable[[str, Mapping[str, object]], None]
+from .stack_watch import REQUEST_POLL_S, Emit, StackWatch
 
 STALL_FACTOR = 20.0  # a step 20x slower than the recent median is not a slow step any more
 GPU_IDLE = 0.1
 INPUT_BOUND_SHARE = 0.5
+STACK_REFRESH_MAX_S = 30.0  # while a stall lasts, the stacks are read again at most this long apart
 
 
 def read_states(backend: Backend) -> list[JsonObject]:
@@ -99,6 +99,7 @@ class Watchdog:
         rank: int,
         world_size: int,
         attempt: int,
+        host: str = "",
         stall_floor_s: float = 60.0,
         rank_timeout_s: float = 120.0,
         period_s: float = 1.0,
@@ -107,13 +108,15 @@ class Watchdog:
         self._progress, self._step_times = progress, recent_step_times
         self._wait_shares, self._gpu_util = recent_wait_shares, gpu_utilization
         self._emit, self._backend = emit, backend
-        self.rank, self.world_size, self.attempt = rank, world_size, attempt
+        self.rank, self.world_size, self.attempt, self.host = rank, world_size, attempt, host
         self.stall_floor_s, self.rank_timeout_s = stall_floor_s, rank_timeout_s
         self.period_s, self.rank_check_s = period_s, rank_check_s
         self.stalled_since: float | None = None
         self.stalls = 0
         self.lost_ranks: dict[int, JsonObject] = {}
         self.previous_attempt: JsonObject | None = None
+        self.where = StackWatch(emit, backend, rank, host)
+        self._next_dump = 0.0
         self._last_step: int | None = None
         self._last_change = time.time()
         self._next_rank_check = 0.0
@@ -136,6 +139,12 @@ class Watchdog:
             if self.rank == 0 and self.world_size > 1 and time.time() >= self._next_rank_check:
                 self._next_rank_check = time.time() + self.rank_check_s
                 self._guard("rank check", self.check_ranks)
+            self.where.forget_answer(time.time())
+            if self._backend is not None and time.time() >= self.where.next_request_check:
+                self.where.next_request_check = time.time() + REQUEST_POLL_S
+                self._guard(
+                    "stack request", lambda: self.where.check_request(stalled=self.stalled_since is not None)
+                )
 
     def _guard(self, where: str, fn: Callable[[], None]) -> None:
         try:
@@ -174,12 +183,22 @@ class Watchdog:
                     Attr.STALL_THRESHOLD_S: threshold,
                 },
             )
+            self.dump("stall")
+            self._next_dump = now + min(threshold, STACK_REFRESH_MAX_S)
         elif self.stalled_since is not None and (idle < threshold or gpu_busy):
             self._emit(
                 Event.STALL_CLEARED,
                 {Attr.STEP: step, Attr.STALL_DURATION_S: now - self.stalled_since},
             )
             self.stalled_since = None
+            self.where.forget_stall()
+        elif self.stalled_since is not None and now >= self._next_dump:
+            self.dump("stall")
+            self._next_dump = now + min(threshold, STACK_REFRESH_MAX_S)
+
+    def dump(self, reason: str) -> JsonObject:
+        """Where this rank is now (:class:`.stack_watch.StackWatch`), marked stalled or not."""
+        return self.where.dump(reason, stalled=self.stalled_since is not None)
 
     def input_bound_share(self) -> float | None:
         """The median share of recent steps spent waiting for data, if it marks input-bound training."""
@@ -239,4 +258,5 @@ class Watchdog:
             "input_bound_share": self.input_bound_share(),
             "lost_ranks": list(self.lost_ranks.values()),
             "previous_attempt": self.previous_attempt,
+            "stacks": self.where.latest,
         }

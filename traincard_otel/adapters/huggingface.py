@@ -35,8 +35,11 @@ from .._optional import require
 from .._reporter import Phase, Reporter
 from .._safety import guarded, internal_error
 from .._schema import Attr, Event
+from .._schema.records import LOOP_FIELD, RL_LOOP
 from .._types import Foreign, Reported
 from ..exceptions import TraincardError
+from ._arguments import changed_arguments
+from ._rl import is_online_rl, tap_log
 
 transformers = require("transformers", "hf")
 
@@ -183,6 +186,9 @@ class TraincardCallback:
         if self.model is not None:  # model FLOPs per token and the accelerator's peak, for the MFU
             dtype = "bf16" if args.bf16 else "fp16" if args.fp16 else "tf32" if args.tf32 else "fp32"
             self.reporter.progress(**training_fields(self.model, dtype))
+        changed = changed_arguments(args)
+        if changed:
+            self.reporter.hyperparameters(changed)
         self._train = self.reporter.phase("train")
         self.last_step_end = time.perf_counter()
 
@@ -420,4 +426,7 @@ def attach(trainer: Foreign, reporter: Reporter) -> HFHandle:
     trainer.training_step = training_step
     trainer.train = train
     own = {"training_step": training_step, "train": train}
+    if is_online_rl(trainer):  # the card's RL layout, and the scored completions
+        reporter.progress(**{LOOP_FIELD: RL_LOOP})
+        own["log"] = trainer.log = tap_log(trainer, reporter)
     return HFHandle(trainer, callback, [(handler, taps), (trainer, own)])

@@ -35,7 +35,8 @@ from .._reporter import Reporter, active_reporter
 from .._safety import report_internal_error
 from .._store.backends import MetaflowBackend
 from .._store.gang import GangReader, sibling_backend, write_markers
-from .._types import Foreign
+from .._types import Foreign, JsonObject
+from .live_sweep import LiveSweep
 from .refresher import Refresher, traincard_cards
 
 _ENV_SYSTEM_BEFORE = "TRAINCARD_LAUNCHER_SYSTEM_BEFORE"
@@ -164,6 +165,9 @@ class TraincardDecorator(StepDecorator):
             if reporter.settings.stop_on:  # the ranks it starts stop on the same kinds
                 os.environ["TRAINCARD_STOP_ON"] = ",".join(reporter.settings.stop_on)
         current._update_env({"traincard": reporter})
+        found = _flow_hyperparameters(flow) if gang is None else {}
+        if found:
+            reporter.hyperparameters(found)
         # Killed by SIGTERM (preemption, eviction), task_finished never runs: draw the final card then.
         add_terminate_hook(_render_final_cards)
         pipeline_settings, pipeline = reporter.settings, _pipeline.active()
@@ -180,6 +184,12 @@ class TraincardDecorator(StepDecorator):
                 baseline=pipeline_settings.baseline,
                 pathspec=mf.pathspec,
                 publish_gang=pipeline.insight_gauges.publish_gang if gang is not None and control else None,
+                sweep=LiveSweep(
+                    backend,
+                    mf.pathspec,
+                    position=_foreach_position(flow, step_name) if gang is None else None,
+                    joins=_joined(mf, inputs),
+                ),
             ).start()
 
     def task_exception(
@@ -214,6 +224,8 @@ class TraincardDecorator(StepDecorator):
         if self._refresher is not None:
             self._refresher.stop()
         shutdown()
+        if self._refresher is not None:
+            self._refresher.write_summary()  # before the final card, which compares summaries
         if not is_task_ok:
             _render_final_cards()
 
@@ -265,6 +277,56 @@ def _join_gang(
     except Exception as exc:
         report_internal_error("joining the gang", exc)
         return None
+
+
+_SCALARS = (str, int, float, bool)
+
+
+def _flow_hyperparameters(flow: Foreign) -> dict[str, object]:
+    """The flow's ``Parameter`` values and, in a foreach branch, its input when it is a scalar
+    (named after the foreach variable) or a flat dict (each item a hyperparameter)."""
+    from metaflow import current
+
+    out: dict[str, object] = {}
+    for name in getattr(current, "parameter_names", None) or []:
+        value = getattr(flow, name, None)
+        if isinstance(value, _SCALARS):
+            out[name] = value
+    stack = getattr(flow, "_foreach_stack", None) or []
+    if stack:
+        try:
+            value = flow.input
+        except Exception:  # an input that cannot be loaded is no hyperparameter
+            return out
+        if isinstance(value, _SCALARS):
+            out[str(stack[-1].var or "input")] = value
+        elif isinstance(value, dict) and all(isinstance(v, (*_SCALARS, type(None))) for v in value.values()):
+            out.update({str(k): v for k, v in value.items()})
+    return out
+
+
+def _foreach_position(flow: Foreign, step_name: str) -> JsonObject | None:
+    """Where this task sits in a foreach: the split step, the outer branches' indices, its own."""
+    stack = getattr(flow, "_foreach_stack", None) or []
+    if not stack:
+        return None
+    frame = stack[-1]
+    return {
+        "split": str(frame.step),
+        "parent": ",".join(f"{f.step}:{f.index}" for f in stack[:-1]),
+        "index": int(frame.index),
+        "num_splits": int(frame.num_splits) if frame.num_splits is not None else None,
+        "step": step_name,
+    }
+
+
+def _joined(mf: MetaflowIdentity, inputs: object) -> list[str]:
+    """The pathspecs of the branches a join step joins (empty for any other step)."""
+    items = list(inputs) if isinstance(inputs, (list, tuple)) else []
+    found = [(getattr(i, "step_name", None), getattr(i, "task_id", None)) for i in items]
+    if len(found) < 2 or len({step for step, _ in found}) != 1:
+        return []
+    return [f"{mf.flow_name}/{mf.run_id}/{step}/{task}" for step, task in found]
 
 
 def _as_bool(value: object) -> bool:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from .._card.payload import build_payload
 from .._data.rundata import RunData
@@ -28,6 +28,7 @@ from .._store.backends import Backend
 from .._store.reader import StoreReader
 from .._types import Foreign, JsonObject
 from ..environment_variables import TRAINCARD_BASELINE
+from .live_sweep import LiveSweep
 
 
 def traincard_cards() -> list[Foreign]:
@@ -81,6 +82,7 @@ class Refresher:
         baseline: str = "none",
         pathspec: str | None = None,
         publish_gang: Callable[[JsonObject], None] | None = None,
+        sweep: LiveSweep | None = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
         self._cards, self._busy = cards, busy
@@ -92,6 +94,7 @@ class Refresher:
         self._publish = publish  # the analysis the card draws, for the pipeline's gauges
         self._publish_gang = publish_gang  # a gang's failed and hung ranks, for its metrics
         self._told: set[tuple[str, int]] = set()
+        self.sweep = sweep  # this task's summary, and its foreach siblings' for the Sweep section
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-refresher", daemon=True)
         # The baseline is a finished run: found and read once, on its own thread (a slow metadata
@@ -133,8 +136,14 @@ class Refresher:
         try:
             data = self._reader.read()
             insights = analyse(data, baseline=self.baseline)  # once: for the card and the gauges
+            section = self.sweep.update(data, insights) if self.sweep is not None else None
             payload = build_payload(
-                data, live=True, hourly_cost=self.hourly_cost, baseline=self.baseline, insights=insights
+                data,
+                live=True,
+                hourly_cost=self.hourly_cost,
+                baseline=self.baseline,
+                insights=insights,
+                sweep=section,
             )
             for card in cards:
                 card.refresh(payload)
@@ -149,7 +158,7 @@ class Refresher:
             report_internal_error("card refresher", exc)
         return True
 
-    def _gang_events(self, gang: JsonObject) -> None:
+    def _gang_events(self, gang: Mapping[str, Any]) -> None:
         """One OTel event per first failure and per hung rank, for alert rules to fire on."""
         assert self._emit is not None
         first = gang.get("first_failure")
@@ -175,8 +184,20 @@ class Refresher:
                 if facts.get("exit_code") is not None:
                     attrs[Attr.PROCESS_EXIT_CODE] = int(facts["exit_code"])
                 attrs[Attr.GANG_CONSEQUENCES] = [int(c["rank"]) for c in facts.get("consequences") or []]
+            if facts.get("where"):  # where its stack says it is (a hung culprit: outside the collective)
+                attrs[Attr.STACK_WHERE] = str(facts["where"])
             self._emit(name, attrs)
 
     def stop(self, timeout_s: float = 1.0) -> None:
         self._stop.set()
         self._thread.join(timeout_s)
+
+    def write_summary(self) -> None:
+        """Write this task's summary from what the store holds now (the task's last word)."""
+        if self.sweep is None:
+            return
+        try:
+            data = self._reader.read()
+            self.sweep.update(data, analyse(data), force=True)
+        except Exception as exc:
+            report_internal_error("writing the task summary", exc)

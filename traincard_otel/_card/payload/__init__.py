@@ -14,16 +14,19 @@ from ..._insights.baseline import Baseline
 from ..._store.reader import RunData
 from .._html import scrub
 from ..gang import gang_section
+from .agents import agents_section
 from .banners import all_banners, lost_ranks
 from .baseline import baseline_section
 from .checkpoints import checkpoint_rows
-from .contract import CardPayload, EmptyReasons, SystemSection
+from .completions import completions_section
+from .contract import CardPayload, EmptyReasons, SweepSection, SystemSection
 from .health import loss_counters
 from .insights import anomaly_markers, insights_section, mfu_charts
-from .kind import run_kind
+from .kind import RL, run_kind
 from .logs import log_lines
 from .markers import discontinuities
 from .names import wire_names
+from .rl import rl_charts
 from .series import LIVE_LOG_TAIL, LIVE_TAIL, MAX_POINTS, Mode, downsample, downsample_py
 from .status import run_status
 from .system import system_charts, system_section
@@ -59,20 +62,28 @@ def build_payload(
     hourly_cost: float | None = None,
     baseline: Baseline | None = None,
     insights: Insights | None = None,
+    sweep: SweepSection | None = None,
 ) -> CardPayload:
     """The card payload for ``data``; ``live`` makes a small tail-only update (< ``LIVE_MAX_BYTES``).
 
     ``baseline`` is the run overlaid on the charts and compared with in the status bar
     (:mod:`.baseline`). ``insights`` is the run's analysis at ``now`` with that baseline
     (:func:`~traincard_otel._insights.analysis.analyse`; computed here when not given): the card
-    draws it, and analyses nothing itself.
+    draws it, and analyses nothing itself. ``sweep`` is the Sweep section, built from the
+    branches' summaries by the caller (:func:`.sweep.sweep_section`), carried as it is.
     """
     if insights is None:
         insights = analyse(data, now=now, baseline=baseline)
     now = insights.now
     if not live:
         return _build(
-            data, Mode(live=False), final=final, hourly_cost=hourly_cost, baseline=baseline, insights=insights
+            data,
+            Mode(live=False),
+            final=final,
+            hourly_cost=hourly_cost,
+            baseline=baseline,
+            insights=insights,
+            sweep=sweep,
         )
     for tail, log_tail, heads in (
         (LIVE_TAIL, LIVE_LOG_TAIL, True),
@@ -88,6 +99,7 @@ def build_payload(
             hourly_cost=hourly_cost,
             baseline=baseline,
             insights=insights,
+            sweep=sweep,
         )
         if len(json.dumps(payload)) <= LIVE_MAX_BYTES:
             break
@@ -124,12 +136,14 @@ def _build(
     hourly_cost: float | None,
     baseline: Baseline | None,
     insights: Insights,
+    sweep: SweepSection | None = None,
 ) -> CardPayload:
     now = insights.now
     kind = run_kind(data)
     status = run_status(data, now, hourly_cost, kind)
     system = system_section(data)
     lines, log_info = log_lines(data, mode)
+    rl, drawn = rl_charts(data, mode) if kind is RL else ([], set())
     return {
         "v": SCHEMA_VERSION,
         "final": final,
@@ -138,7 +152,8 @@ def _build(
         "names": wire_names(),
         "run": status,
         "banners": all_banners(data, status, now),
-        "charts": training_charts(data, mode, kind)
+        "charts": rl
+        + training_charts(data, mode, kind, skip=drawn)
         + mfu_charts(data, insights.efficiency, mode)
         + system_charts(data, mode),
         "summary": summary_table(data),
@@ -153,6 +168,9 @@ def _build(
         "empty": _empty_reasons(data, system),
         "health": loss_counters(data),
         "gang": gang_section(insights.gang),
+        "completions": completions_section(data, mode) if data.completions.seen else None,
+        "agents": agents_section(insights.agents, mode.live),
+        "sweep": sweep,
         "stats": {
             "dropped": data.stats.get("dropped", {}),
             "corrupt_segments": data.stats.get("corrupt_segments", 0),

@@ -29,7 +29,36 @@ class Names(TypedDict):
     byte_metrics: list[str]
     series_colors: dict[str, int]
     groups: dict[str, str]
+    rl_groups: list[RlGroup]
     axes: dict[str, str]
+
+
+class RlGroup(TypedDict):
+    """A section of the RL layout: the charts of ``group``, under ``title``."""
+
+    group: str
+    title: str
+
+
+class CompletionRow(TypedDict):
+    """One sampled completion: its step, texts (cut), each reward function's score (in
+    ``completions.rewards`` order) and its advantage."""
+
+    step: int | None
+    prompt: str
+    completion: str
+    rewards: list[float | None]
+    advantage: float | None
+
+
+class CompletionsSection(TypedDict):
+    """``completions``: an RL run's sampled completions, newest first; ``kept`` of the ``seen``
+    rows are stored (the rest were sampled away), ``rows`` the ones shown."""
+
+    rewards: list[str]
+    rows: list[CompletionRow]
+    kept: int
+    seen: int
 
 
 class BannerKind(TypedDict):
@@ -90,6 +119,7 @@ class ChartSeries(_SeriesPoints, total=False):
 
     head_x: Sequence[float]
     head_y: Sequence[float | None]
+    band: str  # "hi" or "lo": an edge of the band around the chart's first series (mean +/- std)
 
 
 class Chart(TypedDict):
@@ -301,6 +331,59 @@ class Health(StoreHealth, total=False):
     rejected_top: list[list[str | int]]  # [reason, count], most frequent first
 
 
+class StackFrame(TypedDict):
+    """One frame of a recorded stack (innermost first): a code location, no locals."""
+
+    file: str
+    line: int
+    func: str
+
+
+class StackThread(TypedDict):
+    """One thread of a rank's stack dump: its innermost frames (``depth``: the whole stack's)."""
+
+    name: str
+    main: bool
+    daemon: bool
+    depth: int
+    frames: list[StackFrame]
+
+
+class StackGroup(TypedDict):
+    """Ranks whose training thread has the same stack: where they are, and that stack."""
+
+    ranks: list[int]
+    label: str
+    where: str
+    collective: str | None
+    culprit: bool
+    reason: str | None
+    time: float | None
+    threads: list[StackThread]
+
+
+class FlightRecorder(TypedDict):
+    """``gang.stacks.flight_recorder``: from PyTorch's flight recorder, the collective the most
+    advanced ranks entered last (``pending``) and the ranks that have not joined it."""
+
+    pending: JsonObject
+    not_joined: list[int]
+    ranks: list[JsonObject]
+    text: str
+
+
+class Stacks(TypedDict):
+    """``gang.stacks``: where each rank is, grouped by stack; the culprits stuck outside a
+    collective and the ranks waiting for them in one."""
+
+    groups: list[StackGroup]
+    summary: str
+    culprits: list[int]
+    waiting: list[int]
+    collective: str | None
+    flight_recorder: FlightRecorder | None
+
+
 class Gang(TypedDict):
     """``gang``: a multi-node or multi-rank run's nodes, ranks, stragglers and failures."""
 
@@ -316,6 +399,53 @@ class Gang(TypedDict):
     aggregates: JsonObject
     failure: JsonObject | None
     headline: list[Banner]
+    stacks: Stacks | None
+
+
+class SweepRow(TypedDict):
+    """One branch of a sweep: its varying hyperparameters and where its main metric stands."""
+
+    id: str
+    pathspec: str
+    status: str
+    step: int | None
+    hp: dict[str, str | int | float | bool | None]
+    latest: float | None
+    best: float | None
+    best_step: float | None
+    duration_s: float | None
+    goodput: float | None
+    mfu: float | None
+    failure: str | None
+    self: bool
+    is_best: bool
+
+
+class SweepCurve(TypedDict):
+    """A branch's main metric, averaged into a few points ([step, value])."""
+
+    id: str
+    points: list[list[float]]
+    best: bool
+    self: bool
+
+
+class SweepSection(TypedDict):
+    """``sweep``: the branches of this task's foreach (or the runs compared), from their summaries."""
+
+    title: str
+    metric: str | None
+    higher_is_better: bool
+    varying: list[str]
+    constant: dict[str, str | int | float | bool | None]
+    rows: list[SweepRow]
+    curves: list[SweepCurve]
+    best: str | None
+    total: int
+    hidden_rows: int
+    hidden_curves: int
+    standalone: bool
+    notes: list[str]
 
 
 class Stats(TypedDict):
@@ -323,6 +453,70 @@ class Stats(TypedDict):
     corrupt_segments: int
     segments: int
     points: int
+
+
+class AgentEpisode(TypedDict):
+    """One episode (a root ``invoke_agent`` span) and what it called."""
+
+    trace: str
+    agent: str
+    start: float
+    duration_s: float
+    model_calls: int
+    tool_calls: int
+    input_tokens: int
+    output_tokens: int
+    errors: int
+    cost: float | None
+
+
+class AgentTool(TypedDict):
+    """Calls of one tool (``gen_ai.tool.name``)."""
+
+    name: str
+    calls: int
+    errors: int
+    error_share: float
+    p50_s: float | None
+    p95_s: float | None
+
+
+class AgentModel(TypedDict):
+    """Calls of one model, with their tokens and latency percentiles."""
+
+    model: str
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    p50_s: float | None
+    p90_s: float | None
+    p99_s: float | None
+    cost: float | None
+
+
+class AgentFailure(TypedDict):
+    """A failed call: its operation, tool or model, error type and episode's trace."""
+
+    time: float
+    operation: str
+    target: str
+    error_type: str
+    trace: str
+
+
+class AgentsSection(TypedDict):
+    """``agents``: the agent loop of the GenAI spans the run captured (the ``genai`` setting);
+    episodes newest first."""
+
+    episode_count: int
+    spans: int
+    priced: bool
+    failure_count: int
+    episodes: list[AgentEpisode]
+    tools: list[AgentTool]
+    models: list[AgentModel]
+    failures: list[AgentFailure]
 
 
 class CardPayload(TypedDict):
@@ -348,6 +542,9 @@ class CardPayload(TypedDict):
     empty: EmptyReasons
     health: Health
     gang: Gang | None
+    completions: CompletionsSection | None
+    agents: AgentsSection | None
+    sweep: SweepSection | None
     stats: Stats
 
 

@@ -33,6 +33,8 @@ KIND_LABELS: Final = {
     "grad_explosion": "grad norm explosion",
     "throughput_drop": "throughput drop",
     "eval_regression": "eval regression",
+    "reward_collapse": "reward collapse",
+    "kl_blowup": "KL blow-up",
 }
 CATEGORY_LABELS: Final = {
     "productive": "productive steps",

@@ -4,7 +4,9 @@ A run that timed optimizer steps (``Reporter.step_end``, every adapter) is train
 phases decide: an inference phase (``infer``, ``predict``, ``generate`` ...) makes it inference,
 an evaluation phase (``eval``, ``validation``, ``test`` ...) evaluation; anything else, or nothing,
 is training. An evaluation or inference run counts items where training counts steps, has no
-epochs, and its curves are labelled with its own phase rather than "train".
+epochs, and its curves are labelled with its own phase rather than "train". A training run whose
+adapter said it is an online RL trainer (``progress["loop"] == "rl"``) is RL: training, with its
+rewards, policy and completions figures grouped (:mod:`.rl`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from typing import Final, NamedTuple
 
 from ..._schema import PHASE_SPAN_PREFIX
+from ..._schema.records import LOOP_FIELD, RL_LOOP
 from ..._store.reader import RunData
 
 _TRAINING_PHASES: Final = frozenset({"train", "training", "fit", "finetune", "pretrain"})
@@ -35,10 +38,14 @@ class RunKind(NamedTuple):
 TRAINING: Final = RunKind("training", "step", "train", "Training metrics")
 EVALUATION: Final = RunKind("evaluation", "item", "eval", "Evaluation metrics")
 INFERENCE: Final = RunKind("inference", "item", "infer", "Inference metrics")
+RL: Final = RunKind("rl", "step", "train", "Training metrics")
 
 
 def run_kind(data: RunData) -> RunKind:
     """The kind of ``data``'s run (see the module docstring)."""
+    progress = data.status.get("progress") or {}
+    if progress.get(LOOP_FIELD) == RL_LOOP:
+        return RL
     if any(len(s) for s in data.step_times.values()):
         return TRAINING
     names = {

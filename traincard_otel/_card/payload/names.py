@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..._schema import REPORTED_FRACTIONS, SYSTEM_METRICS, SystemMetric
 from .contract import Names
 from .logs import LEVELS
+from .rl import GROUPS as RL_GROUPS
 from .system import RATIO_METRICS
 
 # Most severe first: (kind, title, icon, announced as an alert).
@@ -43,6 +44,9 @@ REPLACED_SECTIONS = [
     "health",
     "empty",
     "gang",
+    "completions",
+    "agents",
+    "sweep",
     "insights",
     "stats",
 ]
@@ -69,6 +73,7 @@ def wire_names() -> Names:
         "ratio_metrics": FRACTION_METRICS,
         "byte_metrics": list(BYTE_METRICS),
         "series_colors": {"train": 0, "eval": 1},
-        "groups": {"training": "training", "system": "system"},
+        "groups": {"training": "training", "system": "system", **{g: g for g in RL_GROUPS}},
+        "rl_groups": [{"group": g, "title": t} for g, t in RL_GROUPS.items()],
         "axes": {"step": "step", "item": "item", "time": "time"},
     }

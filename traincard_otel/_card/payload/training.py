@@ -13,7 +13,7 @@ The summary rule (``docs/card-payload.md``): a metric goes to the table, not a c
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from ..._schema.keys import series_key, tags_text
 from ..._store.reader import RunData, Series
@@ -95,12 +95,17 @@ def summary_table(data: RunData) -> list[SummaryRow]:
     return rows
 
 
-def training_charts(data: RunData, mode: Mode, kind: RunKind = TRAINING) -> list[Chart]:
+def training_charts(
+    data: RunData, mode: Mode, kind: RunKind = TRAINING, skip: Collection[str] = ()
+) -> list[Chart]:
     """Curves by step (by item in an evaluation or inference loop): known ones first, then the
-    rest by name, then throughput and step time."""
+    rest by name, then throughput and step time; not the metrics keyed in ``skip`` (drawn by
+    another section)."""
     charted, _summary = _split(data)
     charts: dict[str, Chart] = {}
     for series in charted:
+        if skip and series_key(series.name, series.tags) in skip:
+            continue
         chart_id, label = chart_name(series.name, kind.series)
         if series.tags:
             label = tags_text(series.tags)
@@ -115,7 +120,7 @@ def training_charts(data: RunData, mode: Mode, kind: RunKind = TRAINING) -> list
                 "series": [],
             },
         )
-        chart["series"] += _series_entries(series, label, mode)
+        chart["series"] += series_entries(series, label, mode)
     for chart in charts.values():  # train first, then eval, then the rest: stable colours
         chart["series"].sort(key=lambda s: (0 if s["label"].startswith("train") else 1, _natural(s["label"])))
     ordered = sorted(charts.values(), key=lambda c: (_CHART_ORDER.get(c["id"], 50), c["id"]))
@@ -135,7 +140,7 @@ def _natural(label: str) -> tuple[float, str]:
     return (float(m[1]), "") if m else (float("inf"), label)
 
 
-def _series_entries(series: Series, label: str, mode: Mode) -> list[ChartSeries]:
+def series_entries(series: Series, label: str, mode: Mode) -> list[ChartSeries]:
     out: list[ChartSeries] = []
     parts = by_rank(series)
     for rank, per_rank in parts:
@@ -194,4 +199,11 @@ def throughput_charts(data: RunData, mode: Mode) -> list[Chart]:
     return out
 
 
-__all__ = ["DIMENSIONLESS", "chart_name", "is_bookkeeping", "summary_table", "training_charts"]
+__all__ = [
+    "DIMENSIONLESS",
+    "chart_name",
+    "is_bookkeeping",
+    "series_entries",
+    "summary_table",
+    "training_charts",
+]

@@ -20,11 +20,13 @@ from ..._types import JsonObject
 from .first_failure import CLEAN_ENDS, OPEN, VANISHED, first_failure, panel_failure, sibling_ends
 from .node_readings import aggregates, host_oom_evidence, node_system
 from .ranks import hung_ranks, rank_table, stragglers
+from .stacks import locate
 from .torchrun_report import REPORT_MARK, agent_records
 
 __all__ = ["analyze", "host_oom_evidence", "settle"]
 
 LAST_METRICS = 12  # in the failure summary
+_INTERNAL = ("last_system", "failure", "stacks")  # read by the analysis, not shown per rank
 
 if TYPE_CHECKING:
     from ..._data.rundata import RunData
@@ -145,7 +147,9 @@ def analyze(data: RunData, now: float | None = None) -> JsonObject | None:
                 "system": node_system(last_system),
             }
         )
-    first = first_failure(rows, agents, node_memory, hung, attempt, seen, now)
+    located = locate({r["rank"]: r["stacks"] for r in rows if r.get("stacks")})
+    first = first_failure(rows, agents, node_memory, hung, attempt, seen, now, located)
+    places = located.pop("places") if located is not None else {}
     if first is not None:  # a rank that ended is not running any more, whatever its state says
         ended = {c["rank"] for c in first["consequences"] if not c["hung"]}
         ended |= set() if first.get("hung") else {first["rank"]}
@@ -169,7 +173,11 @@ def analyze(data: RunData, now: float | None = None) -> JsonObject | None:
         "world_size": world,
         "num_nodes": num_nodes,
         "nodes": nodes,
-        "ranks": [{k: v for k, v in r.items() if k not in ("last_system", "failure")} for r in rows],
+        "ranks": [
+            {**{k: v for k, v in r.items() if k not in _INTERNAL}, "where": places.get(r["rank"])}
+            for r in rows
+        ],
+        "stacks": located,
         "stragglers": stragglers(rows),
         "first_failure": first,
         "hung": hung,

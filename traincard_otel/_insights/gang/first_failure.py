@@ -14,6 +14,7 @@ card's failure panel and ``load().failure``."""
 from __future__ import annotations
 
 from ..._types import JsonObject
+from .stacks import rank_list
 
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 SILENT_FLUSHES = 2.0  # a live rank writes its state every flush interval; this many missed ...
@@ -164,6 +165,35 @@ def _vanished(
     return out
 
 
+def _hung(row: JsonObject, located: JsonObject | None, culprits: set[int], waiting: set[int]) -> JsonObject:
+    """How a hung rank ended, with where its stack says it is."""
+    end: JsonObject = {
+        "how": "hung (heartbeat stopped while its process lives)",
+        "hung": True,
+        "evidence": [],
+        "time": float(row.get("heartbeat_at") or 0),
+    }
+    place = (located or {}).get("places", {}).get(row["rank"])
+    if place is None:
+        return end
+    end["where"] = place
+    op = (located or {}).get("collective")
+    if row["rank"] in culprits:
+        verb = "waits" if len(waiting) == 1 else "wait"
+        end["how"] = f"hung {place}, not in a collective while {rank_list(sorted(waiting))} {verb} in {op}"
+        end["culprit"] = True
+        others = sorted((located or {})["places"].items())
+        end["evidence"] = [f"its stack: {place}", *[f"rank {r}: {p}" for r, p in others if r in waiting][:4]]
+        recorded = (located or {}).get("flight_recorder")
+        if recorded and row["rank"] in recorded["not_joined"]:
+            end["evidence"].append(f"flight recorder: {recorded['text']}")
+    elif row["rank"] in waiting:
+        end["waiting"] = f"{place} for {rank_list(sorted(culprits))}"
+    else:
+        end["how"] = f"hung {place}"
+    return end
+
+
 def first_failure(
     rows: list[JsonObject],
     agents: list[JsonObject],
@@ -172,6 +202,7 @@ def first_failure(
     attempt: int,
     seen: dict[int, JsonObject] | None = None,
     now: float = 0.0,
+    located: JsonObject | None = None,
 ) -> JsonObject | None:
     """The rank that failed first (its facts and how it ended) and the ranks that ended after it.
 
@@ -180,9 +211,13 @@ def first_failure(
     later ones are consequences: SIGTERM from the elastic agent, collectives failing or waiting.
     ``seen``: how ranks ended as their siblings saw it (:func:`sibling_ends`); ``now``: the time
     the run is read at. SIGKILL is called "likely the OOM killer" only with memory evidence from
-    its node.
+    its node. ``located`` (:func:`.stacks.locate`): where the ranks' stacks say they are; a hung
+    rank stuck outside a collective while the others wait in one comes first, whatever the
+    heartbeats say (every rank of a hung gang stops at the same step).
     """
     seen = seen or {}
+    culprits = set((located or {}).get("culprits") or [])
+    waiting_in = set((located or {}).get("waiting") or [])
     elastic = {
         **elastic_failures([as_agent_record(seen, attempt)], attempt),
         **elastic_failures(agents, attempt),
@@ -195,13 +230,20 @@ def first_failure(
         if end is None and row["status"] in OPEN and row["rank"] not in hung_by_rank:
             end = _vanished(row, rows, seen.get(row["rank"]), now)
         if end is None and row["rank"] in hung_by_rank:
-            end = {"how": "hung (heartbeat stopped while its process lives)", "hung": True, "evidence": []}
-            end["time"] = float(row.get("heartbeat_at") or 0)
+            end = _hung(row, located, culprits, waiting_in)
         if end is not None:
             ended.append((end["time"], row["step"] if row["step"] is not None else -1, row, end))
     if not ended:
         return None
-    ended.sort(key=lambda e: (e[0], e[1]))
+    hung_culprits = [e[0] for e in ended if e[2]["rank"] in culprits and e[3].get("hung")]
+    if hung_culprits:  # the ranks waiting for a culprit stopped because of it: they come after
+        ended = [
+            (max(e[0], max(hung_culprits)), e[1], e[2], e[3])
+            if e[3].get("hung") and e[2]["rank"] in waiting_in
+            else e
+            for e in ended
+        ]
+    ended.sort(key=lambda e: (e[0], e[2]["rank"] in waiting_in, e[1]))
     _t, _s, row, end = ended[0]
     facts = {k: row.get(k) for k in ("rank", "node", "host", "pid", "step", "heartbeat_at")}
     first = {**facts, **end, "pid": end.get("pid") or row.get("pid")}
@@ -209,7 +251,7 @@ def first_failure(
     first["consequences"] = [
         {
             **{k: r.get(k) for k in ("rank", "node", "host", "step")},
-            "how": waiting if e.get("hung") else e.get("how") or "ended",
+            "how": (e.get("waiting") or waiting) if e.get("hung") else e.get("how") or "ended",
             "time": e.get("time"),
             "hung": bool(e.get("hung")),  # alive but not progressing: it has not ended
             "vanished": bool(e.get("vanished")),
@@ -235,6 +277,12 @@ def panel_failure(first: JsonObject, last_system: dict[int, JsonObject]) -> Json
         verdict = {
             "kind": "host_oom",
             "text": "Likely killed by the kernel's OOM killer",
+            "evidence": first["evidence"],
+        }
+    elif first.get("culprit"):
+        verdict = {
+            "kind": "hung",
+            "text": "Hung outside a collective while the other ranks wait for it in one",
             "evidence": first["evidence"],
         }
     elif first.get("hung"):

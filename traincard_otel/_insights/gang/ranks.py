@@ -84,6 +84,7 @@ def rank_table(data: RunData, now: float) -> list[JsonObject]:
                 "rank_timeout_s": float(s.get("rank_timeout_s") or 120.0),
                 "flush_interval_s": float(s.get("flush_interval_s") or 2.0),
                 "last_system": s.get("last_system") or {},
+                "stacks": s.get("stacks"),
             }
         )
     return rows

@@ -19,7 +19,7 @@
       x = idx.map(function (i2) { return x[i2]; });
       y = idx.map(function (i2) { return y[i2]; });
     }
-    return { label: str(s && s.label) || "series", x: x, y: y };
+    return { label: str(s && s.label) || "series", x: x, y: y, band: s && (s.band === "hi" || s.band === "lo") ? s.band : "" };
   }
 
   /* uPlot wants one shared x array: the sorted union of all series' x, with null where a series
@@ -173,12 +173,14 @@
         return v === null || v === undefined ? "\u2013" : isTime ? fmtClock(v) : fmtInt(v);
       }
     }];
+    var band = { hi: 0, lo: 0 };  // a mean's +/- 1 std edges: a shaded band (series index + 1)
+    spec.series.forEach(function (s, i) { if (s.band && !band[s.band]) band[s.band] = i + 1; });
     spec.series.forEach(function (s, i) {
       series.push({
         label: s.label,
-        stroke: styles[i].stroke,
-        dash: styles[i].dash,
-        width: 1.6,
+        stroke: s.band ? th.palette[0] : styles[i].stroke,
+        dash: s.band ? [2, 3] : styles[i].dash,
+        width: s.band ? 0.8 : 1.6,
         spanGaps: true,
         points: {
           size: 5, fill: styles[i].stroke, stroke: styles[i].stroke,
@@ -211,6 +213,10 @@
       hooks: { draw: [drawMarkers] },
       series: series
     };
+    if (band.hi && band.lo) {
+      opts.bands = [{ series: [band.hi, band.lo], fill: th.palette[0] + "33" }];
+      ch.box.setAttribute("data-band", "1");
+    }
     ch.plot = new uPlot(opts, align(spec.series), ch.holder);
     ch.plot.tcChart = ch;
     ch.width = opts.width;
@@ -248,8 +254,18 @@
   }
 
   function renderChartSections() {
-    var training = [], system = [];
-    S.charts.forEach(function (ch) { (ch.spec.isSystem ? system : training).push(ch); });
+    var training = [], system = [], rl = S.dom.rlGrids || {}, rlCount = Object.create(null);
+    S.charts.forEach(function (ch) {
+      var g = rl[ch.spec.group];
+      if (g) {
+        if (ch.box.parentNode !== g.grid) g.grid.appendChild(ch.box);
+        rlCount[ch.spec.group] = (rlCount[ch.spec.group] || 0) + 1;
+      } else (ch.spec.isSystem ? system : training).push(ch);
+    });
+    Object.keys(rl).forEach(function (k) {
+      rl[k].section.hidden = !rlCount[k];
+      rl[k].section.querySelector(".tc-count").textContent = rlCount[k] ? String(rlCount[k]) : "";
+    });
     var tg = S.dom.trainGrid, sg = S.dom.sysGrid;
     training.forEach(function (ch) { if (ch.box.parentNode !== tg) tg.appendChild(ch.box); });
     system.forEach(function (ch) { if (ch.box.parentNode !== sg) sg.appendChild(ch.box); });

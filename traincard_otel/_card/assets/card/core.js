@@ -16,7 +16,7 @@
   /* Every wire name the page treats specially comes from the payload's "names" object
      (docs/card-payload.md); the page keeps no copies of its own. */
   var N = { sections: [], banners: [], levels: Object.create(null), verdicts: Object.create(null),
-    ratio: Object.create(null), bytes: Object.create(null), colors: Object.create(null), groups: Object.create(null), axes: Object.create(null), filterLevels: [], warn: 30, error: 40 };
+    ratio: Object.create(null), bytes: Object.create(null), colors: Object.create(null), groups: Object.create(null), rlGroups: [], axes: Object.create(null), filterLevels: [], warn: 30, error: 40 };
   function readNames(p) {
     var n = p && p.names && typeof p.names === "object" ? p.names : null;
     if (!n) return;
@@ -39,6 +39,7 @@
       bytes: set(n.byte_metrics),
       colors: dict(n.series_colors),
       groups: dict(n.groups),
+      rlGroups: Array.isArray(n.rl_groups) ? n.rl_groups.filter(function (g) { return g && has(g.group); }) : [],
       axes: dict(n.axes),
       filterLevels: Array.isArray(n.filter_levels) ? n.filter_levels : [],
       warn: isNum(n.warning_level) ? n.warning_level : 30,

@@ -45,6 +45,31 @@
     return box;
   }
 
+  function renderGangStacks(st) {
+    var box = el("div", "tc-gang-stacks", null, { id: "tc-gang-stacks" });
+    box.appendChild(el("h3", null, "Where each rank is"));
+    var fr = st.flight_recorder;
+    if (fr && typeof fr === "object") {
+      box.appendChild(el("p", "tc-note", "Flight recorder: " + str(fr.text), { id: "tc-gang-flight-recorder",
+        "data-not-joined": (fr.not_joined || []).join(",") }));
+    }
+    (st.groups || []).forEach(function (g) {
+      var d = el("details", "tc-gang-stack" + (g.culprit ? " tc-gang-culprit" : ""), null,
+        { "data-ranks": (g.ranks || []).join(","), "data-culprit": g.culprit ? "1" : "0" });
+      var head = str(g.label) + ": " + str(g.where) + (g.culprit ? " (the others wait for it)" : "") +
+        (has(g.time) ? " \u00b7 " + str(g.reason) + " dump at " + fmtClock(g.time) : "");
+      d.appendChild(el("summary", null, head));
+      (g.threads || []).forEach(function (t) {
+        var lines = (t.frames || []).map(function (f) { return "  " + str(f.file) + ":" + str(f.line) + " in " + str(f.func); });
+        var more = isNum(t.depth) && t.depth > lines.length ? ["  \u2026 " + (t.depth - lines.length) + " outer frames"] : [];
+        d.appendChild(el("pre", "tc-stack", "thread " + str(t.name) + (t.main ? " (main)" : "") +
+          " \u2014 innermost first\n" + lines.concat(more).join("\n")));
+      });
+      box.appendChild(d);
+    });
+    return box;
+  }
+
   function renderGang() {
     var g = S.payload.gang;
     var box = clear(S.dom.gang);
@@ -61,6 +86,7 @@
       box.appendChild(hl);
     }
     if (g.first_failure && typeof g.first_failure === "object") box.appendChild(renderGangFailure(g.first_failure));
+    if (g.stacks && typeof g.stacks === "object") box.appendChild(renderGangStacks(g.stacks));
 
     var nodes = gangTable("tc-gang-nodes", ["node", "host", "task", "ranks", "CPU", "memory", "GPUs", "step process"]);
     var nb = el("tbody");
@@ -88,7 +114,7 @@
     (g.waiting || []).forEach(function (x) { hung[x.rank] = "waiting"; });
     var failedRank = g.first_failure ? g.first_failure.rank : null;
     var ranks = gangTable("tc-gang-ranks", ["rank", "node", "local", "pid", "status", "step", "heartbeat",
-      "step time (median)", "recent", "data wait"]);
+      "step time (median)", "recent", "data wait", "where"]);
     var rb = el("tbody");
     (g.ranks || []).forEach(function (r) {
       var cls = slow && slow.rank === r.rank ? "tc-gang-slow" : "";
@@ -102,6 +128,7 @@
       gangCell(tr, isNum(r.step_time_median_s) ? fmtNum(r.step_time_median_s, 3) + " s" : "\u2013");
       gangCell(tr, isNum(r.step_time_recent_s) ? fmtNum(r.step_time_recent_s, 3) + " s" : "\u2013");
       gangCell(tr, gangShare(r.data_wait_share));
+      gangCell(tr, has(r.where) ? str(r.where) : "\u2013");
       rb.appendChild(tr);
     });
     ranks.appendChild(rb);

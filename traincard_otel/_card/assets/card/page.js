@@ -14,6 +14,17 @@
     d.banners = el("div", "tc-banners", null, { id: "tc-banners" });
     d.failure = el("section", "tc-failure", null, { id: "tc-failure" });
     d.gang = el("section", "tc-section tc-gang", null, { id: "tc-gang" });
+    d.sweep = el("section", "tc-section tc-sweep", null, { id: "tc-sweep" });
+
+    d.rlGrids = Object.create(null);  // the RL layout's sections (Rewards, Policy, Completions)
+    d.rlSections = N.rlGroups.map(function (g) {
+      var sec = section("tc-rl-" + str(g.group), str(g.title), "tc-rl");
+      var grid = el("div", "tc-grid");
+      sec.appendChild(grid);
+      sec.hidden = true;
+      d.rlGrids[str(g.group)] = { section: sec, grid: grid };
+      return sec;
+    });
 
     d.charts = section("tc-charts", "Training metrics");
     d.trainGrid = el("div", "tc-grid");
@@ -67,7 +78,9 @@
     add(d.logs, d.logTools, d.logTrimmed, d.logList, d.logNone, d.logEmpty);
 
     d.stats = el("footer", "tc-stats", null, { id: "tc-stats" });
-    add(root, d.header, d.banners, buildInsights(), d.failure, d.gang, d.charts, d.system, d.checkpoints, d.logs, d.stats);
+    add(root, d.header, d.banners, d.sweep, buildInsights(), d.failure, d.gang);
+    d.rlSections.forEach(function (sec) { root.appendChild(sec); });
+    add(root, buildAgents(), buildCompletions(), d.charts, d.system, d.checkpoints, d.logs, d.stats);
   }
 
   function renderAll() {
@@ -76,11 +89,14 @@
     renderInsights();
     renderFailure();
     renderGang();
+    renderSweep();
     renderSystemInfo();
     applyBaselineSeries();
     renderChartSections();
     renderSummary();
     renderCheckpoints();
+    renderCompletions();
+    renderAgents();
     renderLogs();
     renderStats();
   }
@@ -106,8 +122,11 @@
       if ("insights" in u) renderInsights();
       renderFailure();
       renderGang();
+      if ("sweep" in u) renderSweep();
       if ("system" in u) renderSystemInfo();
       if ("checkpoints" in u) renderCheckpoints();
+      if ("completions" in u) renderCompletions();
+      if ("agents" in u) renderAgents();
       if ("summary" in u) renderSummary();
       if ("logs" in u) renderLogs();
       renderStats();
