@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from . import environment_variables as ev
 from ._types import Reported
@@ -44,8 +44,43 @@ class Settings:
     flight_recorder: bool = True
     anomalies: str = ""  # the anomaly rules' text, parsed by the pipeline at start (docs in README)
     baseline: str = "auto"  # "auto", "none", or a run to compare with (normalized by baseline_spec)
+    stop_on: tuple[str, ...] = ()  # the kinds that stop training (STOP_KINDS)
+    notify: tuple[str, ...] = dataclasses.field(default=(), repr=False)  # webhook URLs: secrets
+    notify_on: tuple[str, ...] = ()  # the kinds notified (NOTIFY_KINDS); empty: all of them
     genai: bool = False
     genai_prices: str = ""  # model=input:output per million tokens, checked by parse_prices
+
+    def redacted(self, name: str) -> Reported:
+        """A setting's value as it may be shown: the webhook URLs only counted."""
+        value: Reported = getattr(self, name)
+        return f"<{len(self.notify)} webhook URL(s), redacted>" if name == "notify" else value
+
+
+# What ``stop_on`` may name: the anomaly rules' kinds (``nan`` is NaN or infinity) and a stall.
+STOP_KINDS: Final = ("nan", "loss_spike", "grad_explosion", "throughput_drop", "eval_regression", "stall")
+# What ``notify_on`` may name: the stop kinds, and what happens to the run or its ranks.
+NOTIFY_KINDS: Final = (*STOP_KINDS, "rank_lost", "rank_hung", "failure", "stopped_early", "run_end")
+
+
+def _parse_kinds(valid: tuple[str, ...]) -> Callable[[str, str], tuple[str, ...]]:
+    def parse(name: str, raw: str) -> tuple[str, ...]:
+        kinds = tuple(dict.fromkeys(k.strip().lower() for k in raw.split(",") if k.strip()))
+        unknown = [k for k in kinds if k not in valid]
+        if unknown:
+            raise ConfigError(
+                f"{name}: unknown kind(s) {', '.join(unknown)}; valid kinds: {', '.join(valid)}"
+            )
+        return kinds
+
+    return parse
+
+
+def _parse_urls(name: str, raw: str) -> tuple[str, ...]:
+    urls = tuple(u.strip() for u in raw.replace("\n", ",").split(",") if u.strip())
+    for i, url in enumerate(urls, 1):
+        if not url.lower().startswith(("http://", "https://")):  # the URL itself is a secret: not shown
+            raise ConfigError(f"{name}: entry {i} of {len(urls)} is not an http:// or https:// URL")
+    return urls
 
 
 def _parse_bool(name: str, raw: str) -> bool:
@@ -158,9 +193,14 @@ _ENV: dict[str, tuple[str, Callable[[str, str], Reported]]] = {
     "flight_recorder": (ev.TRAINCARD_FLIGHT_RECORDER, _parse_bool),
     "anomalies": (ev.TRAINCARD_ANOMALIES, lambda n, r: r.strip()),
     "baseline": (ev.TRAINCARD_BASELINE, lambda n, r: baseline_spec(r)),
+    "stop_on": (ev.TRAINCARD_STOP_ON, _parse_kinds(STOP_KINDS)),
+    "notify": (ev.TRAINCARD_NOTIFY, _parse_urls),
+    "notify_on": (ev.TRAINCARD_NOTIFY_ON, _parse_kinds(NOTIFY_KINDS)),
     "genai": (ev.TRAINCARD_GENAI, _parse_bool),
     "genai_prices": (ev.TRAINCARD_GENAI_PRICES, lambda n, r: _check_prices(n, r)),
 }
+# Settings given as a list or a comma-separated text, parsed like their variable.
+_LISTS = frozenset({"stop_on", "notify", "notify_on"})
 # Settings whose variable set to an empty value means something (an empty baseline: none).
 _EMPTY_MEANS_SOMETHING = frozenset({"baseline"})
 
@@ -181,10 +221,15 @@ def resolve(
         raise ConfigError(f"unknown setting(s) {sorted(unknown)}; known: {sorted(fields)}")
     values: dict[str, Reported] = {}
     for field, (var, parse) in _ENV.items():
-        if overrides.get(field) is not None:
-            values[field] = baseline_spec(overrides[field]) if field == "baseline" else overrides[field]
-            if field == "genai_prices":  # checked at configure(), as the variable is
-                values[field] = _check_prices("genai_prices=", str(overrides[field]))
+        given = overrides.get(field)
+        if given is not None:
+            if field in _LISTS:
+                text = given if isinstance(given, str) else ",".join(str(v) for v in given)
+                values[field] = parse(f"{field}=", text)
+            elif field == "genai_prices":  # checked at configure(), as the variable is
+                values[field] = _check_prices("genai_prices=", str(given))
+            else:
+                values[field] = baseline_spec(given) if field == "baseline" else given
             continue
         raw = env.get(var)
         if raw is not None and (raw.strip() != "" or field in _EMPTY_MEANS_SOMETHING):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from . import _pipeline
@@ -108,6 +108,7 @@ class Reporter:
         self._q = self._queue.items
         self._cap = self._queue.cap
         self._report_metrics = self._on and self._queue.report_metrics
+        self._guards = pipeline.guards if pipeline is not None else None
 
     @property
     def settings(self) -> Settings | None:
@@ -142,6 +143,26 @@ class Reporter:
         """The innermost open phase's name."""
         phases = self._queue.open_phases
         return phases[-1][1] if phases else None
+
+    @property
+    def should_stop(self) -> bool:
+        """True once an anomaly that ``stop_on`` names was seen: save a checkpoint and leave the
+        loop (``if reporter.should_stop: save(); break``). The HF and Lightning adapters do it."""
+        guards = self._guards
+        return guards is not None and guards.trigger is not None
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why :attr:`should_stop` is true: the kind and the one-line explanation."""
+        trigger = self._guards.trigger if self._guards is not None else None
+        return f"{trigger.kind}: {trigger.message}" if trigger is not None else None
+
+    def stop_early(self, reason: str) -> None:
+        """Say that training stops for ``reason`` (:attr:`should_stop` becomes true and the run ends
+        *stopped early*). The adapters call it on the ranks that stop because another rank's
+        ``stop_on`` rule tripped; a loop may call it for a reason of its own."""
+        if self._guards is not None:
+            self._guards.stop_requested("requested", reason, self._queue.step)
 
     # -- metrics -----------------------------------------------------------------------------
     def metric(
@@ -310,6 +331,8 @@ class Reporter:
         """
         if self._on:
             step = self._queue.step if step is None else step
+            if self._guards is not None:
+                self._guards.checkpointed(os.fspath(path), step)
             self._queue.put(CheckpointSaved(time.time(), os.fspath(path), step, dict(metadata or {})))
 
     def system(self, stats: Mapping[str, float]) -> None:
@@ -387,6 +410,9 @@ def configure(
     capture_console: bool | None = None,
     anomalies: str | None = None,
     baseline: str | None = None,
+    stop_on: str | Sequence[str] | None = None,
+    notify: str | Sequence[str] | None = None,
+    notify_on: str | Sequence[str] | None = None,
     attempt: int | None = None,
     genai: bool | None = None,
     genai_prices: str | None = None,
@@ -400,9 +426,12 @@ def configure(
     sampling), ``buffer_cap``, ``report_ranks`` (``"0"`` or ``"all"``), ``refresh_interval_s``,
     ``shutdown_timeout_s``, ``log_level``, ``stall_timeout_s``, ``rank_timeout_s``,
     ``hourly_cost``, ``capture_console``, ``anomalies`` (the rules' text, or ``"off"``),
-    ``baseline``, ``attempt``, ``genai`` (capture agent loops from GenAI spans of the global tracer
-    provider) and ``genai_prices`` (``model=input:output`` per million tokens). Calling it again
-    with the same settings (or none) returns a reporter of the running pipeline.
+    ``baseline``, ``stop_on`` (anomaly kinds that stop training: ``nan``, ``loss_spike``,
+    ``grad_explosion``, ``throughput_drop``, ``eval_regression``, ``stall``), ``notify`` (webhook
+    URLs), ``notify_on`` (the kinds notified), ``attempt``, ``genai`` (capture agent loops from
+    GenAI spans of the global tracer provider) and ``genai_prices`` (``model=input:output`` per
+    million tokens). Calling it again with the same settings (or none) returns a reporter of the
+    running pipeline.
 
     Raises:
         ConfigError: a setting is invalid, or differs from the running pipeline's.

@@ -114,3 +114,19 @@ the run's own namespace and metadata; a Metaflow pathspec ``Flow/run[/step[/task
 the same flow; a store folder or URL; ``none`` (or empty) for no comparison. ``@traincard(baseline=...)``
 beats it. A baseline that is missing or cannot be read is a note in the card, never an error.
 Default: auto."""
+
+TRAINCARD_STOP_ON = "TRAINCARD_STOP_ON"
+"""Anomaly kinds that stop training gracefully (comma-separated): ``nan`` (NaN or infinity in a
+loss or gradient norm), ``loss_spike``, ``grad_explosion``, ``throughput_drop``,
+``eval_regression``, ``stall``. The HF and Lightning adapters save a checkpoint and stop the
+trainer; a raw loop or Accelerate reads ``reporter.should_stop``. The run ends *stopped early*.
+Also ``@traincard(stop_on=...)``. An unknown kind fails at start. Default: none."""
+
+TRAINCARD_NOTIFY = "TRAINCARD_NOTIFY"
+"""Webhook URLs (comma-separated) that receive a Slack-compatible JSON post for each anomaly,
+stall, lost or hung rank, failure, early stop and the end of the run, from a background thread
+(bounded timeout, rate-limited per kind). Secrets: never stored, shown or logged. Default: none."""
+
+TRAINCARD_NOTIFY_ON = "TRAINCARD_NOTIFY_ON"
+"""The kinds notified (comma-separated): the ``TRAINCARD_STOP_ON`` kinds and ``rank_lost``,
+``rank_hung``, ``failure``, ``stopped_early``, ``run_end``. Default: all of them."""

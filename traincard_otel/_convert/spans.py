@@ -7,7 +7,7 @@ ends them likewise: real durations, no OTel call on the training thread, and sti
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -15,6 +15,7 @@ from opentelemetry._logs import Logger, SeverityNumber
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AnyValue
 
+from .._safety import internal_error
 from .._schema import PHASE_SPAN_PREFIX, Attr
 
 SEVERITY = {
@@ -38,6 +39,8 @@ class PhaseSpans:
         self._spans: dict[int, Span] = {}
         self._names: dict[int, str] = {}
         self.failed_phase: str | None = None  # a phase that ended with an exception
+        # Told of every event emitted, after it was (the guard rails watch anomalies and failures).
+        self.observer: Callable[[float, str | None, AnyValue, Mapping[str, AnyValue]], None] | None = None
 
     @property
     def current(self) -> str | None:
@@ -90,3 +93,8 @@ class PhaseSpans:
             attributes=dict(attributes or {}),
             event_name=event,
         )
+        if event is not None and self.observer is not None:
+            try:
+                self.observer(t, event, body, attributes or {})
+            except Exception as exc:
+                internal_error("guard rails", exc)

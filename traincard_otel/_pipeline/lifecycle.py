@@ -24,7 +24,7 @@ from .. import _logbridge as logbridge
 from .._config import Settings
 from .._convert import Converter
 from .._convert.anomalies import parse_rules
-from .._identity import MetaflowIdentity, RankIdentity, resource_attributes
+from .._identity import ENV_LAUNCHER_PID, MetaflowIdentity, RankIdentity, resource_attributes
 from .._insights.analysis import Insights, analyse
 from .._queue import ReportQueue
 from .._safety import internal_error, report_internal_error
@@ -49,7 +49,9 @@ from .._version import __version__
 from . import children
 from .bounded import bounded, left
 from .genai import GenAISpanProcessor, capture_genai_spans
+from .guards import Guards, notified_kinds
 from .insight_gauges import InsightGauges
+from .notify import Notifier
 from .providers import build_providers
 from .schedule import FlushSchedule
 
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     from .._telemetry.console import ConsoleCapture
 
 logger = logging.getLogger("traincard_otel")
+JUDGE_PERIOD_S = 0.25  # how often the rows are drained and judged while stop_on is armed
 _SCOPE = "traincard_otel"
 
 
@@ -149,10 +152,13 @@ class Pipeline:
             rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
         )
         self.converter.instruments.observe_health(run_meter, self.watchdog.status_fields)
+        self.guards = self._build_guards()
         self.ended_siblings: list[JsonObject] = []  # other ranks of this node seen to end
-        self.schedule = FlushSchedule(
-            self.tick, settings.flush_interval_s if self.writer is not None else 1.0
-        )
+        self._full_period = settings.flush_interval_s if self.writer is not None else 1.0
+        self._next_full = 0.0
+        # With stop_on armed the rows are judged often, so that training stops within a step or two.
+        period = min(self._full_period, JUDGE_PERIOD_S) if self.guards.stop_on else self._full_period
+        self.schedule = FlushSchedule(self.tick, period)
         self.closed = False
         self.configured_by_step = False  # by @traincard, which runs the card's refresher itself
         self.card_refresher_started = False
@@ -162,6 +168,28 @@ class Pipeline:
             self.on_shutdown.append(self.genai.shutdown)
         self._log_handler: logbridge.QueueHandler | None = None
         self.console: ConsoleCapture | None = None
+
+    def _build_guards(self) -> Guards:
+        settings, rank = self.settings, self.rank
+        # One notice per event in a gang: only its first rank sends (the control task's; where the
+        # control task's step process started the ranks, each sends what only it sees).
+        sends = bool(settings.notify) and rank.rank == 0
+        launcher_pid = os.environ.get(ENV_LAUNCHER_PID)
+        under_launcher = not rank.launcher and launcher_pid is not None and launcher_pid != str(os.getpid())
+        notifier = (
+            Notifier(
+                settings.notify,
+                notified_kinds(settings, under_launcher=under_launcher),
+                timeout_s=min(5.0, settings.shutdown_timeout_s),
+            )
+            if sends
+            else None
+        )
+        where = self.mf.pathspec if self.mf else (self.backend.spec if self.backend is not None else None)
+        guards = Guards(settings, emit=self.event, notifier=notifier, rank=rank.rank, run=where, card=where)
+        if guards.stop_on or notifier is not None:
+            self.converter.spans.observer = guards.observe
+        return guards
 
     def start(self) -> Pipeline:
         """Start what runs on its own: the writer, the flush schedule, the watchdog, the system
@@ -221,6 +249,10 @@ class Pipeline:
 
         def ended(record: JsonObject) -> None:
             self.ended_siblings.append({**record, "seen_at_step": self.queue.step})
+            if record.get("exitcode") or record.get("signal"):
+                how = f"exited with {record.get('exitcode')}" if record.get("exitcode") else "was killed"
+                self.guards.rank_ended(int(record.get("rank") or 0), self.queue.step, how)
+            self._next_full = 0.0  # a whole turn, status and write included
             self.schedule.wake()  # the launcher may stop this rank in a moment: say it now
 
         try:
@@ -339,6 +371,7 @@ class Pipeline:
         }
         st.update(self.converter.status_fields())
         st.update(self.watchdog.status_fields())
+        st["guards"] = self.guards.status_fields()
         return st
 
     # -- the schedule -----------------------------------------------------------------------------
@@ -355,10 +388,17 @@ class Pipeline:
         )
 
     def tick(self) -> None:
-        """One turn of the schedule: reports -> signals -> exporters, then the writer writes."""
+        """One turn of the schedule: reports -> signals -> exporters, then the writer writes.
+
+        With ``stop_on`` armed the schedule turns every :data:`JUDGE_PERIOD_S`, and a turn before
+        the flush interval is up only drains (the anomaly rules judge what was drained)."""
         if self.genai is not None:
             self.genai.record_pending()
         self.converter.drain()
+        now = time.monotonic()
+        if now < self._next_full:
+            return
+        self._next_full = now + self._full_period - 0.01
         self.emit_status()
         if self.writer is not None:
             self.writer.request_flush()
@@ -393,17 +433,19 @@ class Pipeline:
                 self.status = status
             elif self.status == "running":
                 self.status = "finished"
+            self.status = self.guards.end_status(self.status)
             end = time.time()
             self.converter.close_open_phases(end)
+            guard_attrs = self.guards.ended(self.status, self.queue.step)
             if self.status != "failed":  # the failure event itself was emitted when it happened
-                attrs = {Attr.STATUS: self.status}
+                attrs = {Attr.STATUS: self.status, **guard_attrs}
                 if self.terminated_by:
                     attrs[Attr.SIGNAL] = self.terminated_by
                 self.event(Event.run_ended(self.status), attrs)
             self.converter.drain()
             self.emit_status()
             self.run_span.set_attribute(Attr.STATUS, self.status)
-            if self.status not in ("failed", "finished"):
+            if self.status not in ("failed", "finished", "stopped_early"):
                 self.run_span.set_status(Status(StatusCode.ERROR, self.status))
             self.run_span.end(end_time=int(end * 1e9))
             if self.sampler is not None:
@@ -413,6 +455,8 @@ class Pipeline:
             bounded(lambda: mp.force_flush(1000), left(deadline, 1.0), default=False)
             if self.writer is not None:
                 self.writer.close(left(deadline))
+            if self.guards.notifier is not None:  # its notices went out while the writer wrote
+                self.guards.notifier.close(left(deadline))
         except Exception as exc:
             report_internal_error("shutdown", exc)
         finally:

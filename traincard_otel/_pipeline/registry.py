@@ -52,7 +52,8 @@ def _check_same(
         old, new = getattr(running.settings, name), getattr(resolved, name)
         if old != new:
             raise ConfigError(
-                f"traincard is already running with {name}={old!r}, and was asked for {name}={new!r}; "
+                f"traincard is already running with {name}={running.settings.redacted(name)!r}, and was "
+                f"asked for {name}={resolved.redacted(name)!r}; "
                 "call traincard_otel.shutdown() first to change settings, or leave the setting out"
             )
     if backend is not None and running.backend is not None and backend.spec != running.backend.spec:

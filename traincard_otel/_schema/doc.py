@@ -40,6 +40,17 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
     (Event.RUN_FINISHED, f"`{Attr.STATUS}`"),
     (Event.RUN_TERMINATED, f"`{Attr.STATUS}`, `{Attr.SIGNAL}`"),
     (
+        Event.RUN_STOPPED_EARLY,
+        f"a `stop_on` rule stopped training: `{Attr.STATUS}`, `{Attr.GUARD_TRIGGER}` (the kind), "
+        f"`{Attr.GUARD_REASON}`, `{Attr.GUARD_TRIGGER_STEP}`, `{Attr.STEP}` (the last step), "
+        f"`{Attr.CHECKPOINT_PATH}` (the checkpoint saved on stopping, when one was)",
+    ),
+    (
+        Event.GUARD_STOP_REQUESTED,
+        f"a `stop_on` rule tripped (the trainer stops at its next step end): `{Attr.GUARD_TRIGGER}`, "
+        f"`{Attr.STEP}`, `{Attr.ANOMALY_VALUE}`",
+    ),
+    (
         Event.RUN_FAILED,
         f"`{Attr.EXCEPTION_TYPE}`, `{Attr.EXCEPTION_MESSAGE}`, `{Attr.EXCEPTION_STACKTRACE}`; body: the "
         "failure summary (type, message, traceback, phase, step, last metrics, last system, verdict)",

@@ -50,6 +50,9 @@ class Attr:
     ANOMALY_KIND: Final = "traincard.anomaly.kind"
     ANOMALY_VALUE: Final = "traincard.anomaly.value"
     ANOMALY_EXPECTED: Final = "traincard.anomaly.expected"
+    GUARD_TRIGGER: Final = "traincard.guard.trigger"  # the stop_on kind that stopped the run
+    GUARD_TRIGGER_STEP: Final = "traincard.guard.trigger_step"
+    GUARD_REASON: Final = "traincard.guard.reason"
     GOODPUT_CATEGORY: Final = "traincard.goodput.category"
     TORCH_MEMORY_KIND: Final = "traincard.torch.memory.kind"
     LOG_STREAM: Final = "log.iostream"
@@ -132,6 +135,8 @@ class Event:
     RUN_FINISHED: Final = "traincard.run.finished"
     RUN_FAILED: Final = "traincard.run.failed"
     RUN_TERMINATED: Final = "traincard.run.terminated"
+    RUN_STOPPED_EARLY: Final = "traincard.run.stopped_early"
+    GUARD_STOP_REQUESTED: Final = "traincard.guard.stop_requested"
     RUN_RESUMED: Final = "traincard.run.resumed"
     RUN_REWIND: Final = "traincard.run.rewind"
     STALL_STARTED: Final = "traincard.stall.started"

@@ -164,6 +164,8 @@ class StatusSnapshot(TypedDict, total=False):
     input_bound_share: float | None
     lost_ranks: list[JsonObject]
     previous_attempt: JsonObject | None
+    # the guard rails: stop_on, notify_on, notification counts, what tripped, the actions taken
+    guards: JsonObject | None
     # the watchdog's latest stack dump while stalled or asked for (``_telemetry/stacks.py``)
     stacks: JsonObject | None
 

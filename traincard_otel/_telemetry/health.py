@@ -74,7 +74,7 @@ def previous_attempt_end(states: list[JsonObject], attempt: int) -> JsonObject |
             previous_end="signal",
             signal=next(s.get("terminated_by") for s in prev if s.get("status") == "terminated"),
         )
-    elif all(s.get("status") == "finished" for s in prev):
+    elif all(s.get("status") in ("finished", "stopped_early") for s in prev):
         info.update(previous_end="finished")
     else:
         info.update(previous_end="vanished")

@@ -57,6 +57,12 @@ class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name
     def tracker(self) -> Reporter:
         return self.reporter
 
+    @property
+    def should_stop(self) -> bool:
+        """True once an anomaly that ``stop_on`` names was seen (``Reporter.should_stop``); with
+        several processes, combine it across them before leaving the loop (docs/guards.md)."""
+        return self.reporter.should_stop
+
     @guarded("accelerate.store_init_configuration", None)
     def store_init_configuration(self, values: Mapping[str, object]) -> None:
         self.reporter.event(Event.HYPERPARAMS, body={str(k): str(v) for k, v in values.items()})

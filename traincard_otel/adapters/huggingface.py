@@ -106,6 +106,7 @@ class TraincardCallback:
         self._history = _Cursor([], 0)
         self._unread: list[LoggedReport] = []  # read by report_logged, for the source
         self._eval_keys: dict[tuple[str, ...], bool] = {}  # a logged dict's names -> any eval_ metric
+        self.agree: Callable[[bool], bool] | None = None  # the ranks' stop flags, combined (stop_on)
 
     # -- logged metrics ------------------------------------------------------------------------
     def follow(self, history: LogHistory) -> None:
@@ -197,6 +198,7 @@ class TraincardCallback:
     def tap_step_end(self, original: HandlerEvent) -> HandlerEvent:
         """``handler.on_step_end`` that reports the step after the registered callbacks ran."""
         perf_counter, step_end = time.perf_counter, self.reporter.step_end
+        reporter, agree = self.reporter, self.agree
 
         def on_step_end(args: object, state: Foreign, control: Foreign) -> Foreign:
             control = original(args, state, control)
@@ -215,6 +217,12 @@ class TraincardCallback:
                 )
                 self.samples = self.tokens = 0
                 self.data_wait = None
+                stop = reporter.should_stop
+                if agree is not None and agree(stop) > stop:
+                    reporter.stop_early("another rank's stop_on rule")
+                    stop = True
+                if stop:  # stop_on: the Trainer saves, then leaves its loop, as for max_steps
+                    control.should_save = control.should_training_stop = True
                 self._pending_save = bool(control.should_save)
                 if control.should_evaluate:
                     self._open_eval()
@@ -322,6 +330,20 @@ def _tap(handler: Foreign, event: str, callback: TraincardCallback) -> HandlerEv
     return tapped
 
 
+def _agreement(trainer: Foreign) -> Callable[[bool], bool]:
+    """Every rank must stop at the same step, or the next collective hangs; only the ranks that
+    judge the metrics see an anomaly. So with ``stop_on`` armed in a multi-rank run the ranks' flags
+    are summed at each step end: one all-reduce of one number (the Trainer's own loss logging
+    synchronises as much)."""
+    import torch
+
+    def agree(flag: bool) -> bool:
+        mine = torch.tensor([1.0 if flag else 0.0], device=trainer.args.device)
+        return bool(trainer.accelerator.reduce(mine, reduction="sum").item() > 0)
+
+    return agree
+
+
 class HFHandle:
     """Returned by :func:`traincard_otel.instrument` for a Trainer."""
 
@@ -354,6 +376,9 @@ def attach(trainer: Foreign, reporter: Reporter) -> HFHandle:
     _check_version()
     callback = TraincardCallback(reporter)
     callback.model = trainer.model
+    settings = reporter.settings
+    if settings is not None and settings.stop_on and int(getattr(trainer.args, "world_size", 1) or 1) > 1:
+        callback.agree = _agreement(trainer)
     handler = trainer.callback_handler
     taps = {event: _tap(handler, event, callback) for event in TAPPED_EVENTS}
     step_fn = trainer.training_step

@@ -104,6 +104,11 @@ class LoopTracker:
         if values:
             self.reporter.metrics(values, step=self.step if step is None else step)
 
+    @property
+    def should_stop(self) -> bool:
+        """True once an anomaly that ``stop_on`` names was seen (``Reporter.should_stop``)."""
+        return self.reporter.should_stop
+
     def save(self, obj: object, path: str, **metadata: Reported) -> None:
         """``torch.save(obj, path)`` inside a ``save`` phase, recorded as a checkpoint."""
         with self.reporter.phase("save"):

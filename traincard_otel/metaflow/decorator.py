@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from metaflow.decorators import StepDecorator
 
 from .. import _pipeline
+from .._config import resolve
 from .._identity import (
     ENV_CONTROL_TASK,
     ENV_LAUNCHER_PID,
@@ -45,7 +46,9 @@ class TraincardDecorator(StepDecorator):
     """Step decorator. Attributes: ``refresh_interval`` (s, live card), ``flush_interval`` (s,
     store), ``system`` (sample host/GPU), ``attach_card`` (add ``@card(type="traincard")`` if absent),
     ``hourly_cost``, ``baseline`` (the run the card compares with: ``auto``, the default, for the
-    latest earlier run of this flow whose step succeeded; ``Flow/run/step``, a run id, or ``none``)."""
+    latest earlier run of this flow whose step succeeded; ``Flow/run/step``, a run id, or ``none``),
+    ``stop_on`` (anomaly kinds that stop training with a checkpoint: ``"nan,loss_spike"``;
+    docs/guards.md). Webhooks come from ``TRAINCARD_NOTIFY`` only: URLs are secrets, not code."""
 
     name = "traincard"
     # None means: the TRAINCARD_* environment variable, else the package default.
@@ -56,6 +59,7 @@ class TraincardDecorator(StepDecorator):
         "attach_card": True,
         "hourly_cost": None,
         "baseline": None,
+        "stop_on": None,
     }
 
     def step_init(
@@ -70,6 +74,8 @@ class TraincardDecorator(StepDecorator):
     ) -> None:
         self._flow_datastore = flow_datastore
         self._refresher: Refresher | None = None
+        if self.attributes["stop_on"] is not None:  # an unknown kind fails before the run starts
+            resolve({"stop_on": self.attributes["stop_on"]}, environ={})
         has_card = any(
             getattr(d, "name", "") == "card" and d.attributes.get("type") == "traincard" for d in decorators
         )
@@ -140,6 +146,8 @@ class TraincardDecorator(StepDecorator):
             settings["hourly_cost"] = float(attrs["hourly_cost"])
         if attrs["baseline"] is not None:
             settings["baseline"] = str(attrs["baseline"])
+        if attrs["stop_on"] is not None:
+            settings["stop_on"] = str(attrs["stop_on"])
         reporter = Reporter(backend=backend, metaflow_identity=mf, **settings)
         reader = None
         if gang is not None:
@@ -154,6 +162,8 @@ class TraincardDecorator(StepDecorator):
         os.environ["TRAINCARD_ATTEMPT"] = str(retry_count)
         if reporter.settings is not None:  # the card's own subprocesses compare with the same run
             os.environ["TRAINCARD_BASELINE"] = reporter.settings.baseline
+            if reporter.settings.stop_on:  # the ranks it starts stop on the same kinds
+                os.environ["TRAINCARD_STOP_ON"] = ",".join(reporter.settings.stop_on)
         current._update_env({"traincard": reporter})
         found = _flow_hyperparameters(flow) if gang is None else {}
         if found:

@@ -96,6 +96,39 @@ def _run_banners(data: RunData, status: RunStatus, now: float) -> list[Banner]:
     return out
 
 
+def _guard_banners(data: RunData) -> list[Banner]:
+    """The armed guard rails (``stop_on``, ``notify``) and each action they took, with when."""
+    guards = data.status.get("guards")
+    if not guards:
+        return []
+    out: list[Banner] = []
+    trigger = guards.get("trigger")
+    if data.status.get("status") == "stopped_early" and trigger:
+        where = (
+            f"; checkpoint {guards['checkpoint']}" if guards.get("checkpoint") else "; no checkpoint saved"
+        )
+        text = (
+            f"Stopped early by stop_on={trigger['kind']} (step {trigger.get('step')}): {trigger['message']}"
+        )
+        out.append({"kind": "stopped_early", "text": text + where})
+    armed = []
+    if guards.get("stop_on"):
+        armed.append("stop on " + ", ".join(guards["stop_on"]))
+    sent: JsonObject | None = guards.get("notifications")
+    if sent:
+        kinds = ", ".join(guards.get("notify_on") or []) or "every kind"
+        armed.append(
+            f"notify {sent['webhooks']} webhook(s) of {kinds}: {sent['sent']} sent, {sent['failed']} failed, "
+            f"{sent['suppressed']} rate-limited, {sent['dropped']} dropped"
+        )
+    if armed:
+        out.append({"kind": "guards", "text": "Armed: " + "; ".join(armed)})
+    for a in guards.get("actions") or []:
+        text = f"{str(a['action']).capitalize()} at {_clock(a.get('time'))} (step {a.get('step')})"
+        out.append({"kind": "guards", "text": f"{text}, triggered by {a.get('trigger')}: {a.get('detail')}"})
+    return out
+
+
 def _data_banners(data: RunData, status: RunStatus, now: float) -> list[Banner]:
     out: list[Banner] = []
     share = data.status.get("input_bound_share")
@@ -124,4 +157,4 @@ def _data_banners(data: RunData, status: RunStatus, now: float) -> list[Banner]:
 def all_banners(data: RunData, status: RunStatus, now: float | None = None) -> list[Banner]:
     """Every banner that applies, in the order the run's story reads (the page sorts by severity)."""
     now = time.time() if now is None else now
-    return _run_banners(data, status, now) + _data_banners(data, status, now)
+    return _run_banners(data, status, now) + _guard_banners(data) + _data_banners(data, status, now)

@@ -13,11 +13,13 @@ from .system import RATIO_METRICS
 BANNERS: list[tuple[str, str, str, bool]] = [
     ("failed", "Failed", "\u2716", True),
     ("terminated", "Terminated", "\u25a0", True),
+    ("stopped_early", "Stopped early", "\u23f9", True),
     ("stalled", "Stalled", "\u23f8", True),
     ("degraded", "Degraded", "\u26a0", False),
     ("store", "Store errors", "\u26a0", False),
     ("dropped", "Data dropped", "\u26a0", False),
     ("resumed", "Resumed", "\u21bb", False),
+    ("guards", "Guard rails", "\u2691", False),
     ("info", "Note", "i", False),
 ]
 VERDICTS = {

@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..._types import JsonObject
-from .first_failure import OPEN, VANISHED, first_failure, panel_failure, sibling_ends
+from .first_failure import CLEAN_ENDS, OPEN, VANISHED, first_failure, panel_failure, sibling_ends
 from .node_readings import aggregates, host_oom_evidence, node_system
 from .ranks import hung_ranks, rank_table, stragglers
 from .stacks import locate
@@ -61,12 +61,12 @@ def _waits(nodes: list[JsonObject], rows: list[JsonObject], num_nodes: int) -> l
         )
         if not alive:
             continue
-        if mine and all(r["status"] == "finished" for r in mine):
+        if mine and all(r["status"] in CLEAN_ENDS for r in mine):
             others = sorted(
                 {
                     int(r["node"] or 0)
                     for r in rows
-                    if r["status"] != "finished" and int(r["node"] or 0) != index
+                    if r["status"] not in CLEAN_ENDS and int(r["node"] or 0) != index
                 }
             )
             if others:

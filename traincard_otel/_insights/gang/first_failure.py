@@ -21,6 +21,7 @@ SILENT_FLUSHES = 2.0  # a live rank writes its state every flush interval; this 
 SILENT_MARGIN_S = 1.0  # ... plus this, and it is not alive any more
 VANISHED = "vanished"  # the status shown for a rank that ended without a terminal record
 OPEN = ("running", VANISHED)  # no terminal record written
+CLEAN_ENDS = ("finished", "stopped_early")  # a stop_on rule's stop is no failure
 
 
 def sibling_ends(states: list[JsonObject], attempt: int) -> dict[int, JsonObject]:
@@ -119,8 +120,8 @@ def _ending(row: JsonObject, elastic: JsonObject | None, memory_evidence: str | 
         # It died without writing its end (SIGKILL cannot be caught): it ended after its last word.
         out.update(time=float(beat or elastic.get("time") or 0), vanished=row["status"] in OPEN)
         return out
-    if row["status"] in ("failed", "finished"):
-        return None if row["status"] == "finished" else {**out, "how": "failed", "time": beat}
+    if row["status"] in ("failed", *CLEAN_ENDS):
+        return None if row["status"] in CLEAN_ENDS else {**out, "how": "failed", "time": beat}
     return None
 
 

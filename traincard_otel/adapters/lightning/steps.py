@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import functools
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 
@@ -46,6 +47,7 @@ class StepTaps:
         # deque, since appending and popping from two threads is atomic.
         self.pending: collections.deque[tuple[Mapping[str, Reported], int | None, int]] = collections.deque()
         self.stepping = False  # in a fit's training steps (logged values read off the thread)
+        self.agree = False  # stop_on in a multi-rank fit: the ranks' stop flags are combined
         self._installed: list[tuple[Foreign, str, Foreign, object]] = []  # (object, name, wrapper, previous)
 
     # -- installing ----------------------------------------------------------------------------
@@ -83,6 +85,10 @@ class StepTaps:
         self.progress = step_progress(trainer, module)
         self.step, self.wait, self.samples, self.tokens = self.progress.completed, None, 0, 0
         self.install_module(module)
+        settings = self.reporter.settings
+        # Every rank must stop at the same step, or the next collective hangs; only the ranks that
+        # judge the metrics see an anomaly: with stop_on armed, a reduction at each step end.
+        self.agree = bool(settings is not None and settings.stop_on and trainer.world_size > 1)
         self.stepping = True
         self.last_end = time.perf_counter()
 
@@ -165,11 +171,30 @@ class StepTaps:
                         self.reporter.progress(batch_size=self.samples * self.trainer.world_size or None)
                     self.samples = self.tokens = 0
                     self.wait = None
+                    stop = self.reporter.should_stop
+                    if self.agree and self.trainer.strategy.reduce_boolean_decision(stop, all=False) > stop:
+                        self.reporter.stop_early("another rank's stop_on rule")
+                        stop = True
+                    if stop and not self.trainer.should_stop:
+                        self.stop_early(step)
             except Exception as exc:
                 internal_error("lightning.on_train_batch_end", exc)
             return result
 
         return on_train_batch_end
+
+    def stop_early(self, step: int) -> None:
+        """``stop_on`` tripped: save a checkpoint where the checkpoint callback saves (else under
+        the root directory), then stop the fit after this batch through ``trainer.should_stop``."""
+        trainer = self.trainer
+        callback = getattr(trainer, "checkpoint_callback", None)
+        folder = getattr(callback, "dirpath", None) or os.path.join(trainer.default_root_dir, "checkpoints")
+        path = os.path.join(folder, f"stopped-early-step={step}.ckpt")
+        with self.reporter.phase("save"):
+            trainer.save_checkpoint(path)
+        self.reporter.checkpoint(path, step=step, metadata={"stopped_early": True})
+        trainer.should_stop = True
+        self.last_end = time.perf_counter()  # the save is no step's time
 
     def _log_metrics(self, original: Foreign) -> Foreign:
         pending, trainer = self.pending, self.trainer

@@ -15,7 +15,7 @@
 
     var top = el("div", "tc-head-top");
     var pill = el("span", "tc-pill tc-pill--" + status.replace(/[^a-z_-]/gi, ""), null, { "data-status": status });
-    add(pill, el("span", "tc-dot", null, { "aria-hidden": "true" }), el("span", "tc-pill-text", status));
+    add(pill, el("span", "tc-dot", null, { "aria-hidden": "true" }), el("span", "tc-pill-text", status.replace(/_/g, " ")));
     var title = el("h1", "tc-title", run.title || "training run", { title: str(run.title) });
     var phaseWrap = el("span", "tc-phase-wrap");
     add(phaseWrap, el("span", "tc-phase-label", "phase"),
