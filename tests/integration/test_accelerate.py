@@ -12,6 +12,15 @@ accelerate = pytest.importorskip("accelerate")
 torch = pytest.importorskip("torch")
 
 
+@pytest.fixture(autouse=True)
+def fresh_accelerator_state() -> None:
+    """Each test's Accelerator gets its own settings: Accelerate keeps one state per process, which
+    an earlier test's Trainer (bf16, say) would otherwise have set."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
 def _train(accelerator, steps: int = 12) -> list[float]:  # type: ignore[no-untyped-def]
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)

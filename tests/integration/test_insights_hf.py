@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from pathlib import Path
@@ -35,7 +36,15 @@ def test_a_healthy_run_raises_no_anomaly(store_dir: Path, tmp_path: Path) -> Non
         for e in run.events
         if e["name"] == Event.ANOMALY
     ]
-    assert found == []
+    # A healthy run raises no anomaly from what it learns. Its throughput is the machine's: when a
+    # neighbour takes the cores for a while the drop is real, and then the rule must say so truly.
+    assert [f for f in found if f[0] != "throughput_drop"] == []
+    durations = dict(zip(run.step_times[0].steps, run.step_times[0].values, strict=True))
+    for _kind, step, body in (f for f in found if f[0] == "throughput_drop"):
+        since = int(re.search(r"since step (\d+)", str(body)).group(1))  # type: ignore[union-attr]
+        before = statistics.median(durations[s] for s in range(max(1, since - 50), since) if s in durations)
+        during = statistics.median(durations[s] for s in range(since, step + 1) if s in durations)
+        assert during > 1.5 * before, (body, before, during)
 
     # the adapter's model FLOPs: 6 x 108,288 parameters, attention 12 x 2 layers x 64 per position
     progress = run.status["progress"]
