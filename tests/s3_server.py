@@ -105,4 +105,5 @@ def metaflow_s3_env(endpoint: str, root: str = "metaflow") -> dict[str, str]:
         "METAFLOW_DATASTORE_SYSROOT_S3": f"s3://{BUCKET}/{root}",
         "METAFLOW_S3_ENDPOINT_URL": endpoint,
         "METAFLOW_DEFAULT_METADATA": "local",
+        "METAFLOW_S3_WORKER_COUNT": "2",
     }
