@@ -172,3 +172,46 @@ def test_a_step_s_summaries_are_found_in_a_bucket(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert found == {"ids": ["7", "8", "9"], "steps": {"7": 7, "8": 8}}
+
+
+@pytest.mark.slow
+def test_the_same_sweep_on_the_s3_datastore(tmp_path: Path) -> None:
+    """The whole sweep on S3 (the local S3 emulator): each branch finds its siblings' summaries in
+    the bucket, the join's card compares them, and ``sweep()`` reads them back from it."""
+    pytest.importorskip("moto")
+    from s3_server import metaflow_s3_env, s3_server
+
+    shutil.copy(FLOW, tmp_path / FLOW.name)
+    with s3_server() as endpoint:
+        env = subprocess_env(TRAINCARD_SYSTEM="false", **metaflow_s3_env(endpoint))
+        proc = subprocess.run(
+            [sys.executable, FLOW.name, "--no-pylint", "run", "--model", "tiny"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        match = re.search(r"\[(\d+)/join/\d+ ", proc.stdout + proc.stderr)
+        assert match, proc.stderr[-3000:]
+        run = match.group(1)
+        [join] = _cards(tmp_path, env, f"SweepFlow/{run}/join").values()
+        branches = _cards(tmp_path, env, f"SweepFlow/{run}/train")
+        code = (
+            "frame = traincard_otel.sweep(sys.argv[1]).to_pandas()\n"
+            "print(frame.sort_values('lr').to_json(orient='records'))"
+        )
+        rows = metaflow_client(code, f"SweepFlow/{run}/train", tmp_path, env)
+    # every branch's own card found its siblings in the bucket
+    assert len(branches) == 3 and all(p["sweep"] and p["sweep"]["total"] == 3 for p in branches.values())
+    assert not list(tmp_path.rglob("traincard/a0"))  # every store lives in the bucket only
+    section = join["sweep"]
+    assert section["standalone"] and section["total"] == 3
+    assert sorted((r["hp"]["lr"], r["status"]) for r in section["rows"]) == [
+        (0.1, "finished"),
+        (0.3, "finished"),
+        (3.0, "failed"),
+    ]
+    assert [(r["lr"], r["status"]) for r in rows] == [(0.1, "finished"), (0.3, "finished"), (3.0, "failed")]
+    assert rows[0]["loss.final"] == pytest.approx(2.0 / (1 + 0.1 * 60))
