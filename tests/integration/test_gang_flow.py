@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser.conftest import browser  # noqa: F401  (the headless Chromium fixture)
+from browser.conftest import _chromium, browser  # noqa: F401  (the headless Chromium fixtures)
 from browser_helpers import open_html, screenshot
 from helpers import REPO, card_payload, metaflow_client, subprocess_env
 from otlp_receiver import Received, http_receiver
