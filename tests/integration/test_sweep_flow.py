@@ -20,24 +20,29 @@ pytest.importorskip("metaflow")
 FLOW = REPO / "tests" / "integration" / "flows" / "sweep_flow.py"
 
 
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, str]]:
-    """(the flow's folder, its run id, the environment reading it) after one run."""
-    root = tmp_path_factory.mktemp("sweep")
+def run_sweep(root: Path, env: dict[str, str]) -> str:
+    """Run the flow (copied into ``root``) and return its run id."""
     shutil.copy(FLOW, root / FLOW.name)
-    env = subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(root), TRAINCARD_SYSTEM="false")
     proc = subprocess.run(
         [sys.executable, FLOW.name, "--no-pylint", "run", "--model", "tiny"],
         cwd=root,
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     match = re.search(r"\[(\d+)/join/\d+ ", proc.stdout + proc.stderr)
     assert match, proc.stderr[-3000:]
-    return root, match.group(1), env
+    return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, str]]:
+    """(the flow's folder, its run id, the environment reading it) after one run."""
+    root = tmp_path_factory.mktemp("sweep")
+    env = subprocess_env(METAFLOW_DATASTORE_SYSROOT_LOCAL=str(root), TRAINCARD_SYSTEM="false")
+    return root, run_sweep(root, env), env
 
 
 def _cards(root: Path, env: dict[str, str], step_spec: str) -> dict[str, dict[str, Any]]:
@@ -181,21 +186,9 @@ def test_the_same_sweep_on_the_s3_datastore(tmp_path: Path) -> None:
     pytest.importorskip("moto")
     from s3_server import metaflow_s3_env, s3_server
 
-    shutil.copy(FLOW, tmp_path / FLOW.name)
     with s3_server() as endpoint:
         env = subprocess_env(TRAINCARD_SYSTEM="false", **metaflow_s3_env(endpoint))
-        proc = subprocess.run(
-            [sys.executable, FLOW.name, "--no-pylint", "run", "--model", "tiny"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        match = re.search(r"\[(\d+)/join/\d+ ", proc.stdout + proc.stderr)
-        assert match, proc.stderr[-3000:]
-        run = match.group(1)
+        run = run_sweep(tmp_path, env)
         [join] = _cards(tmp_path, env, f"SweepFlow/{run}/join").values()
         branches = _cards(tmp_path, env, f"SweepFlow/{run}/train")
         code = (
