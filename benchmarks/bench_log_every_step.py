@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_log_every_step [--pairs 20] [--steps 600] [--quick] [--json F]
     python -m benchmarks.bench_log_every_step --attribute [--rounds 4] [--steps 600] [--json F]
+    python -m benchmarks.bench_log_every_step --instructions [--steps 45 --skip 15] [--json F]
 
 An HF Trainer on a tiny GPT-2 (about 8.5 ms a step on a free core) logs every step
 (``logging_steps=1``) with its printer callback, so every step prints a line to stdout (a file
@@ -19,6 +20,13 @@ was not running: the GIL held by another thread, or its core taken) and every ot
 CPU by name (``time.pthread_getcpuclockid``, nanosecond clocks), over the timed steps only.
 CPU time is what to read on a loaded machine: it does not move with the neighbours' load as
 wall time does.
+
+``--instructions`` counts instead of timing: the plain and the instrumented run, at once, each
+under valgrind's callgrind, which counts the instructions each thread executes over the timed
+steps (from step ``--skip``; the child switches the count on and dumps it there). The count is the
+same whatever else the machine does, so it tells work added to the training thread from the
+interference of other threads and processes, which only clocks show. Under valgrind a step takes
+seconds, so the timer-driven background threads' counts are not per-step figures and are left out.
 """
 
 from __future__ import annotations
@@ -68,6 +76,66 @@ def thread_figures() -> dict[str, tuple[float, int]]:
     return out
 
 
+CALLGRIND = "TRAINCARD_BENCH_CALLGRIND"
+
+
+def count_instructions(on: bool) -> None:
+    """Under callgrind: zero the counts and start counting (``on``), or dump them and stop.
+
+    ``callgrind_control`` talks to the valgrind of this process, which answers while this
+    process runs: it is started, not waited for, and this thread sleeps (releasing the GIL) until
+    the request has surely landed."""
+    pid = os.getpid()
+    first, then = (f"-z {pid}", f"-i on {pid}") if on else (f"-d end {pid}", f"-i off {pid}")
+    subprocess.Popen(["sh", "-c", f"{{ callgrind_control {first} && callgrind_control {then}; }} >/dev/null 2>&1"])
+    time.sleep(5)
+
+
+def callgrind_threads(folder: Path, stem: str) -> dict[int, int]:
+    """Instructions by thread number (1: the main thread) in callgrind's first dump: the files
+    ``<stem>.1-<thread>`` that ``--separate-threads=yes`` writes, each with a ``summary:`` line."""
+    counts: dict[int, int] = {}
+    for path in folder.glob(f"{stem}.1-*"):
+        for line in path.read_text().splitlines():
+            if line.startswith("summary:"):
+                counts[int(path.name.rsplit("-", 1)[1])] = int(line.split()[1])
+    return counts
+
+
+def instructions(steps: int, skip: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The plain and the instrumented run side by side under callgrind (module docstring)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = {}
+        for tracked in (False, True):
+            out = Path(tmp, str(int(tracked)))
+            out.mkdir()
+            cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes"]
+            cmd += [f"--callgrind-out-file={out}/cg", sys.executable, __file__, "--child", str(int(tracked))]
+            cmd += ["--steps", str(steps), "--skip", str(skip), "--result", f"{out}/result.json"]
+            base = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINCARD_", "OTEL_"))}
+            env = dict(base, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", TRAINCARD_DIR=f"{out}/store")
+            env[CALLGRIND] = "1"
+            log = open(f"{out}/stdout.log", "wb")  # noqa: SIM115  (closed with the process below)
+            procs[tracked] = (subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=log), log)
+        counts = {}
+        for tracked, (proc, log) in procs.items():
+            proc.wait()
+            log.close()
+            if proc.returncode != 0:
+                tail = Path(tmp, str(int(tracked)), "stdout.log").read_bytes()[-2000:]
+                raise RuntimeError(tail.decode(errors="replace"))
+            counts[tracked] = callgrind_threads(Path(tmp, str(int(tracked))), "cg")
+    n = steps - 1 - skip
+    plain, instrumented = counts[False][1], counts[True][1]
+    row = {
+        "steps_counted": n,
+        "plain_instructions_per_step": plain / n,
+        "traincard_instructions_per_step": instrumented / n,
+        "training_thread_change_pct": (instrumented / plain - 1) * 100,
+    }
+    return [row], {"threads": {str(k): v for k, v in counts.items()}}
+
+
 def child(tracked: bool, steps: int, skip: int, result: str) -> None:
     """One training run: the script a user writes, with a clock at every step's end."""
     import torch
@@ -81,10 +149,14 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
     marks: list[tuple[float, float]] = []
     threads: list[dict[str, tuple[float, int]]] = []
 
+    counting = bool(os.environ.get(CALLGRIND))
+
     class Clock(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             marks.append((time.perf_counter(), time.thread_time()))
             if len(marks) in (skip + 1, steps):
+                if counting:
+                    count_instructions(len(marks) == skip + 1)
                 threads.append(thread_figures())
 
     with tempfile.TemporaryDirectory() as out:
@@ -293,6 +365,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--before", type=Path, help="with --attribute or --converter: an older checkout, as one more case"
     )
+    parser.add_argument(
+        "--instructions", action="store_true", help="the training thread's instructions, under callgrind"
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
     parser.add_argument(
@@ -313,6 +388,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.converter:
         rows, raw = converter(args.rounds, args.steps * 10, args.before)
         return report("log_every_step_converter", rows, None, args.json, raw=raw)
+    if args.instructions:
+        # Under valgrind a step takes seconds: unless asked otherwise, fewer steps than for timing.
+        steps, skip = (45, 15) if (args.steps, args.skip) == (600, 100) else (args.steps, args.skip)
+        rows, raw = instructions(steps, skip)
+        return report("log_every_step_instructions", rows, None, args.json, raw=raw)
     if args.attribute:
         rows, raw = attribute(args.rounds, args.steps, args.skip, args.before, args.variants)
         columns = list(dict.fromkeys(key for row in rows for key in row))  # threads of every case

@@ -248,3 +248,14 @@ def test_log_every_step_pairs_give_the_median_ratio_and_the_threads_cpu() -> Non
     assert row["ci95_low_pct"] <= row["overhead_pct"] <= row["ci95_high_pct"]
     assert row["other_cpu_us"] == pytest.approx(1000.0)
     assert row["wait_us"] == pytest.approx(25000.0)  # wall time not on the training thread's CPU
+
+
+def test_log_every_step_reads_callgrinds_first_dump_by_thread(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.bench_log_every_step import callgrind_threads
+
+    # --separate-threads=yes: <stem>.<dump>-<thread>; the final dump at exit (no dump number) and
+    # a second dump are not the counted steps.
+    for name, total in (("cg.1-01", 2815624316), ("cg.1-05", 124922397), ("cg-01", 99), ("cg.2-01", 7)):
+        (tmp_path / name).write_text(f"version: 1\ncreator: callgrind\nthread: 1\nsummary: {total}\n")
+    (tmp_path / "cg.1-02").write_text("version: 1\nthread: 2\n")  # a thread that ran no counted code
+    assert callgrind_threads(tmp_path, "cg") == {1: 2815624316, 5: 124922397}
