@@ -72,8 +72,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     store_delays, payload_delays = [], []
     with tempfile.TemporaryDirectory() as tmp:
         # --quick only checks that the script runs: short cycles, so its waits are short too.
-        cycles = {"flush_interval_s": 0.3, "refresh_interval_s": 0.3} if args.quick else {}
-        reporter = traincard_otel.configure(store=f"file://{tmp}", **cycles)
+        cycle = 0.3 if args.quick else None
+        reporter = traincard_otel.configure(
+            store=f"file://{tmp}", flush_interval_s=cycle, refresh_interval_s=cycle
+        )
         assert reporter.settings is not None
         flush = reporter.settings.flush_interval_s
         refresh = reporter.settings.refresh_interval_s
