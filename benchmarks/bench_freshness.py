@@ -71,7 +71,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     samples = 3 if args.quick else args.samples
     store_delays, payload_delays = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        reporter = traincard_otel.configure(store=f"file://{tmp}")
+        # --quick only checks that the script runs: short cycles, so its waits are short too.
+        cycle = 0.3 if args.quick else None
+        reporter = traincard_otel.configure(
+            store=f"file://{tmp}", flush_interval_s=cycle, refresh_interval_s=cycle
+        )
         assert reporter.settings is not None
         flush = reporter.settings.flush_interval_s
         refresh = reporter.settings.refresh_interval_s

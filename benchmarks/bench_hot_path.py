@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     calls, rounds = (200, 2) if args.quick else (5000, 12)
-    settle = settler(max_s=1.0 if args.quick else 20.0)
+    settle = settler(max_s=0.2, window_s=0.05) if args.quick else settler(max_s=20.0)
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         cases = _cases(tmp, stack, peers=not args.no_peers)
         timers = {name: _timed(call, _calls_per_round(call, calls, settle)) for name, call in cases.items()}

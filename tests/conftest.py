@@ -1,8 +1,9 @@
 """Shared fixtures (a clean environment and a fresh pipeline per test) and the suite's order.
 
 ``make test`` runs the suite on two pytest-xdist workers, one module per worker at a time
-(``--dist loadfile``), so the tests that share a module-scoped flow run stay together; the modules
-that run real flows and multi-process training start first, so the run does not end waiting on one.
+(``--dist loadfile``), so the tests that share a module-scoped flow run stay together; the longest
+modules start first, then the others that run real flows and multi-process training, so the run
+does not end waiting on one.
 """
 
 from __future__ import annotations
@@ -25,12 +26,23 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 #: What starts first: real flows and multi-process training, then the browser tests, then the rest.
 _FIRST = ("slow", "browser")
+#: Before those, the modules that take longest (about 60-120 s each on two cores), longest first: a
+#: worker that picked one of them up late would leave the other idle at the end of the run.
+_LONGEST = (
+    "integration/test_gang_flow.py",
+    "unit/test_benchmarks_run.py",
+    "integration/test_baseline_flow.py",
+    "integration/test_sweep_flow.py",
+)
 
 
 def _weight(item: pytest.Item) -> int:
+    module = item.path.relative_to(REPO / "tests")
+    if module.as_posix() in _LONGEST:
+        return _LONGEST.index(module.as_posix()) - len(_LONGEST)
     if item.get_closest_marker("slow"):
         return 0
-    top = item.path.relative_to(REPO / "tests").parts[0]
+    top = module.parts[0]
     return _FIRST.index(top) if top in _FIRST else len(_FIRST)
 
 
@@ -48,7 +60,8 @@ def _encodable(text: str) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Modules in order of their heaviest test (a stable sort: each module's own order is kept)."""
+    """The longest modules first, then modules in order of their heaviest test (a stable sort: each
+    module's own order is kept)."""
     first: dict[Path, int] = {}
     for item in items:
         first[item.path] = min(first.get(item.path, len(_FIRST)), _weight(item))

@@ -29,6 +29,9 @@ pytest.importorskip("torch")
 
 SCRIPTS = REPO / "tests" / "integration" / "scripts"
 RANK_SCRIPT = SCRIPTS / "launched_rank.py"
+# Rank 1 kills itself as this step starts, 2.5 s in (0.1 s steps); the store is flushed every
+# 0.5 s, so several of its step ends are on record by then.
+KILL = {"LAUNCH_KILL_RANK": "1", "LAUNCH_KILL_AT": "25", "TRAINCARD_FLUSH_INTERVAL": "0.5"}
 
 
 def _free_port() -> int:
@@ -69,7 +72,7 @@ def _assert_rank_1_killed_first(run: Any) -> dict[str, Any]:
     assert (first["rank"], first["signal"], first["exit_code"]) == (1, 9, -9), first
     assert first["how"] == "killed (signal 9, SIGKILL)"  # no memory evidence: no OOM claim
     # Its last step is its own last record (rank 0 reports the metrics; rank 1 only step ends).
-    assert first["step"] == run.step_times[1].steps[-1] and 0 < first["step"] < 50
+    assert first["step"] == run.step_times[1].steps[-1] and 0 < first["step"] < int(KILL["LAUNCH_KILL_AT"])
     assert any("was at step" in e for e in first["evidence"])
     [after] = first["consequences"]
     assert after["rank"] == 0 and after["time"] > first["heartbeat_at"]
@@ -87,7 +90,7 @@ def _assert_rank_1_killed_first(run: Any) -> dict[str, Any]:
 @pytest.mark.slow
 def test_plain_torchrun_names_the_rank_killed_without_a_word(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    env = subprocess_env(TRAINCARD_DIR=str(store), LAUNCH_KILL_RANK="1", LAUNCH_KILL_AT="50")
+    env = subprocess_env(TRAINCARD_DIR=str(store), **KILL)
     proc = _torchrun(RANK_SCRIPT, env, tmp_path)
     assert proc.returncode != 0
     # torchrun itself says so on its console, which nothing here reads: the store must know.
@@ -122,7 +125,7 @@ def _slurm_env(store: Path, rank: int, port: int, **extra: str) -> dict[str, str
 @pytest.mark.parametrize("mode", ["healthy", "kill"])
 def test_slurm_tasks_get_their_rank_and_world_size(tmp_path: Path, mode: str) -> None:
     store, port = tmp_path / "store", _free_port()
-    extra = {"LAUNCH_KILL_RANK": "1", "LAUNCH_KILL_AT": "50"} if mode == "kill" else {"LAUNCH_STEPS": "20"}
+    extra = KILL if mode == "kill" else {"LAUNCH_STEPS": "20"}
     procs = [
         subprocess.Popen(
             [sys.executable, str(RANK_SCRIPT)],

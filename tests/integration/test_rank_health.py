@@ -39,9 +39,11 @@ def _lost_events(store: Path) -> list[dict]:
 def test_killed_rank_is_named_by_rank_zero_and_the_card(tmp_path: Path) -> None:
     store = tmp_path / "store"
     procs = []
+    # Rank 2 dies 1 s in; ranks 0 and 1 run 7.5 s, which leaves rank 0 (which names it about 3 s
+    # after its last heartbeat: the 2 s rank timeout, a 1 s check) seconds to spare.
     for rank in range(3):
         env = _env(
-            store, "kill", RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="3", RANK_HEALTH_STEPS="200"
+            store, "kill", RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="3", RANK_HEALTH_STEPS="150"
         )
         procs.append(
             subprocess.Popen(
