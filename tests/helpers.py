@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +22,19 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env.setdefault("USER", "traincard")
     env.update(extra)
     return env
+
+
+def kill_processes_with_env(key: str, value: str) -> None:
+    """SIGKILL every process whose environment holds ``key=value``: what a test started and that
+    left its process group (torch elastic starts each rank in a session of its own), so that no
+    rank of a hung gang outlives its test and loads the machine under the tests after it."""
+    needle = f"{key}={value}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):  # ended meanwhile, or not ours to read
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                os.kill(int(entry.name), signal.SIGKILL)
 
 
 _PAYLOAD = re.compile(r'<script type="application/json" id="tc-payload">(.*?)</script>', re.S)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -52,6 +55,7 @@ def test_live_card_through_card_server_advances(browser, tmp_path: Path) -> None
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its tasks and card processes end with it (killpg below)
     )
     server = None
     try:
@@ -100,7 +104,10 @@ def test_live_card_through_card_server_advances(browser, tmp_path: Path) -> None
         screenshot(browser, "live-card-server")
         assert len(seen) >= 2 and seen == sorted(seen), f"steps seen in the live card: {seen}"
     finally:
-        for proc in (server, run):
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                proc.wait(20)
+        if server is not None and server.poll() is None:
+            server.terminate()
+            server.wait(20)
+        # The run's train task outlives a terminated runtime: the whole session goes.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait(20)

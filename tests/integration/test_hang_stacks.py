@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, subprocess_env
+from helpers import REPO, kill_processes_with_env, subprocess_env
 
 import traincard_otel
 from traincard_otel._card.gang import gang_section
@@ -77,6 +77,7 @@ class Gang:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(30)
+        kill_processes_with_env("TRAINCARD_DIR", str(self.store))  # the ranks, in sessions of their own
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,11 @@ series come out of the reader and the card in time order, one point per time and
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -232,3 +234,36 @@ def test_a_forked_child_of_a_process_group_member_is_no_rank(store_dir: Path, tm
         reporter.close()
     finally:
         dist.destroy_process_group()
+
+
+def _sigterm_disposition(_: object = None) -> str:
+    return str(signal.getsignal(signal.SIGTERM))
+
+
+def test_pool_workers_forked_from_a_reporting_process_die_of_pool_terminate(store_dir: Path) -> None:
+    """``Pool.terminate()`` ends its workers with SIGTERM. Through the parent's Python-level handler,
+    inherited by the fork, a worker blocked on the task queue's lock did not always die of it (about
+    one exit in 17), and the parent waited for it forever: a forked child gets SIGTERM's disposition
+    from before the parent installed its handler."""
+    import multiprocessing
+
+    from traincard_otel._pipeline import process_exit
+
+    reporter = traincard_otel.Reporter()
+    assert reporter.enabled and signal.getsignal(signal.SIGTERM) is process_exit._on_sigterm
+    before = process_exit._prev_sigterm
+    ctx = multiprocessing.get_context("fork")
+    for attempt in range(30):
+        pool = ctx.Pool(2)
+        dispositions = set(pool.map(_sigterm_disposition, range(4)))
+        ender = threading.Thread(target=pool.terminate, daemon=True)
+        ender.start()
+        ender.join(10)
+        if ender.is_alive():
+            for worker in pool._pool:  # type: ignore[attr-defined]  # not to leave them behind
+                with contextlib.suppress(OSError):
+                    os.kill(worker.pid, signal.SIGKILL)
+            pytest.fail(f"Pool.terminate() still waits for its workers after 10 s (exit {attempt + 1})")
+        assert dispositions == {str(before if before is not None else signal.SIG_DFL)}
+    assert signal.getsignal(signal.SIGTERM) is process_exit._on_sigterm  # the parent keeps its own
+    reporter.close()

@@ -20,6 +20,7 @@ from typing import Protocol
 from .bounded import bounded
 
 _installed = False
+_sigterm_installed = False
 _terminate_hooks: list[Callable[[], None]] = []
 _prev_sigterm: Callable[[int, FrameType | None], object] | int | signal.Handlers | None = None
 _prev_excepthook: Callable[[type[BaseException], BaseException, TracebackType | None], object] | None = None
@@ -69,6 +70,23 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
         os.kill(os.getpid(), signum)
 
 
+def leave_to_parent() -> None:
+    """In a forked child: SIGTERM does what it did before the parent installed its handler.
+
+    The child is no rank and has no pipeline of its own, so the handler would only pass the signal
+    on; and a ``multiprocessing`` pool worker blocked on its task queue's lock did not always die
+    of the SIGTERM that ``Pool.terminate()`` sends it through a Python-level handler (about one
+    exit in 17, measured), leaving the parent waiting for it forever."""
+    global _sigterm_installed
+    try:
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            prev = _prev_sigterm
+            signal.signal(signal.SIGTERM, prev if prev is not None else signal.SIG_DFL)
+            _sigterm_installed = False  # a child that reports as a rank of its own installs it again
+    except ValueError:  # not the main thread: nothing to restore from here
+        pass
+
+
 def _on_uncaught(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
     pipeline = Exits.active()
     if pipeline is not None and not issubclass(exc_type, KeyboardInterrupt):
@@ -78,9 +96,10 @@ def _on_uncaught(exc_type: type[BaseException], exc: BaseException, tb: Tracebac
 
 def install(active: Callable[[], Exiting | None]) -> None:
     """Install the hooks once per process; ``active()`` returns the pipeline to act on."""
-    global _installed, _prev_sigterm, _prev_excepthook
+    global _installed, _prev_excepthook
     Exits.active = staticmethod(active)
     if _installed:
+        _install_sigterm()
         return
     _installed = True
     # Imported first so that its own exit hook is registered before ours: threading runs these
@@ -96,6 +115,12 @@ def install(active: Callable[[], Exiting | None]) -> None:
         register(_at_exit)
     atexit.register(_at_exit)  # also covers exits that skip threading's hooks (and is a no-op after)
     _prev_excepthook, sys.excepthook = sys.excepthook, _on_uncaught
-    if threading.current_thread() is threading.main_thread():
+    _install_sigterm()
+
+
+def _install_sigterm() -> None:
+    global _prev_sigterm, _sigterm_installed
+    if not _sigterm_installed and threading.current_thread() is threading.main_thread():
         _prev_sigterm = signal.getsignal(signal.SIGTERM)
         signal.signal(signal.SIGTERM, _on_sigterm)
+        _sigterm_installed = True

@@ -113,6 +113,7 @@ def _after_fork_in_child() -> None:
     global _active, _lock
     _lock = threading.RLock()  # another thread may have held it at the fork
     children.after_fork_in_child()
+    process_exit.leave_to_parent()
     inherited, _active = _active, None
     if inherited is not None:
         inherited.leave_to_parent()

@@ -27,8 +27,15 @@ def child_reports() -> None:
     """What a user's child process might do: set up telemetry, report, print."""
     reporter = traincard_otel.Reporter()
     reporter.metrics({"child_metric": 1.0}, step=1)
-    print(f"child {os.getpid()} says hello", flush=True)
-    print(f"child {os.getpid()} reporter enabled={reporter.enabled}", flush=True)
+    say(f"child {os.getpid()} says hello")
+    say(f"child {os.getpid()} reporter enabled={reporter.enabled}")
+
+
+def say(line: str) -> None:
+    """One write per line. Unbuffered (``PYTHONUNBUFFERED``, as Metaflow and CI run), ``print``
+    writes the text and its newline separately, and two children's lines then interleave on the
+    shared pipe ("child 1 says hellochild 2 says hello"), on a terminal as in the card's logs."""
+    os.write(1, f"{line}\n".encode())
 
 
 class Items(Dataset[torch.Tensor]):
