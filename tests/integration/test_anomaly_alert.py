@@ -22,12 +22,17 @@ pytestmark = pytest.mark.skipif(
 def test_a_nan_loss_fires_the_alert_rule(tmp_path: Path) -> None:
     exporter_port = free_port()
     shutil.copy(REPO / "collector-config" / "prometheus" / "alerts.yml", tmp_path / "alerts.yml")
+    # The NaN comes once Prometheus has scraped the counter at 0: a first sample already at 1 is no
+    # rise to increase(), so the rule could not fire (on a slow machine the scrapes began late).
+    go = tmp_path / "plant-the-nan"
     train = subprocess.Popen(
         [
             sys.executable,
             str(REPO / "tests" / "integration" / "scripts" / "planted_nan_loop.py"),
             "--nan-at",
             "150",
+            "--nan-when",
+            str(go),
         ],
         env=subprocess_env(
             TRAINCARD_DIR=str(tmp_path / "store"),
@@ -43,6 +48,8 @@ def test_a_nan_loss_fires_the_alert_rule(tmp_path: Path) -> None:
     )
     try:
         with prometheus(tmp_path, exporter_port, rules=tmp_path / "alerts.yml") as base:
+            wait_for(base, 'traincard_anomalies_total{traincard_anomaly_kind="nonfinite"} == 0', timeout=60)
+            go.touch()
             counted = wait_for(
                 base, 'traincard_anomalies_total{traincard_anomaly_kind="nonfinite"} > 0', timeout=60
             )
