@@ -267,3 +267,26 @@ def test_pool_workers_forked_from_a_reporting_process_die_of_pool_terminate(stor
         assert dispositions == {str(before if before is not None else signal.SIG_DFL)}
     assert signal.getsignal(signal.SIGTERM) is process_exit._on_sigterm  # the parent keeps its own
     reporter.close()
+
+
+def test_a_forked_child_that_reports_on_its_own_gets_the_sigterm_handler_again(store_dir: Path) -> None:
+    """A rank forked by its launcher (``start_method="fork"``) is no child: its pipeline must end
+    a run cleanly on SIGTERM as any rank's does."""
+    from traincard_otel._pipeline import process_exit, registry
+
+    reporter = traincard_otel.Reporter()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            after_fork = signal.getsignal(signal.SIGTERM) is process_exit._on_sigterm
+            process_exit.install(registry.active)  # as the child's own pipeline start does
+            reinstalled = signal.getsignal(signal.SIGTERM) is process_exit._on_sigterm
+            os.write(write, json.dumps([after_fork, reinstalled]).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert json.loads(os.read(read, 1024)) == [False, True]
+    os.close(read)
+    reporter.close()

@@ -95,7 +95,9 @@ def _on_uncaught(exc_type: type[BaseException], exc: BaseException, tb: Tracebac
 
 
 def install(active: Callable[[], Exiting | None]) -> None:
-    """Install the hooks once per process; ``active()`` returns the pipeline to act on."""
+    """Install the hooks once per process (the SIGTERM handler again in a forked child that
+    starts a pipeline of its own: :func:`leave_to_parent` took it away); ``active()`` returns the
+    pipeline to act on."""
     global _installed, _prev_excepthook
     Exits.active = staticmethod(active)
     if _installed:
