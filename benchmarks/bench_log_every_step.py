@@ -1,6 +1,6 @@
 """Logging every step, as a user runs it: one process per run, instrumented or not.
 
-    python -m benchmarks.bench_log_every_step [--pairs 20] [--steps 600] [--quick] [--json F]
+    python -m benchmarks.bench_log_every_step [--pairs 20] [--steps 600] [--fixed-malloc] [--quick] [--json F]
     python -m benchmarks.bench_log_every_step --attribute [--rounds 4] [--steps 600] [--json F]
     python -m benchmarks.bench_log_every_step --instructions [--steps 45 --skip 15] [--json F]
 
@@ -57,26 +57,38 @@ VARIANTS: dict[str, dict[str, str]] = {
 }
 
 
-def thread_figures() -> dict[str, tuple[float, int]]:
-    """CPU seconds and wake-ups (voluntary context switches: each one a GIL taken again when the
-    thread runs Python) of every live thread of this process, by thread name (same names summed)."""
-    out: dict[str, tuple[float, int]] = {}
+def thread_figures() -> dict[str, tuple[float, int, int]]:
+    """CPU seconds, wake-ups (voluntary context switches: each one a GIL taken again when the
+    thread runs Python) and moves to another core (``se.nr_migrations``: a moved thread finds
+    its caches cold) of every live thread of this process, by thread name (same names summed)."""
+    out: dict[str, tuple[float, int, int]] = {}
     for thread in threading.enumerate():
         if thread.ident is None or thread.native_id is None:
             continue
         try:
             seconds = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
             status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+            sched = Path(f"/proc/self/task/{thread.native_id}/sched").read_text()
         except OSError:  # ended between enumerate() and the read
             continue
         wakeups = int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+        moves = int(sched.split("se.nr_migrations")[1].split(":")[1].split()[0])
         name = thread.name.rstrip("0123456789-") or thread.name
-        cpu, woke = out.get(name, (0.0, 0))
-        out[name] = (cpu + seconds, woke + wakeups)
+        cpu, woke, moved = out.get(name, (0.0, 0, 0))
+        out[name] = (cpu + seconds, woke + wakeups, moved + moves)
     return out
 
 
 CALLGRIND = "TRAINCARD_BENCH_CALLGRIND"
+# --fixed-malloc: glibc's heap thresholds fixed, in both processes alike. By default glibc trims
+# the heap's top and moves its mmap threshold as the run allocates, and the page faults that
+# follow (hundreds a step here) vary from process to process by several per cent of the step;
+# fixed, they go, and so does most of the spread between processes.
+FIXED_MALLOC = {
+    "MALLOC_TRIM_THRESHOLD_": str(256 << 20),
+    "MALLOC_TOP_PAD_": str(64 << 20),
+    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),  # glibc's largest
+}
 
 
 def count_instructions(on: bool) -> None:
@@ -87,7 +99,9 @@ def count_instructions(on: bool) -> None:
     the request has surely landed."""
     pid = os.getpid()
     first, then = (f"-z {pid}", f"-i on {pid}") if on else (f"-d end {pid}", f"-i off {pid}")
-    subprocess.Popen(["sh", "-c", f"{{ callgrind_control {first} && callgrind_control {then}; }} >/dev/null 2>&1"])
+    subprocess.Popen(
+        ["sh", "-c", f"{{ callgrind_control {first} && callgrind_control {then}; }} >/dev/null 2>&1"]
+    )
     time.sleep(5)
 
 
@@ -147,7 +161,7 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
 
     torch.set_num_threads(1)
     marks: list[tuple[float, float]] = []
-    threads: list[dict[str, tuple[float, int]]] = []
+    threads: list[dict[str, tuple[float, int, int]]] = []
 
     counting = bool(os.environ.get(CALLGRIND))
 
@@ -182,14 +196,15 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
     main = threading.main_thread().name
     first = threads[0]
     per_step = {
-        name: ((cpu - first.get(name, (0.0, 0))[0]) / n, (woke - first.get(name, (0.0, 0))[1]) / n)
-        for name, (cpu, woke) in threads[1].items()
+        name: tuple((now - was) / n for now, was in zip(figures, first.get(name, (0.0, 0, 0)), strict=True))
+        for name, figures in threads[1].items()
     }
     figures = {
         "step_s": (wall1 - wall0) / n,
         "thread_s": (cpu1 - cpu0) / n,
-        "threads_s": {name: cpu for name, (cpu, _) in per_step.items() if name != main},
-        "wakeups": {name: woke for name, (_, woke) in per_step.items()},
+        "threads_s": {name: cpu for name, (cpu, _, _) in per_step.items() if name != main},
+        "wakeups": {name: woke for name, (_, woke, _) in per_step.items()},
+        "migrations": per_step[main][2],
     }
     Path(result).write_text(json.dumps(figures))
 
@@ -252,11 +267,13 @@ def pairs_row(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, A
     }
 
 
-def end_to_end(pairs: int, steps: int, skip: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def end_to_end(
+    pairs: int, steps: int, skip: int, env: dict[str, str]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     done: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for i in range(pairs):
         order = (False, True) if i % 2 == 0 else (True, False)
-        got = {tracked: run(tracked, {}, steps, skip) for tracked in order}
+        got = {tracked: run(tracked, env, steps, skip) for tracked in order}
         done.append((got[True], got[False]))
         t, p = got[True]["step_s"], got[False]["step_s"]
         change = (t / p - 1) * 100
@@ -297,6 +314,7 @@ def attribute(
             for thread, n in f["wakeups"].items():
                 wakeups.setdefault(thread, []).append(n)
         row.update({f"{t} wakeups": statistics.median(v) for t, v in sorted(wakeups.items())})
+        row["MainThread migrations"] = statistics.median(f.get("migrations", 0.0) for f in figures)
         rows.append(row)
     return rows, {"runs": runs}
 
@@ -368,6 +386,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--instructions", action="store_true", help="the training thread's instructions, under callgrind"
     )
+    parser.add_argument(
+        "--fixed-malloc", action="store_true", help="glibc's heap thresholds fixed in both processes"
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
     parser.add_argument(
@@ -397,7 +418,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         rows, raw = attribute(args.rounds, args.steps, args.skip, args.before, args.variants)
         columns = list(dict.fromkeys(key for row in rows for key in row))  # threads of every case
         return report("log_every_step_attribution", rows, columns, args.json, raw=raw)
-    rows, raw = end_to_end(args.pairs, args.steps, args.skip)
+    rows, raw = end_to_end(args.pairs, args.steps, args.skip, FIXED_MALLOC if args.fixed_malloc else {})
+    if args.fixed_malloc:
+        rows = [{"malloc": "fixed", **row} for row in rows]
     return report("log_every_step", rows, None, args.json, raw=raw)
 
 

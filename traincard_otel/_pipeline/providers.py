@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, SimpleLogRecordProcessor
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, MetricsData
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
@@ -20,7 +20,7 @@ from .._config import Settings
 from .._schema import Metric
 from .._store.writer import StoreWriter
 from ..exporters.otlp import exporter_classes
-from ..exporters.store import TraincardLogExporter, TraincardMetricExporter, TraincardSpanExporter
+from ..exporters.store import StoreLogProcessor, TraincardMetricExporter, TraincardSpanExporter
 from .children import ParentOnlyPeriodicReader
 
 STEP_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -71,7 +71,7 @@ def build_providers(settings: Settings, resource: Resource, writer: StoreWriter 
         # The store exporters run synchronously on the schedule's thread: export() only appends
         # to memory, and no SDK queue sits between the converter and the store that could drop rows.
         tracer_provider.add_span_processor(SimpleSpanProcessor(TraincardSpanExporter(writer)))
-        logger_provider.add_log_record_processor(SimpleLogRecordProcessor(TraincardLogExporter(writer)))
+        logger_provider.add_log_record_processor(StoreLogProcessor(writer))
         store_reader = SampleReader(TraincardMetricExporter(writer))
         readers.append(store_reader)
     for cls in exporter_classes("traces", settings.traces_exporters):

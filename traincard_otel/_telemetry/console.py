@@ -35,7 +35,7 @@ from .._safety import internal_error
 MAX_LINE_CHARS = 4096
 PROGRESS_EVERY_S = 30.0
 PARSE_EVERY_S = 0.2
-GATHER_S = 0.05
+GATHER_S = 0.1
 READ_BYTES = 65536
 PIPE_BYTES = 1 << 20
 _WARNING = re.compile(r"\b(warn(ing)?s?|[A-Za-z]*Warning)\b[:\]]?", re.I)
@@ -120,7 +120,8 @@ class LineSplitter:
         self._after_seen = self._seen(line)
         if self._after_seen:
             return
-        if _WARNING.search(line):  # also a warning printed after a bar's state on its line
+        # (also a warning printed after a bar's state on its line; the substring test is cheap)
+        if "warn" in line.lower() and _WARNING.search(line):
             level = "WARNING"
         elif progress:
             level = "INFO"

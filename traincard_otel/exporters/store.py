@@ -9,9 +9,10 @@ exactly what OTLP users see. Each converts SDK objects into compact store record
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry._logs import LogRecord
+from opentelemetry.sdk._logs import LogRecordProcessor, ReadableLogRecord, ReadWriteLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics.export import (
     Gauge,
@@ -104,18 +105,16 @@ def _runs(event: str | None, body: object) -> list[Record] | None:
     return None
 
 
-def log_record_to_records(item: ReadableLogRecord) -> list[Record]:
+def log_record_to_records(rec: LogRecord) -> list[Record]:
     """Store records for one log record; a batched per-step event becomes packed runs."""
-    rec = item.log_record
     if rec.event_name in (Event.METRICS, Event.STEP_TIMING):
         runs = _runs(rec.event_name, rec.body)
         if runs is not None:
             return runs
-    return [log_record_to_record(item)]
+    return [log_record_to_record(rec)]
 
 
-def log_record_to_record(item: ReadableLogRecord) -> Record:
-    rec = item.log_record
+def log_record_to_record(rec: LogRecord) -> Record:
     t = _seconds(rec.timestamp or rec.observed_timestamp)
     body = rec.body
     if rec.event_name:
@@ -172,6 +171,16 @@ def metrics_to_records(data: MetricsData) -> list[Record]:
     return out
 
 
+def _store_log_records(writer: StoreWriter, batch: Iterable[LogRecord]) -> None:
+    records: list[Record] = []
+    for rec in batch:
+        if rec.event_name == Event.STATUS and isinstance(rec.body, Mapping):
+            writer.set_state(rec.body)  # kept as the rank's state file
+        else:
+            records += log_record_to_records(rec)
+    writer.add_many(records)
+
+
 class TraincardLogExporter(LogRecordExporter):
     """Log-record exporter writing per-step rows, events and log lines into the store."""
 
@@ -180,13 +189,7 @@ class TraincardLogExporter(LogRecordExporter):
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
         try:
-            records: list[Record] = []
-            for r in batch:
-                if r.log_record.event_name == Event.STATUS and isinstance(r.log_record.body, Mapping):
-                    self._writer.set_state(r.log_record.body)  # kept as the rank's state file
-                else:
-                    records += log_record_to_records(r)
-            self._writer.add_many(records)
+            _store_log_records(self._writer, (r.log_record for r in batch))
         except Exception as exc:
             internal_error("store log exporter", exc)
             return LogRecordExportResult.FAILURE
@@ -197,6 +200,32 @@ class TraincardLogExporter(LogRecordExporter):
 
     def shutdown(self) -> None:
         _flush_if_owned(self._writer)
+
+
+class StoreLogProcessor(LogRecordProcessor):
+    """The pipeline's log-record processor for the store: each record into the writer as it is
+    emitted, on the emitting thread.
+
+    What ``SimpleLogRecordProcessor(TraincardLogExporter(writer))`` does, less its per-record
+    work that only matters for exporters doing I/O (a context attached to suppress
+    instrumentation, a readable copy of the record): the store's ``add_many`` only appends to
+    memory. A console line printed every step pays this per line.
+    """
+
+    def __init__(self, writer: StoreWriter) -> None:
+        self._writer = writer
+
+    def on_emit(self, log_record: ReadWriteLogRecord) -> None:
+        try:
+            _store_log_records(self._writer, (log_record.log_record,))
+        except Exception as exc:
+            internal_error("store log processor", exc)
+
+    def shutdown(self) -> None:
+        pass  # the pipeline closes its writer itself
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
 
 
 class TraincardSpanExporter(SpanExporter):
