@@ -79,6 +79,17 @@ def thread_figures() -> dict[str, tuple[float, int, int]]:
     return out
 
 
+def main_thread_kernel_figures() -> tuple[float, float, int, int]:
+    """The calling (training) thread's user and system CPU seconds, minor page faults and
+    involuntary context switches, from ``/proc/thread-self`` (CPU in clock ticks, 10 ms: read
+    over hundreds of steps)."""
+    fields = Path("/proc/thread-self/stat").read_text().rsplit(")", 1)[1].split()
+    status = Path("/proc/thread-self/status").read_text()
+    tick = os.sysconf("SC_CLK_TCK")
+    preempted = int(status.split("nonvoluntary_ctxt_switches:")[1].split()[0])
+    return int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7]), preempted
+
+
 CALLGRIND = "TRAINCARD_BENCH_CALLGRIND"
 # --fixed-malloc: glibc's heap thresholds fixed, in both processes alike. By default glibc trims
 # the heap's top and moves its mmap threshold as the run allocates, and the page faults that
@@ -162,6 +173,7 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
     torch.set_num_threads(1)
     marks: list[tuple[float, float]] = []
     threads: list[dict[str, tuple[float, int, int]]] = []
+    kernel_marks: list[tuple[float, float, int, int]] = []
 
     counting = bool(os.environ.get(CALLGRIND))
 
@@ -172,6 +184,7 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
                 if counting:
                     count_instructions(len(marks) == skip + 1)
                 threads.append(thread_figures())
+                kernel_marks.append(main_thread_kernel_figures())
 
     with tempfile.TemporaryDirectory() as out:
         args = training_args(
@@ -192,6 +205,7 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
             traincard_otel.instrument(trainer)
         trainer.train()
     (wall0, cpu0), (wall1, cpu1) = marks[skip], marks[-1]
+    kernel = [b - a for a, b in zip(kernel_marks[0], kernel_marks[1], strict=True)]
     n = len(marks) - 1 - skip
     main = threading.main_thread().name
     first = threads[0]
@@ -205,6 +219,12 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
         "threads_s": {name: cpu for name, (cpu, _, _) in per_step.items() if name != main},
         "wakeups": {name: woke for name, (_, woke, _) in per_step.items()},
         "migrations": per_step[main][2],
+        # the training thread's CPU split into user and kernel time, its minor page faults and
+        # the times it was taken off its core
+        "user_s": kernel[0] / n,
+        "system_s": kernel[1] / n,
+        "faults": kernel[2] / n,
+        "preempted": kernel[3] / n,
     }
     Path(result).write_text(json.dumps(figures))
 
@@ -315,6 +335,10 @@ def attribute(
                 wakeups.setdefault(thread, []).append(n)
         row.update({f"{t} wakeups": statistics.median(v) for t, v in sorted(wakeups.items())})
         row["MainThread migrations"] = statistics.median(f.get("migrations", 0.0) for f in figures)
+        for key, label in (("user_s", "train_user_us"), ("system_s", "train_system_us")):
+            row[label] = statistics.median(f.get(key, 0.0) for f in figures) * 1e6
+        row["train_faults"] = statistics.median(f.get("faults", 0.0) for f in figures)
+        row["train_preempted"] = statistics.median(f.get("preempted", 0.0) for f in figures)
         rows.append(row)
     return rows, {"runs": runs}
 

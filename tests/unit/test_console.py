@@ -15,7 +15,7 @@ Record = tuple[str, str, "str | None", str]
 
 def _splitter(stream: str = "stdout", seen: tuple[str, ...] = ()) -> tuple[LineSplitter, list[Record]]:
     got: list[Record] = []
-    splitter = LineSplitter(stream, lambda *r: got.append(r), lambda line: any(m in line for m in seen))
+    splitter = LineSplitter(stream, lambda *r: got.append(r[:4]), lambda line: any(m in line for m in seen))
     return splitter, got
 
 
@@ -73,7 +73,7 @@ def test_a_traceback_printed_while_a_bar_draws_is_one_block_after_the_bars_state
 
 def test_a_running_bar_reports_every_progress_interval(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     now = [100.0]
-    monkeypatch.setattr(console, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(console, "time", SimpleNamespace(monotonic=lambda: now[0], time=lambda: now[0]))
     splitter, got = _splitter("stderr")
     splitter.feed(b"\r 1/9")
     now[0] += console.PROGRESS_EVERY_S
@@ -139,6 +139,34 @@ def test_fd_tee_copies_every_byte_and_parses_a_line_that_nothing_follows() -> No
     os.close(read)
     assert passed == b"epoch 1\nthen quiet \xff\nafter stop\n"
     assert len(got) == 2
+
+
+def test_fd_tee_lines_parsed_in_one_batch_keep_the_times_they_were_written(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(console, "PARSE_EVERY_S", 1.5)  # both writes come within one batch
+    read, write = os.pipe()
+    got: list[tuple[str, float]] = []
+    splitter = LineSplitter(
+        "stdout", lambda _lvl, line, _tb, _stream, at: got.append((line, at)), lambda _: False
+    )
+    tee = _FdTee(write, splitter)
+    try:
+        first = time.time()
+        os.write(write, b"first\n")
+        time.sleep(0.6)
+        second = time.time()
+        os.write(write, b"second\n")
+        deadline = time.monotonic() + 5
+        while len(got) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        parsed = time.time()
+    finally:
+        tee.stop(2.0)
+        os.close(write)
+        os.close(read)
+    assert [line for line, _ in got] == ["first", "second"]
+    (_, first_at), (_, second_at) = got
+    assert first <= first_at < first + 0.3 and second <= second_at < second + 0.3
+    assert parsed - first_at > 0.8  # (the batch was parsed well after the first line came)
 
 
 class _ReadFails:

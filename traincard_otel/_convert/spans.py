@@ -38,6 +38,7 @@ class PhaseSpans:
         self.tracer, self.logger, self.run_span = tracer, logger, run_span
         self._spans: dict[int, Span] = {}
         self._names: dict[int, str] = {}
+        self._context: otel_context.Context | None = None  # the innermost span's, until one starts or ends
         self.failed_phase: str | None = None  # a phase that ended with an exception
         # Told of every event emitted, after it was (the guard rails watch anomalies and failures).
         self.observer: Callable[[float, str | None, AnyValue, Mapping[str, AnyValue]], None] | None = None
@@ -57,10 +58,12 @@ class PhaseSpans:
             attributes={Attr.PHASE: name, Attr.STEP: step if type(step) is int else 0},
         )
         self._spans[token], self._names[token] = span, name
+        self._context = None
 
     def end(self, t: float, token: int, err: tuple[str, str] | None) -> None:
         span = self._spans.pop(token, None)
         name = self._names.pop(token, None)
+        self._context = None
         if span is None:
             return
         if err:
@@ -72,6 +75,7 @@ class PhaseSpans:
         for token in sorted(self._spans, reverse=True):
             self._spans.pop(token).end(end_time=ns(t))
         self._names.clear()
+        self._context = None
 
     def emit(
         self,
@@ -83,7 +87,9 @@ class PhaseSpans:
         severity_text: str = "INFO",
     ) -> None:
         """One OTel log record (an event when ``event`` is given) in the innermost open phase."""
-        context: otel_context.Context = trace.set_span_in_context(self.innermost())
+        context = self._context
+        if context is None:
+            context = self._context = trace.set_span_in_context(self.innermost())
         self.logger.emit(
             timestamp=ns(t),
             context=context,

@@ -267,8 +267,8 @@ class Pipeline:
 
         queue, stream_attrs = self.queue, {Attr.RANK: str(self.rank.rank)}
 
-        def sink(level: str, line: str, traceback: str | None, stream: str) -> None:
-            queue.put(LogLine(time.time(), level, line, traceback, {**stream_attrs, Attr.LOG_STREAM: stream}))
+        def sink(level: str, line: str, traceback: str | None, stream: str, at: float) -> None:
+            queue.put(LogLine(at, level, line, traceback, {**stream_attrs, Attr.LOG_STREAM: stream}))
 
         def seen(line: str) -> bool:
             return any(m in line for m in list(queue.recent_messages) if len(m) >= 8)
