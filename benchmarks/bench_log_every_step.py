@@ -11,13 +11,16 @@ training: the plain script, or the same script with ``traincard_otel.instrument(
 every default (console capture on, anomaly rules on, log bridge on). Runs come in pairs, one of
 each, in ABBA order so that the machine's slow drifts cancel; the figure is the median over pairs
 of ``instrumented / plain - 1`` in mean step time (from step ``--skip`` to the last), with a
-bootstrap 95 % interval over pairs, and the mean beside it.
+bootstrap 95 % interval over pairs, and the mean beside it. ``--fixed-malloc`` fixes glibc's heap
+thresholds in both processes alike: with glibc's defaults the heap's page faults make two plain
+processes differ by up to 10 %, and the pairs need several times as many runs to show the same.
 
 ``--attribute`` says where the time goes. It runs, in turn, the plain script and the
 instrumented one with each part switched off (console capture, anomaly rules, the log bridge,
 the system sampler), and reports per step: the training thread's CPU, its waits (wall time it
 was not running: the GIL held by another thread, or its core taken) and every other thread's
-CPU by name (``time.pthread_getcpuclockid``, nanosecond clocks), over the timed steps only.
+CPU by name (``time.pthread_getcpuclockid``, nanosecond clocks), over the timed steps only, and
+the training thread's user and kernel time, page faults, preemptions and moves between cores.
 CPU time is what to read on a loaded machine: it does not move with the neighbours' load as
 wall time does.
 

@@ -75,8 +75,10 @@ false leaves PyTorch's own default (off)."""
 TRAINCARD_CAPTURE_CONSOLE = "TRAINCARD_CAPTURE_CONSOLE"
 """Record what the process writes to stdout and stderr (``print``, progress bars, C extensions,
 child processes) as log lines in the card and the OTel log stream, while it still reaches the
-terminal and Metaflow's task logs unchanged. Default: true wherever telemetry starts (``@traincard``,
-``instrument()``, ``Reporter()`` and a plain ``configure()`` alike: they share one pipeline);
+terminal and Metaflow's task logs unchanged (a write that follows another within 0.1 s reaches
+them up to 0.1 s later: the reader gathers writes rather than waking for each). Default: true
+wherever telemetry starts (``@traincard``, ``instrument()``, ``Reporter()`` and a plain
+``configure()`` alike: they share one pipeline);
 ``configure(capture_console=False)`` or this variable set to false turns it off, and
 ``traincard_otel.testing.capture`` turns it off for tests."""
 
