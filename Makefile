@@ -5,6 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 HOST_PATH := $(PATH)
 export USER ?= traincard
+# Metaflow takes no user name from an empty USER or from root (a root container's): it is given one.
+ifeq ($(filter-out root,$(strip $(USER))),)
+export METAFLOW_USER ?= traincard
+endif
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: demo test venv system-packages lint bench screenshots gpu-check gpu-wheels

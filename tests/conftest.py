@@ -19,6 +19,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "examples"))
 sys.path.insert(0, str(REPO / "tests"))
 os.environ.setdefault("USER", "traincard")
+if os.environ["USER"] in ("", "root"):  # Metaflow takes no user name from these (a root container's)
+    os.environ.setdefault("METAFLOW_USER", "traincard")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # Two workers share the cores: one compute thread each (inherited by their child processes),
     # not a thread pool per core in each worker spinning against the other's.
