@@ -1,6 +1,7 @@
 """Logging every step, as a user runs it: one process per run, instrumented or not.
 
     python -m benchmarks.bench_log_every_step [--pairs 20] [--steps 600] [--fixed-malloc] [--quick] [--json F]
+    python -m benchmarks.bench_log_every_step --pool RUN.json [RUN.json ...] [--json F]
     python -m benchmarks.bench_log_every_step --attribute [--rounds 4] [--steps 600] [--json F]
     python -m benchmarks.bench_log_every_step --instructions [--steps 45 --skip 15] [--json F]
 
@@ -304,6 +305,19 @@ def end_to_end(
     return [pairs_row(done)], {"pairs": [[t, p] for t, p in done]}
 
 
+def pool(runs: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The pairs of earlier end-to-end runs (their ``--json`` files) as one sample: runs of one
+    commit on one machine, in one malloc setting (mixing settings is refused)."""
+    settings = {run["results"][0].get("malloc", "default") for run in runs}
+    if len(settings) != 1:
+        raise SystemExit(f"--pool: runs in different malloc settings ({', '.join(sorted(settings))})")
+    pairs = [(tracked, plain) for run in runs for tracked, plain in run["raw"]["pairs"]]
+    row = pairs_row(pairs)
+    (setting,) = settings
+    rows = [{"malloc": setting, **row} if setting != "default" else row]
+    return rows, {"pairs": [[t, p] for t, p in pairs]}
+
+
 def attribute(
     rounds: int, steps: int, skip: int, before: Path | None, variants: Sequence[str]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -416,6 +430,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--fixed-malloc", action="store_true", help="glibc's heap thresholds fixed in both processes"
     )
+    parser.add_argument("--pool", nargs="+", metavar="RUN.json", help="the figures over earlier runs' pairs")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
     parser.add_argument(
@@ -431,6 +446,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.child is not None:
         child(bool(args.child), args.steps, args.skip, args.result)
         return {}
+    if args.pool:
+        rows, raw = pool([json.loads(Path(path).read_text()) for path in args.pool])
+        return report("log_every_step", rows, None, args.json, raw=raw, pooled=args.pool)
     if args.quick:
         args.pairs, args.rounds, args.steps, args.skip = 1, 1, 12, 4
     if args.converter:

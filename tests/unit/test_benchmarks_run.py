@@ -250,6 +250,25 @@ def test_log_every_step_pairs_give_the_median_ratio_and_the_threads_cpu() -> Non
     assert row["wait_us"] == pytest.approx(25000.0)  # wall time not on the training thread's CPU
 
 
+def test_log_every_step_pools_earlier_runs_pairs_of_one_malloc_setting(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.bench_log_every_step import main
+
+    def run(d: float) -> dict[str, object]:
+        return {"step_s": 1.0 + d, "thread_s": 1.0, "threads_s": {}}
+
+    plain = {"step_s": 1.0, "thread_s": 1.0, "threads_s": {}}
+    for name, ds, malloc in (("a", (0.01, 0.02), "fixed"), ("b", (0.03,), "fixed"), ("c", (0.5,), None)):
+        result = {"malloc": malloc} if malloc else {}
+        data = {"results": [result], "raw": {"pairs": [[run(d), plain] for d in ds]}}
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+    pooled = main(["--pool", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    (row,) = pooled["results"]
+    assert row["malloc"] == "fixed" and row["pairs"] == 3
+    assert row["overhead_pct"] == pytest.approx(2.0)
+    with pytest.raises(SystemExit, match="different malloc settings"):
+        main(["--pool", str(tmp_path / "a.json"), str(tmp_path / "c.json")])
+
+
 def test_log_every_step_reads_callgrinds_first_dump_by_thread(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from benchmarks.bench_log_every_step import callgrind_threads
 
