@@ -2,7 +2,7 @@
 
     python -m benchmarks.bench_log_every_step [--pairs 20] [--steps 600] [--fixed-malloc] [--quick] [--json F]
     python -m benchmarks.bench_log_every_step --pool RUN.json [RUN.json ...] [--json F]
-    python -m benchmarks.bench_log_every_step --attribute [--rounds 4] [--steps 600] [--json F]
+    python -m benchmarks.bench_log_every_step --attribute [--rounds 4] [--fixed-malloc] [--json F]
     python -m benchmarks.bench_log_every_step --instructions [--steps 45 --skip 15] [--json F]
 
 An HF Trainer on a tiny GPT-2 (about 8.5 ms a step on a free core) logs every step
@@ -13,8 +13,9 @@ every default (console capture on, anomaly rules on, log bridge on). Runs come i
 each, in ABBA order so that the machine's slow drifts cancel; the figure is the median over pairs
 of ``instrumented / plain - 1`` in mean step time (from step ``--skip`` to the last), with a
 bootstrap 95 % interval over pairs, and the mean beside it. ``--fixed-malloc`` fixes glibc's heap
-thresholds in both processes alike: with glibc's defaults the heap's page faults make two plain
-processes differ by up to 10 %, and the pairs need several times as many runs to show the same.
+thresholds in both processes alike (and in every case of ``--attribute``): with glibc's defaults
+the heap's page faults make two plain processes differ by up to 10 %, and the pairs need several
+times as many runs to show the same. ``--pool`` gives the figures over earlier runs' pairs.
 
 ``--attribute`` says where the time goes. It runs, in turn, the plain script and the
 instrumented one with each part switched off (console capture, anomaly rules, the log bridge,
@@ -61,39 +62,39 @@ VARIANTS: dict[str, dict[str, str]] = {
 }
 
 
-def thread_figures() -> dict[str, tuple[float, int, int]]:
-    """CPU seconds, wake-ups (voluntary context switches: each one a GIL taken again when the
-    thread runs Python) and moves to another core (``se.nr_migrations``: a moved thread finds
-    its caches cold) of every live thread of this process, by thread name (same names summed)."""
-    out: dict[str, tuple[float, int, int]] = {}
+def thread_figures() -> dict[str, tuple[float, int]]:
+    """CPU seconds and wake-ups (voluntary context switches: each one a GIL taken again when the
+    thread runs Python) of every live thread of this process, by thread name (same names summed)."""
+    out: dict[str, tuple[float, int]] = {}
     for thread in threading.enumerate():
         if thread.ident is None or thread.native_id is None:
             continue
         try:
             seconds = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
             status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
-            sched = Path(f"/proc/self/task/{thread.native_id}/sched").read_text()
         except OSError:  # ended between enumerate() and the read
             continue
         wakeups = int(status.split("voluntary_ctxt_switches:")[1].split()[0])
-        moves = int(sched.split("se.nr_migrations")[1].split(":")[1].split()[0])
         name = thread.name.rstrip("0123456789-") or thread.name
-        cpu, woke, moved = out.get(name, (0.0, 0, 0))
-        out[name] = (cpu + seconds, woke + wakeups, moved + moves)
+        cpu, woke = out.get(name, (0.0, 0))
+        out[name] = (cpu + seconds, woke + wakeups)
     return out
 
 
-def main_thread_kernel_figures() -> tuple[float, float, int, int]:
-    """The calling (training) thread's user and system CPU seconds, minor page faults and
-    involuntary context switches, from ``/proc/thread-self`` (CPU in clock ticks, 10 ms: read
-    over hundreds of steps)."""
+def main_thread_kernel_figures() -> tuple[float, float, int, int, int]:
+    """The calling (training) thread's user and system CPU seconds, minor page faults,
+    involuntary context switches and moves to another core (a moved thread finds its caches
+    cold), from ``/proc/thread-self`` (CPU in clock ticks, 10 ms: read over hundreds of steps)."""
     fields = Path("/proc/thread-self/stat").read_text().rsplit(")", 1)[1].split()
     status = Path("/proc/thread-self/status").read_text()
+    sched = Path("/proc/thread-self/sched").read_text()
     tick = os.sysconf("SC_CLK_TCK")
     preempted = int(status.split("nonvoluntary_ctxt_switches:")[1].split()[0])
-    return int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7]), preempted
+    moved = int(sched.split("se.nr_migrations")[1].split(":")[1].split()[0])
+    return int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7]), preempted, moved
 
 
+KERNEL_FIGURES = ("user_s", "system_s", "faults", "preempted", "migrations")
 CALLGRIND = "TRAINCARD_BENCH_CALLGRIND"
 # --fixed-malloc: glibc's heap thresholds fixed, in both processes alike. By default glibc trims
 # the heap's top and moves its mmap threshold as the run allocates, and the page faults that
@@ -176,8 +177,8 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
 
     torch.set_num_threads(1)
     marks: list[tuple[float, float]] = []
-    threads: list[dict[str, tuple[float, int, int]]] = []
-    kernel_marks: list[tuple[float, float, int, int]] = []
+    threads: list[dict[str, tuple[float, int]]] = []
+    kernel_marks: list[tuple[float, float, int, int, int]] = []
 
     counting = bool(os.environ.get(CALLGRIND))
 
@@ -214,21 +215,17 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
     main = threading.main_thread().name
     first = threads[0]
     per_step = {
-        name: tuple((now - was) / n for now, was in zip(figures, first.get(name, (0.0, 0, 0)), strict=True))
-        for name, figures in threads[1].items()
+        name: ((cpu - first.get(name, (0.0, 0))[0]) / n, (woke - first.get(name, (0.0, 0))[1]) / n)
+        for name, (cpu, woke) in threads[1].items()
     }
     figures = {
         "step_s": (wall1 - wall0) / n,
         "thread_s": (cpu1 - cpu0) / n,
-        "threads_s": {name: cpu for name, (cpu, _, _) in per_step.items() if name != main},
-        "wakeups": {name: woke for name, (_, woke, _) in per_step.items()},
-        "migrations": per_step[main][2],
-        # the training thread's CPU split into user and kernel time, its minor page faults and
-        # the times it was taken off its core
-        "user_s": kernel[0] / n,
-        "system_s": kernel[1] / n,
-        "faults": kernel[2] / n,
-        "preempted": kernel[3] / n,
+        "threads_s": {name: cpu for name, (cpu, _) in per_step.items() if name != main},
+        "wakeups": {name: woke for name, (_, woke) in per_step.items()},
+        # the training thread's CPU split into user and kernel time, its minor page faults, the
+        # times it was taken off its core and its moves to the other core
+        **{key: value / n for key, value in zip(KERNEL_FIGURES, kernel, strict=True)},
     }
     Path(result).write_text(json.dumps(figures))
 
@@ -314,17 +311,16 @@ def pool(runs: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str
     pairs = [(tracked, plain) for run in runs for tracked, plain in run["raw"]["pairs"]]
     row = pairs_row(pairs)
     (setting,) = settings
-    rows = [{"malloc": setting, **row} if setting != "default" else row]
-    return rows, {"pairs": [[t, p] for t, p in pairs]}
+    return [{"malloc": setting, **row}], {"pairs": [[t, p] for t, p in pairs]}
 
 
 def attribute(
-    rounds: int, steps: int, skip: int, before: Path | None, variants: Sequence[str]
+    rounds: int, steps: int, skip: int, before: Path | None, variants: Sequence[str], env: dict[str, str]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    cases: dict[str, tuple[bool, dict[str, str], Path]] = {"plain": (False, {}, REPO)}
+    cases: dict[str, tuple[bool, dict[str, str], Path]] = {"plain": (False, env, REPO)}
     if before is not None:
-        cases["traincard (before)"] = (True, {}, before)
-    cases.update({name: (True, VARIANTS[name], REPO) for name in variants})
+        cases["traincard (before)"] = (True, env, before)
+    cases.update({name: (True, {**env, **VARIANTS[name]}, REPO) for name in variants})
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in cases}
     names = list(cases)
     for r in range(rounds):
@@ -351,11 +347,11 @@ def attribute(
             for thread, n in f["wakeups"].items():
                 wakeups.setdefault(thread, []).append(n)
         row.update({f"{t} wakeups": statistics.median(v) for t, v in sorted(wakeups.items())})
-        row["MainThread migrations"] = statistics.median(f.get("migrations", 0.0) for f in figures)
-        for key, label in (("user_s", "train_user_us"), ("system_s", "train_system_us")):
-            row[label] = statistics.median(f.get(key, 0.0) for f in figures) * 1e6
-        row["train_faults"] = statistics.median(f.get("faults", 0.0) for f in figures)
-        row["train_preempted"] = statistics.median(f.get("preempted", 0.0) for f in figures)
+        for key in KERNEL_FIGURES:
+            if key.endswith("_s"):
+                row[f"train_{key[:-2]}_us"] = statistics.median(f[key] for f in figures) * 1e6
+            else:
+                row[f"train_{key}"] = statistics.median(f[key] for f in figures)
         rows.append(row)
     return rows, {"runs": runs}
 
@@ -428,7 +424,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--instructions", action="store_true", help="the training thread's instructions, under callgrind"
     )
     parser.add_argument(
-        "--fixed-malloc", action="store_true", help="glibc's heap thresholds fixed in both processes"
+        "--fixed-malloc", action="store_true", help="glibc's heap thresholds fixed in every process"
     )
     parser.add_argument("--pool", nargs="+", metavar="RUN.json", help="the figures over earlier runs' pairs")
     parser.add_argument("--quick", action="store_true")
@@ -459,13 +455,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         steps, skip = (45, 15) if (args.steps, args.skip) == (600, 100) else (args.steps, args.skip)
         rows, raw = instructions(steps, skip)
         return report("log_every_step_instructions", rows, None, args.json, raw=raw)
+    malloc_env = FIXED_MALLOC if args.fixed_malloc else {}
     if args.attribute:
-        rows, raw = attribute(args.rounds, args.steps, args.skip, args.before, args.variants)
+        rows, raw = attribute(args.rounds, args.steps, args.skip, args.before, args.variants, malloc_env)
         columns = list(dict.fromkeys(key for row in rows for key in row))  # threads of every case
         return report("log_every_step_attribution", rows, columns, args.json, raw=raw)
-    rows, raw = end_to_end(args.pairs, args.steps, args.skip, FIXED_MALLOC if args.fixed_malloc else {})
-    if args.fixed_malloc:
-        rows = [{"malloc": "fixed", **row} for row in rows]
+    rows, raw = end_to_end(args.pairs, args.steps, args.skip, malloc_env)
+    rows = [{"malloc": "fixed" if args.fixed_malloc else "default", **row} for row in rows]
     return report("log_every_step", rows, None, args.json, raw=raw)
 
 
