@@ -15,7 +15,8 @@ of ``instrumented / plain - 1`` in mean step time (from step ``--skip`` to the l
 bootstrap 95 % interval over pairs, and the mean beside it. ``--fixed-malloc`` fixes glibc's heap
 thresholds in both processes alike (and in every case of ``--attribute``): with glibc's defaults
 the heap's page faults make two plain processes differ by up to 10 %, and the pairs need several
-times as many runs to show the same. ``--pool`` gives the figures over earlier runs' pairs.
+times as many runs to show the same. ``--pool`` gives the figures over earlier runs' pairs (each
+run names the git tree of ``traincard_otel`` it measured; runs of different code are refused).
 
 ``--attribute`` says where the time goes. It runs, in turn, the plain script and the
 instrumented one with each part switched off (console capture, anomaly rules, the log bridge,
@@ -302,16 +303,30 @@ def end_to_end(
     return [pairs_row(done)], {"pairs": [[t, p] for t, p in done]}
 
 
-def pool(runs: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The pairs of earlier end-to-end runs (their ``--json`` files) as one sample: runs of one
-    commit on one machine, in one malloc setting (mixing settings is refused)."""
+def product_code(checkout: Path = REPO) -> str | None:
+    """The git tree of ``traincard_otel`` that a run measured (``+changes`` when the working tree
+    differs from it), so that pooled runs are known to measure the same code; None outside git."""
+    git = ["git", "-C", str(checkout)]
+    tree = subprocess.run([*git, "rev-parse", "HEAD:traincard_otel"], capture_output=True, text=True)
+    if tree.returncode != 0:
+        return None
+    clean = subprocess.run([*git, "diff", "--quiet", "HEAD", "--", "traincard_otel"]).returncode == 0
+    return tree.stdout.strip() + ("" if clean else "+changes")
+
+
+def pool(runs: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any], str | None]:
+    """The pairs of earlier end-to-end runs (their ``--json`` files) as one sample: runs of the
+    same product code (where a run names it) in one malloc setting; mixing either is refused."""
     settings = {run["results"][0].get("malloc", "default") for run in runs}
     if len(settings) != 1:
         raise SystemExit(f"--pool: runs in different malloc settings ({', '.join(sorted(settings))})")
+    codes = {run["code"] for run in runs if run.get("code")}
+    if len(codes) > 1 or any(code.endswith("+changes") for code in codes):
+        raise SystemExit(f"--pool: runs of different or uncommitted code ({', '.join(sorted(codes))})")
     pairs = [(tracked, plain) for run in runs for tracked, plain in run["raw"]["pairs"]]
     row = pairs_row(pairs)
     (setting,) = settings
-    return [{"malloc": setting, **row}], {"pairs": [[t, p] for t, p in pairs]}
+    return [{"malloc": setting, **row}], {"pairs": [[t, p] for t, p in pairs]}, next(iter(codes), None)
 
 
 def attribute(
@@ -443,8 +458,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         child(bool(args.child), args.steps, args.skip, args.result)
         return {}
     if args.pool:
-        rows, raw = pool([json.loads(Path(path).read_text()) for path in args.pool])
-        return report("log_every_step", rows, None, args.json, raw=raw, pooled=args.pool)
+        rows, raw, code = pool([json.loads(Path(path).read_text()) for path in args.pool])
+        return report("log_every_step", rows, None, args.json, raw=raw, pooled=args.pool, code=code)
     if args.quick:
         args.pairs, args.rounds, args.steps, args.skip = 1, 1, 12, 4
     if args.converter:
@@ -460,9 +475,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         rows, raw = attribute(args.rounds, args.steps, args.skip, args.before, args.variants, malloc_env)
         columns = list(dict.fromkeys(key for row in rows for key in row))  # threads of every case
         return report("log_every_step_attribution", rows, columns, args.json, raw=raw)
+    code = product_code()
     rows, raw = end_to_end(args.pairs, args.steps, args.skip, malloc_env)
     rows = [{"malloc": "fixed" if args.fixed_malloc else "default", **row} for row in rows]
-    return report("log_every_step", rows, None, args.json, raw=raw)
+    return report("log_every_step", rows, None, args.json, raw=raw, code=code)
 
 
 if __name__ == "__main__":

@@ -5,11 +5,15 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+import subprocess
 from importlib.util import find_spec
+from pathlib import Path
 
 import pytest
 
 import benchmarks
+
+REPO = Path(benchmarks.__file__).resolve().parent.parent
 
 NAMES = sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__) if m.name.startswith("bench_"))
 # Rows the side-by-side benchmarks must show for each peer tracker installed (the `bench` extra).
@@ -267,6 +271,25 @@ def test_log_every_step_pools_earlier_runs_pairs_of_one_malloc_setting(tmp_path)
     assert row["overhead_pct"] == pytest.approx(2.0)
     with pytest.raises(SystemExit, match="different malloc settings"):
         main(["--pool", str(tmp_path / "a.json"), str(tmp_path / "c.json")])
+    for name, code in (("a", "tree1"), ("b", "tree2")):  # runs that name the code they measured
+        data = json.loads((tmp_path / f"{name}.json").read_text())
+        (tmp_path / f"{name}.json").write_text(json.dumps({**data, "code": code}))
+    with pytest.raises(SystemExit, match="different or uncommitted code"):
+        main(["--pool", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    assert main(["--pool", str(tmp_path / "a.json"), str(tmp_path / "a.json")])["code"] == "tree1"
+
+
+def test_log_every_step_names_the_product_code_it_measured() -> None:
+    from benchmarks.bench_log_every_step import product_code
+
+    code = product_code()
+    tree = subprocess.run(
+        ["git", "rev-parse", "HEAD:traincard_otel"], capture_output=True, text=True, cwd=REPO
+    )
+    if tree.returncode != 0:
+        assert code is None
+    else:
+        assert code is not None and code.startswith(tree.stdout.strip())
 
 
 def test_log_every_step_reads_callgrinds_first_dump_by_thread(tmp_path) -> None:  # type: ignore[no-untyped-def]
