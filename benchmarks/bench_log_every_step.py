@@ -1,6 +1,7 @@
 """Logging every step, as a user runs it: one process per run, instrumented or not.
 
-    python -m benchmarks.bench_log_every_step [--pairs 20] [--steps 600] [--fixed-malloc] [--quick] [--json F]
+    python -m benchmarks.bench_log_every_step [--pairs 20] [--steps 600] [--fixed-malloc] [--slice K]
+                                              [--quick] [--json F]
     python -m benchmarks.bench_log_every_step --pool RUN.json [RUN.json ...] [--json F]
     python -m benchmarks.bench_log_every_step --attribute [--rounds 4] [--fixed-malloc] [--json F]
     python -m benchmarks.bench_log_every_step --instructions [--steps 45 --skip 15] [--json F]
@@ -16,7 +17,19 @@ bootstrap 95 % interval over pairs, and the mean beside it. ``--fixed-malloc`` f
 thresholds in both processes alike (and in every case of ``--attribute``): with glibc's defaults
 the heap's page faults make two plain processes differ by up to 10 %, and the pairs need several
 times as many runs to show the same. ``--pool`` gives the figures over earlier runs' pairs (each
-run names the git tree of ``traincard_otel`` it measured; runs of different code are refused).
+run names the git tree of ``traincard_otel`` it measured; runs of different code or design are
+refused).
+
+``--slice K`` runs a pair's two processes together, taking turns: each starts alone and stops
+itself (``SIGSTOP``: every thread of it) before its first step and after every K steps, and this
+process continues them in turn (the pair's order alternating from pair to pair), so that both
+meet the machine's drifts within a turn of each other. Back to back, a pair's processes run
+seconds apart, and this VM's host changes its speed by several per cent from one second to the
+next. A step's time is then the time running, summed over the turns after ``--skip``. Two
+effects lean against the instrumented process, so the figure errs high: its timers (the system
+sampler, the store's flushes) keep wall-clock time, so their work per second lands in half the
+running time; and at every turn both processes resume with cold caches, while only the
+instrumented one has more threads to wake. Short turns magnify the second effect.
 
 ``--attribute`` says where the time goes. It runs, in turn, the plain script and the
 instrumented one with each part switched off (console capture, anomaly rules, the log bridge,
@@ -40,6 +53,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -97,6 +111,9 @@ def main_thread_kernel_figures() -> tuple[float, float, int, int, int]:
 
 KERNEL_FIGURES = ("user_s", "system_s", "faults", "preempted", "migrations")
 CALLGRIND = "TRAINCARD_BENCH_CALLGRIND"
+# --slice K: the child stops itself (SIGSTOP, every thread at once) before its first step and after
+# every K steps, and runs on when the parent continues it.
+SLICE = "TRAINCARD_BENCH_SLICE"
 # --fixed-malloc: glibc's heap thresholds fixed, in both processes alike. By default glibc trims
 # the heap's top and moves its mmap threshold as the run allocates, and the page faults that
 # follow (hundreds a step here) vary from process to process by several per cent of the step;
@@ -182,15 +199,31 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
     kernel_marks: list[tuple[float, float, int, int, int]] = []
 
     counting = bool(os.environ.get(CALLGRIND))
+    slice_steps = int(os.environ.get(SLICE, "0"))
+    slices: list[tuple[int, float]] = []  # (steps done at a slice's end, its seconds running)
+    resumed = [0.0]
+
+    def pause() -> None:
+        os.kill(os.getpid(), signal.SIGSTOP)  # returns once the parent continues this process
+        resumed[0] = time.perf_counter()
 
     class Clock(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if slice_steps:
+                pause()
+
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            marks.append((time.perf_counter(), time.thread_time()))
+            now = time.perf_counter()
+            marks.append((now, time.thread_time()))
+            if slice_steps and (len(marks) % slice_steps == 0 or len(marks) == steps):
+                slices.append((len(marks), now - resumed[0]))
             if len(marks) in (skip + 1, steps):
                 if counting:
                     count_instructions(len(marks) == skip + 1)
                 threads.append(thread_figures())
                 kernel_marks.append(main_thread_kernel_figures())
+            if slice_steps and len(marks) % slice_steps == 0 and len(marks) < steps:
+                pause()
 
     with tempfile.TemporaryDirectory() as out:
         args = training_args(
@@ -219,8 +252,14 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
         name: ((cpu - first.get(name, (0.0, 0))[0]) / n, (woke - first.get(name, (0.0, 0))[1]) / n)
         for name, (cpu, woke) in threads[1].items()
     }
+    if slice_steps:  # the slices after step ``skip``: their time running, not stopped
+        timed = [seconds for done, seconds in slices if done > skip]
+        step_s = sum(timed) / (steps - skip)
+    else:
+        timed, step_s = [], (wall1 - wall0) / n
     figures = {
-        "step_s": (wall1 - wall0) / n,
+        "step_s": step_s,
+        "turns": len(timed),
         "thread_s": (cpu1 - cpu0) / n,
         "threads_s": {name: cpu for name, (cpu, _) in per_step.items() if name != main},
         "wakeups": {name: woke for name, (_, woke) in per_step.items()},
@@ -231,30 +270,85 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
     Path(result).write_text(json.dumps(figures))
 
 
-def run(tracked: bool, env: dict[str, str], steps: int, skip: int, checkout: Path = REPO) -> dict[str, Any]:
-    """One fresh process, its stdout to a file (a task log), its figures back as JSON.
+def child_command(
+    tracked: bool, steps: int, skip: int, tmp: str, env: dict[str, str], checkout: Path = REPO
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of one run whose result and store go under ``tmp``.
 
     ``checkout``: the source tree whose ``traincard_otel`` the process imports (an older commit's,
     for a before/after comparison from one run of this benchmark)."""
+    cmd = [sys.executable, __file__, "--child", str(int(tracked))]
+    cmd += ["--steps", str(steps), "--skip", str(skip), "--result", f"{tmp}/result.json"]
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINCARD_", "OTEL_"))}
+    path = os.pathsep.join(p for p in (str(checkout), str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    # Unbuffered, as Metaflow runs a task: every print reaches the descriptor (and the capture's
+    # pipe) at once, the most wake-ups of the capture's thread.
+    return cmd, dict(base, PYTHONPATH=path, PYTHONUNBUFFERED="1", TRAINCARD_DIR=f"{tmp}/store", **env)
+
+
+def child_figures(tmp: str) -> dict[str, Any]:
+    """A finished run's figures, with the lines it printed to its stdout file (a task log)."""
+    figures: dict[str, Any] = json.loads(Path(f"{tmp}/result.json").read_text())
+    figures["stdout_lines"] = Path(f"{tmp}/stdout.log").read_bytes().count(b"\n")
+    return figures
+
+
+def run(tracked: bool, env: dict[str, str], steps: int, skip: int, checkout: Path = REPO) -> dict[str, Any]:
+    """One fresh process, its stdout to a file (a task log), its figures back as JSON."""
     with tempfile.TemporaryDirectory() as tmp:
-        result = f"{tmp}/result.json"
-        cmd = [sys.executable, __file__, "--child", str(int(tracked))]
-        cmd += ["--steps", str(steps), "--skip", str(skip), "--result", result]
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINCARD_", "OTEL_"))}
-        path = os.pathsep.join(p for p in (str(checkout), str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-        # Unbuffered, as Metaflow runs a task: every print reaches the descriptor (and the capture's
-        # pipe) at once, the most wake-ups of the capture's thread.
-        full = dict(base, PYTHONPATH=path, PYTHONUNBUFFERED="1", TRAINCARD_DIR=f"{tmp}/store", **env)
+        cmd, full = child_command(tracked, steps, skip, tmp, env, checkout)
         with open(f"{tmp}/stdout.log", "wb") as log:
             done = subprocess.run(
                 cmd, cwd=checkout, env=full, stdout=log, stderr=subprocess.PIPE, timeout=1800
             )
         if done.returncode != 0:
             raise RuntimeError(done.stderr.decode(errors="replace")[-2000:])
-        lines = Path(f"{tmp}/stdout.log").read_bytes().count(b"\n")
-        figures: dict[str, Any] = json.loads(Path(result).read_text())
-        figures["stdout_lines"] = lines
-        return figures
+        return child_figures(tmp)
+
+
+def run_sliced(
+    order: Sequence[bool], env: dict[str, str], steps: int, skip: int, slice_steps: int
+) -> dict[bool, dict[str, Any]]:
+    """The plain and the instrumented process alive together, taking turns of ``slice_steps``
+    steps in ``order``, each stopped whole (every thread) while the other runs.
+
+    Each process starts alone and stops itself before its first step; then the parent continues
+    one, waits until it has stopped itself again (or ended), and continues the other. The two
+    therefore meet the machine's drifts within a fraction of a second of each other, where
+    back-to-back processes meet them seconds apart."""
+    with tempfile.TemporaryDirectory() as tmp:
+        procs: dict[bool, subprocess.Popen[bytes]] = {}
+        try:
+            for tracked in order:
+                folder = f"{tmp}/{int(tracked)}"
+                os.mkdir(folder)
+                cmd, full = child_command(tracked, steps, skip, folder, {**env, SLICE: str(slice_steps)})
+                with open(f"{folder}/stdout.log", "wb") as log, open(f"{folder}/stderr.log", "wb") as err:
+                    procs[tracked] = subprocess.Popen(cmd, cwd=REPO, env=full, stdout=log, stderr=err)
+                wait_stopped(procs[tracked], folder)  # started alone: imports do not overlap a turn
+            running = list(order)
+            while running:
+                for tracked in list(running):
+                    procs[tracked].send_signal(signal.SIGCONT)
+                    if not wait_stopped(procs[tracked], f"{tmp}/{int(tracked)}"):
+                        running.remove(tracked)
+            return {tracked: child_figures(f"{tmp}/{int(tracked)}") for tracked in order}
+        finally:
+            for proc in procs.values():
+                if proc.returncode is None:
+                    proc.kill()  # a stopped process too
+                    proc.wait()
+
+
+def wait_stopped(proc: subprocess.Popen[bytes], folder: str) -> bool:
+    """Wait until ``proc`` stops itself (True) or ends (False; an error unless it succeeded)."""
+    _, status = os.waitpid(proc.pid, os.WUNTRACED)
+    if os.WIFSTOPPED(status):
+        return True
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(Path(f"{folder}/stderr.log").read_bytes().decode(errors="replace")[-2000:])
+    return False
 
 
 def pairs_row(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
@@ -290,12 +384,15 @@ def pairs_row(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, A
 
 
 def end_to_end(
-    pairs: int, steps: int, skip: int, env: dict[str, str]
+    pairs: int, steps: int, skip: int, env: dict[str, str], slice_steps: int = 0
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     done: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for i in range(pairs):
         order = (False, True) if i % 2 == 0 else (True, False)
-        got = {tracked: run(tracked, env, steps, skip) for tracked in order}
+        if slice_steps:
+            got = run_sliced(order, env, steps, skip, slice_steps)
+        else:
+            got = {tracked: run(tracked, env, steps, skip) for tracked in order}
         done.append((got[True], got[False]))
         t, p = got[True]["step_s"], got[False]["step_s"]
         change = (t / p - 1) * 100
@@ -320,13 +417,17 @@ def pool(runs: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str
     settings = {run["results"][0].get("malloc", "default") for run in runs}
     if len(settings) != 1:
         raise SystemExit(f"--pool: runs in different malloc settings ({', '.join(sorted(settings))})")
+    designs = {run["results"][0].get("design", "back to back") for run in runs}
+    if len(designs) != 1:
+        raise SystemExit(f"--pool: runs of different designs ({', '.join(sorted(designs))})")
     codes = {run["code"] for run in runs if run.get("code")}
     if len(codes) > 1 or any(code.endswith("+changes") for code in codes):
         raise SystemExit(f"--pool: runs of different or uncommitted code ({', '.join(sorted(codes))})")
     pairs = [(tracked, plain) for run in runs for tracked, plain in run["raw"]["pairs"]]
     row = pairs_row(pairs)
-    (setting,) = settings
-    return [{"malloc": setting, **row}], {"pairs": [[t, p] for t, p in pairs]}, next(iter(codes), None)
+    (setting,), (design,) = settings, designs
+    raw = {"pairs": [[t, p] for t, p in pairs]}
+    return [{"malloc": setting, "design": design, **row}], raw, next(iter(codes), None)
 
 
 def attribute(
@@ -441,6 +542,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--fixed-malloc", action="store_true", help="glibc's heap thresholds fixed in every process"
     )
+    parser.add_argument(
+        "--slice",
+        type=int,
+        default=0,
+        metavar="K",
+        help="run each pair's two processes together, taking turns of K steps (0: back to back)",
+    )
     parser.add_argument("--pool", nargs="+", metavar="RUN.json", help="the figures over earlier runs' pairs")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
@@ -462,6 +570,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return report("log_every_step", rows, None, args.json, raw=raw, pooled=args.pool, code=code)
     if args.quick:
         args.pairs, args.rounds, args.steps, args.skip = 1, 1, 12, 4
+        args.slice = min(args.slice, 4)
+    if args.slice < 0 or (args.slice and args.skip % args.slice):
+        parser.error(f"--slice {args.slice}: give a positive K that divides --skip ({args.skip})")
     if args.converter:
         rows, raw = converter(args.rounds, args.steps * 10, args.before)
         return report("log_every_step_converter", rows, None, args.json, raw=raw)
@@ -476,8 +587,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         columns = list(dict.fromkeys(key for row in rows for key in row))  # threads of every case
         return report("log_every_step_attribution", rows, columns, args.json, raw=raw)
     code = product_code()
-    rows, raw = end_to_end(args.pairs, args.steps, args.skip, malloc_env)
-    rows = [{"malloc": "fixed" if args.fixed_malloc else "default", **row} for row in rows]
+    rows, raw = end_to_end(args.pairs, args.steps, args.skip, malloc_env, args.slice)
+    design = f"turns of {args.slice} steps" if args.slice else "back to back"
+    rows = [{"malloc": "fixed" if args.fixed_malloc else "default", "design": design, **row} for row in rows]
     return report("log_every_step", rows, None, args.json, raw=raw, code=code)
 
 
