@@ -75,6 +75,10 @@ VARIANTS: dict[str, dict[str, str]] = {
     "no log bridge": {"TRAINCARD_LOG_LEVEL": "OFF"},
     "no system sampler": {"TRAINCARD_SYSTEM": "false"},
 }
+# ...and every one of them off at once: what is left is the hooks, the converter and the store.
+VARIANTS["none of these"] = {
+    key: value for variant in list(VARIANTS.values()) for key, value in variant.items()
+}
 
 
 def thread_figures() -> dict[str, tuple[float, int]]:
@@ -306,33 +310,40 @@ def run(tracked: bool, env: dict[str, str], steps: int, skip: int, checkout: Pat
         return child_figures(tmp)
 
 
-def run_sliced(
-    order: Sequence[bool], env: dict[str, str], steps: int, skip: int, slice_steps: int
-) -> dict[bool, dict[str, Any]]:
-    """The plain and the instrumented process alive together, taking turns of ``slice_steps``
-    steps in ``order``, each stopped whole (every thread) while the other runs.
+Case = tuple[bool, dict[str, str], Path]  # instrumented, environment settings, checkout
 
-    Each process starts alone and stops itself before its first step; then the parent continues
-    one, waits until it has stopped itself again (or ended), and continues the other. The two
-    therefore meet the machine's drifts within a fraction of a second of each other, where
+
+def run_in_turns(
+    cases: dict[str, Case], steps: int, skip: int, slice_steps: int
+) -> dict[str, dict[str, Any]]:
+    """One process per case, alive together, taking turns of ``slice_steps`` steps in the cases'
+    order, each stopped whole (every thread) while another runs.
+
+    Each process starts alone and stops itself before its first step; then this process
+    continues one, waits until it has stopped itself again (or ended), and continues the next.
+    The cases therefore meet the machine's drifts within a few turns of each other, where
     back-to-back processes meet them seconds apart."""
     with tempfile.TemporaryDirectory() as tmp:
-        procs: dict[bool, subprocess.Popen[bytes]] = {}
+        procs: dict[str, subprocess.Popen[bytes]] = {}
+        folders = {name: f"{tmp}/{i}" for i, name in enumerate(cases)}
         try:
-            for tracked in order:
-                folder = f"{tmp}/{int(tracked)}"
-                os.mkdir(folder)
-                cmd, full = child_command(tracked, steps, skip, folder, {**env, SLICE: str(slice_steps)})
-                with open(f"{folder}/stdout.log", "wb") as log, open(f"{folder}/stderr.log", "wb") as err:
-                    procs[tracked] = subprocess.Popen(cmd, cwd=REPO, env=full, stdout=log, stderr=err)
-                wait_stopped(procs[tracked], folder)  # started alone: imports do not overlap a turn
-            running = list(order)
+            for name, (tracked, env, checkout) in cases.items():
+                os.mkdir(folders[name])
+                turns = {**env, SLICE: str(slice_steps)}
+                cmd, full = child_command(tracked, steps, skip, folders[name], turns, checkout)
+                with (
+                    open(f"{folders[name]}/stdout.log", "wb") as log,
+                    open(f"{folders[name]}/stderr.log", "wb") as err,
+                ):
+                    procs[name] = subprocess.Popen(cmd, cwd=checkout, env=full, stdout=log, stderr=err)
+                wait_stopped(procs[name], folders[name])  # started alone: imports do not overlap a turn
+            running = list(cases)
             while running:
-                for tracked in list(running):
-                    procs[tracked].send_signal(signal.SIGCONT)
-                    if not wait_stopped(procs[tracked], f"{tmp}/{int(tracked)}"):
-                        running.remove(tracked)
-            return {tracked: child_figures(f"{tmp}/{int(tracked)}") for tracked in order}
+                for name in list(running):
+                    procs[name].send_signal(signal.SIGCONT)
+                    if not wait_stopped(procs[name], folders[name]):
+                        running.remove(name)
+            return {name: child_figures(folders[name]) for name in cases}
         finally:
             for proc in procs.values():
                 if proc.returncode is None:
@@ -390,7 +401,11 @@ def end_to_end(
     for i in range(pairs):
         order = (False, True) if i % 2 == 0 else (True, False)
         if slice_steps:
-            got = run_sliced(order, env, steps, skip, slice_steps)
+            cases = {str(tracked): (tracked, env, REPO) for tracked in order}
+            got = {
+                case == "True": figures
+                for case, figures in run_in_turns(cases, steps, skip, slice_steps).items()
+            }
         else:
             got = {tracked: run(tracked, env, steps, skip) for tracked in order}
         done.append((got[True], got[False]))
@@ -431,19 +446,29 @@ def pool(runs: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str
 
 
 def attribute(
-    rounds: int, steps: int, skip: int, before: Path | None, variants: Sequence[str], env: dict[str, str]
+    rounds: int,
+    steps: int,
+    skip: int,
+    before: Path | None,
+    variants: Sequence[str],
+    env: dict[str, str],
+    slice_steps: int = 0,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    cases: dict[str, tuple[bool, dict[str, str], Path]] = {"plain": (False, env, REPO)}
+    cases: dict[str, Case] = {"plain": (False, env, REPO)}
     if before is not None:
         cases["traincard (before)"] = (True, env, before)
     cases.update({name: (True, {**env, **VARIANTS[name]}, REPO) for name in variants})
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in cases}
     names = list(cases)
     for r in range(rounds):
-        for name in names if r % 2 == 0 else reversed(names):
-            tracked, env, checkout = cases[name]
-            runs[name].append(run(tracked, env, steps, skip, checkout))
-            print(f"round {r + 1}/{rounds}: {name} {runs[name][-1]['step_s'] * 1e3:.2f} ms")
+        order = names if r % 2 == 0 else names[::-1]
+        if slice_steps:  # every case of the round alive together, in turns
+            got = run_in_turns({name: cases[name] for name in order}, steps, skip, slice_steps)
+        else:
+            got = {name: run(*cases[name][:2], steps, skip, cases[name][2]) for name in order}
+        for name in order:
+            runs[name].append(got[name])
+            print(f"round {r + 1}/{rounds}: {name} {got[name]['step_s'] * 1e3:.2f} ms")
     rows = []
     for name, figures in runs.items():
         threads: dict[str, list[float]] = {}
@@ -453,6 +478,11 @@ def attribute(
         row: dict[str, Any] = {
             "case": name,
             "step_ms": statistics.median(f["step_s"] for f in figures) * 1e3,
+            # each round's run against the same round's plain one
+            "vs_plain_pct": statistics.median(
+                f["step_s"] / p["step_s"] - 1 for f, p in zip(figures, runs["plain"], strict=True)
+            )
+            * 100,
             "train_cpu_us": statistics.median(f["thread_s"] for f in figures) * 1e6,
             "train_wait_us": statistics.median(f["step_s"] - f["thread_s"] for f in figures) * 1e6,
             "other_cpu_us": statistics.median(sum(f["threads_s"].values()) for f in figures) * 1e6,
@@ -583,7 +613,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return report("log_every_step_instructions", rows, None, args.json, raw=raw)
     malloc_env = FIXED_MALLOC if args.fixed_malloc else {}
     if args.attribute:
-        rows, raw = attribute(args.rounds, args.steps, args.skip, args.before, args.variants, malloc_env)
+        rows, raw = attribute(
+            args.rounds, args.steps, args.skip, args.before, args.variants, malloc_env, args.slice
+        )
         columns = list(dict.fromkeys(key for row in rows for key in row))  # threads of every case
         return report("log_every_step_attribution", rows, columns, args.json, raw=raw)
     code = product_code()

@@ -271,12 +271,38 @@ def test_log_every_step_pools_earlier_runs_pairs_of_one_malloc_setting(tmp_path)
     assert row["overhead_pct"] == pytest.approx(2.0)
     with pytest.raises(SystemExit, match="different malloc settings"):
         main(["--pool", str(tmp_path / "a.json"), str(tmp_path / "c.json")])
+    turns = {
+        "results": [{"malloc": "fixed", "design": "turns of 100 steps"}],
+        "raw": {"pairs": [[run(0.01), plain]]},
+    }
+    (tmp_path / "t.json").write_text(json.dumps(turns))
+    with pytest.raises(SystemExit, match="different designs"):  # back to back (unnamed) and in turns
+        main(["--pool", str(tmp_path / "a.json"), str(tmp_path / "t.json")])
+    assert main(["--pool", str(tmp_path / "t.json")])["results"][0]["design"] == "turns of 100 steps"
     for name, code in (("a", "tree1"), ("b", "tree2")):  # runs that name the code they measured
         data = json.loads((tmp_path / f"{name}.json").read_text())
         (tmp_path / f"{name}.json").write_text(json.dumps({**data, "code": code}))
     with pytest.raises(SystemExit, match="different or uncommitted code"):
         main(["--pool", str(tmp_path / "a.json"), str(tmp_path / "b.json")])
     assert main(["--pool", str(tmp_path / "a.json"), str(tmp_path / "a.json")])["code"] == "tree1"
+
+
+def test_log_every_step_runs_a_pairs_processes_in_turns(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.bench_log_every_step import main
+
+    out = main(["--quick", "--slice", "2", "--json", str(tmp_path / "r.json")])
+    (row,) = out["results"]
+    assert row["design"] == "turns of 2 steps" and row["pairs"] == 1
+    for figures in out["raw"]["pairs"][0]:  # 12 steps, 4 of warm-up: 4 turns of 2 timed
+        assert figures["turns"] == 4 and figures["stdout_lines"] >= 12
+        # the time running: a turn's stops (the other process's turns) are not in it
+        assert 0 < figures["step_s"] < 2 * (figures["thread_s"] + sum(figures["threads_s"].values()))
+    with pytest.raises(SystemExit):  # the warm-up must end at a turn's end
+        main(["--steps", "12", "--skip", "5", "--slice", "2", "--pairs", "1"])
+    attributed = main(["--attribute", "--quick", "--slice", "2", "--variants", "traincard"])
+    plain, tracked = attributed["results"]
+    assert (plain["case"], tracked["case"]) == ("plain", "traincard") and plain["vs_plain_pct"] == 0
+    assert tracked["other_cpu_us"] > 0 and [f["turns"] for f in attributed["raw"]["runs"]["traincard"]] == [4]
 
 
 def test_log_every_step_names_the_product_code_it_measured() -> None:

@@ -35,7 +35,7 @@ from .._safety import internal_error
 MAX_LINE_CHARS = 4096
 PROGRESS_EVERY_S = 30.0
 PARSE_EVERY_S = 0.5
-GATHER_S = 0.1
+GATHER_S = 0.25
 READ_BYTES = 65536
 PIPE_BYTES = 1 << 20
 _WARNING = re.compile(r"\b(warn(ing)?s?|[A-Za-z]*Warning)\b[:\]]?", re.I)
