@@ -25,11 +25,14 @@ itself (``SIGSTOP``: every thread of it) before its first step and after every K
 process continues them in turn (the pair's order alternating from pair to pair), so that both
 meet the machine's drifts within a turn of each other. Back to back, a pair's processes run
 seconds apart, and this VM's host changes its speed by several per cent from one second to the
-next. A step's time is then the time running, summed over the turns after ``--skip``. Two
-effects lean against the instrumented process, so the figure errs high: its timers (the system
-sampler, the store's flushes) keep wall-clock time, so their work per second lands in half the
-running time; and at every turn both processes resume with cold caches, while only the
-instrumented one has more threads to wake. Short turns magnify the second effect.
+next. A step's time is then the time running, summed over the turns after ``--skip``. The
+instrumented process's timers (the store's flush with the converter's drain, the system sample)
+keep wall-clock time while it is stopped, so with their defaults their work per second would land
+in its share of the running time, counted twice over two processes: ``--intervals scaled`` (the
+default) sets them to as many times their defaults as processes take turns, and ``--intervals
+default`` leaves them (the watchdog's 1 s check is counted twice either way). At every turn both
+processes resume with cold caches, and only the instrumented one has more threads to wake; short
+turns magnify that, so the figure errs high.
 
 ``--attribute`` says where the time goes. It runs, in turn, the plain script and the
 instrumented one with each part switched off (console capture, anomaly rules, the log bridge,
@@ -118,6 +121,9 @@ CALLGRIND = "TRAINCARD_BENCH_CALLGRIND"
 # --slice K: the child stops itself (SIGSTOP, every thread at once) before its first step and after
 # every K steps, and runs on when the parent continues it.
 SLICE = "TRAINCARD_BENCH_SLICE"
+# The timers that fire by wall time (the store's flush with the converter's drain, and the system
+# sample): --intervals scaled sets them to as many times their defaults as processes take turns.
+TIMERS = {"TRAINCARD_FLUSH_INTERVAL": 2.0, "TRAINCARD_SYSTEM_INTERVAL": 2.0}
 # --fixed-malloc: glibc's heap thresholds fixed, in both processes alike. By default glibc trims
 # the heap's top and moves its mmap threshold as the run allocates, and the page faults that
 # follow (hundreds a step here) vary from process to process by several per cent of the step;
@@ -264,6 +270,7 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
     figures = {
         "step_s": step_s,
         "turns": len(timed),
+        "timers": {name: os.environ.get(name) for name in TIMERS},  # where --intervals scaled set them
         "thread_s": (cpu1 - cpu0) / n,
         "threads_s": {name: cpu for name, (cpu, _) in per_step.items() if name != main},
         "wakeups": {name: woke for name, (_, woke) in per_step.items()},
@@ -314,7 +321,7 @@ Case = tuple[bool, dict[str, str], Path]  # instrumented, environment settings, 
 
 
 def run_in_turns(
-    cases: dict[str, Case], steps: int, skip: int, slice_steps: int
+    cases: dict[str, Case], steps: int, skip: int, slice_steps: int, scaled: bool = False
 ) -> dict[str, dict[str, Any]]:
     """One process per case, alive together, taking turns of ``slice_steps`` steps in the cases'
     order, each stopped whole (every thread) while another runs.
@@ -322,7 +329,9 @@ def run_in_turns(
     Each process starts alone and stops itself before its first step; then this process
     continues one, waits until it has stopped itself again (or ended), and continues the next.
     The cases therefore meet the machine's drifts within a few turns of each other, where
-    back-to-back processes meet them seconds apart."""
+    back-to-back processes meet them seconds apart. ``scaled``: each instrumented process's
+    timers (:data:`TIMERS`) at as many times their defaults as there are cases, so that per
+    second of its running time they fire at their default rate."""
     with tempfile.TemporaryDirectory() as tmp:
         procs: dict[str, subprocess.Popen[bytes]] = {}
         folders = {name: f"{tmp}/{i}" for i, name in enumerate(cases)}
@@ -330,6 +339,8 @@ def run_in_turns(
             for name, (tracked, env, checkout) in cases.items():
                 os.mkdir(folders[name])
                 turns = {**env, SLICE: str(slice_steps)}
+                if scaled and tracked:
+                    turns.update({name: str(len(cases) * seconds) for name, seconds in TIMERS.items()})
                 cmd, full = child_command(tracked, steps, skip, folders[name], turns, checkout)
                 with (
                     open(f"{folders[name]}/stdout.log", "wb") as log,
@@ -395,7 +406,7 @@ def pairs_row(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, A
 
 
 def end_to_end(
-    pairs: int, steps: int, skip: int, env: dict[str, str], slice_steps: int = 0
+    pairs: int, steps: int, skip: int, env: dict[str, str], slice_steps: int = 0, scaled: bool = False
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     done: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for i in range(pairs):
@@ -404,7 +415,7 @@ def end_to_end(
             cases = {str(tracked): (tracked, env, REPO) for tracked in order}
             got = {
                 case == "True": figures
-                for case, figures in run_in_turns(cases, steps, skip, slice_steps).items()
+                for case, figures in run_in_turns(cases, steps, skip, slice_steps, scaled).items()
             }
         else:
             got = {tracked: run(tracked, env, steps, skip) for tracked in order}
@@ -453,6 +464,7 @@ def attribute(
     variants: Sequence[str],
     env: dict[str, str],
     slice_steps: int = 0,
+    scaled: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     cases: dict[str, Case] = {"plain": (False, env, REPO)}
     if before is not None:
@@ -463,7 +475,7 @@ def attribute(
     for r in range(rounds):
         order = names if r % 2 == 0 else names[::-1]
         if slice_steps:  # every case of the round alive together, in turns
-            got = run_in_turns({name: cases[name] for name in order}, steps, skip, slice_steps)
+            got = run_in_turns({name: cases[name] for name in order}, steps, skip, slice_steps, scaled)
         else:
             got = {name: run(*cases[name][:2], steps, skip, cases[name][2]) for name in order}
         for name in order:
@@ -579,6 +591,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         metavar="K",
         help="run each pair's two processes together, taking turns of K steps (0: back to back)",
     )
+    parser.add_argument(
+        "--intervals",
+        choices=("scaled", "default"),
+        default="scaled",
+        help="with --slice: the timers of each instrumented process scaled to its share of the time",
+    )
     parser.add_argument("--pool", nargs="+", metavar="RUN.json", help="the figures over earlier runs' pairs")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
@@ -614,13 +632,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     malloc_env = FIXED_MALLOC if args.fixed_malloc else {}
     if args.attribute:
         rows, raw = attribute(
-            args.rounds, args.steps, args.skip, args.before, args.variants, malloc_env, args.slice
+            args.rounds,
+            args.steps,
+            args.skip,
+            args.before,
+            args.variants,
+            malloc_env,
+            args.slice,
+            args.intervals == "scaled",
         )
         columns = list(dict.fromkeys(key for row in rows for key in row))  # threads of every case
         return report("log_every_step_attribution", rows, columns, args.json, raw=raw)
     code = product_code()
-    rows, raw = end_to_end(args.pairs, args.steps, args.skip, malloc_env, args.slice)
+    scaled = args.intervals == "scaled"
+    rows, raw = end_to_end(args.pairs, args.steps, args.skip, malloc_env, args.slice, scaled)
     design = f"turns of {args.slice} steps" if args.slice else "back to back"
+    design += ", timers scaled" if args.slice and scaled else ""
     rows = [{"malloc": "fixed" if args.fixed_malloc else "default", "design": design, **row} for row in rows]
     return report("log_every_step", rows, None, args.json, raw=raw, code=code)
 

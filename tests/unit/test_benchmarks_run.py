@@ -292,17 +292,24 @@ def test_log_every_step_runs_a_pairs_processes_in_turns(tmp_path) -> None:  # ty
 
     out = main(["--quick", "--slice", "2", "--json", str(tmp_path / "r.json")])
     (row,) = out["results"]
-    assert row["design"] == "turns of 2 steps" and row["pairs"] == 1
-    for figures in out["raw"]["pairs"][0]:  # 12 steps, 4 of warm-up: 4 turns of 2 timed
+    assert row["design"] == "turns of 2 steps, timers scaled" and row["pairs"] == 1
+    tracked, plain = out["raw"]["pairs"][0]  # the instrumented process's timers at twice their defaults
+    assert tracked["timers"] == {"TRAINCARD_FLUSH_INTERVAL": "4.0", "TRAINCARD_SYSTEM_INTERVAL": "4.0"}
+    assert set(plain["timers"].values()) == {None}
+    for figures in (tracked, plain):  # 12 steps, 4 of warm-up: 4 turns of 2 timed
         assert figures["turns"] == 4 and figures["stdout_lines"] >= 12
         # the time running: a turn's stops (the other process's turns) are not in it
         assert 0 < figures["step_s"] < 2 * (figures["thread_s"] + sum(figures["threads_s"].values()))
     with pytest.raises(SystemExit):  # the warm-up must end at a turn's end
         main(["--steps", "12", "--skip", "5", "--slice", "2", "--pairs", "1"])
-    attributed = main(["--attribute", "--quick", "--slice", "2", "--variants", "traincard"])
-    plain, tracked = attributed["results"]
-    assert (plain["case"], tracked["case"]) == ("plain", "traincard") and plain["vs_plain_pct"] == 0
-    assert tracked["other_cpu_us"] > 0 and [f["turns"] for f in attributed["raw"]["runs"]["traincard"]] == [4]
+    attributed = main(
+        ["--attribute", "--quick", "--slice", "2", "--variants", "traincard", "--intervals", "default"]
+    )
+    plain_row, tracked_row = attributed["results"]
+    assert (plain_row["case"], tracked_row["case"]) == ("plain", "traincard")
+    assert plain_row["vs_plain_pct"] == 0 and tracked_row["other_cpu_us"] > 0
+    (run,) = attributed["raw"]["runs"]["traincard"]  # --intervals default: the timers left alone
+    assert run["turns"] == 4 and set(run["timers"].values()) == {None}
 
 
 def test_log_every_step_names_the_product_code_it_measured() -> None:

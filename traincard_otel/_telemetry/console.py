@@ -2,7 +2,8 @@
 
 File descriptors 1 and 2 are replaced by pipes whose reader thread writes every byte through to
 the original descriptors (the terminal and Metaflow's task logs see exactly what they saw before,
-at most ``GATHER_S`` later: the thread wakes for a batch of writes, not for each)
+at most ``GATHER_S`` later: the thread wakes for a batch of writes, not for each; a process killed
+by ``SIGKILL`` takes up to that much of its latest output with it)
 and turns the text into log lines: output of ``print``, of C extensions writing to the descriptors
 directly, of child processes that inherited them. Where a descriptor cannot be replaced (no real
 file descriptor, as under some notebooks), ``sys.stdout``/``sys.stderr`` are wrapped instead.
