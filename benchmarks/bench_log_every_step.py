@@ -20,23 +20,24 @@ times as many runs to show the same. ``--pool`` gives the figures over earlier r
 run names the git tree of ``traincard_otel`` it measured; runs of different code or design are
 refused).
 
-``--slice K`` runs a pair's two processes together, taking turns: each starts alone and stops
-itself (``SIGSTOP``: every thread of it) before its first step and after every K steps, and this
-process continues them in turn (the pair's order alternating from pair to pair), so that both
-meet the machine's drifts within a turn of each other. Back to back, a pair's processes run
-seconds apart, and this VM's host changes its speed by several per cent from one second to the
-next. A step's time is then the time running, summed over the turns after ``--skip``. The
-instrumented process's timers (the store's flush with the converter's drain, the system sample)
-keep wall-clock time while it is stopped, so with their defaults their work per second would land
-in its share of the running time, counted twice over two processes: ``--intervals scaled`` (the
-default) sets them to as many times their defaults as processes take turns, and ``--intervals
-default`` leaves them (the watchdog's 1 s check is counted twice either way). At every turn both
-processes resume with cold caches, and only the instrumented one has more threads to wake; short
-turns magnify that, so the figure errs high.
+``--slice K`` (K = 100 unless given; 0: back to back) runs a pair's two processes together, taking
+turns: each starts alone and stops itself (``SIGSTOP``: every thread of it) before its first step
+and after every K steps, and this process continues them in turn (the pair's order alternating
+from pair to pair), so that both meet the machine's drifts within a turn of each other. Back to
+back, a pair's processes run seconds apart, and this VM's host changes its speed by several per
+cent from one second to the next. A step's time is then the time running, summed over the turns
+after ``--skip``. The instrumented process's timers (the store's flush with the converter's drain,
+the system sample) keep wall-clock time while it is stopped, so with their defaults their work per
+second would land in its share of the running time, counted twice over two processes:
+``--intervals scaled`` (the default) sets them to as many times their defaults as processes take
+turns, and ``--intervals default`` leaves them (the watchdog's 1 s check is counted twice either
+way). At every turn both processes resume with cold caches, and only the instrumented one has more
+threads to wake; short turns magnify that, so the figure errs high.
 
-``--attribute`` says where the time goes. It runs, in turn, the plain script and the
-instrumented one with each part switched off (console capture, anomaly rules, the log bridge,
-the system sampler), and reports per step: the training thread's CPU, its waits (wall time it
+``--attribute`` says where the time goes. It runs the plain script and the instrumented one
+with each part switched off (console capture, anomaly rules, the log bridge, the system sampler;
+then all four), all in turns as above (back to back with ``--slice 0``), and reports each case
+against the same round's plain run and, per step: the training thread's CPU, its waits (wall time it
 was not running: the GIL held by another thread, or its core taken) and every other thread's
 CPU by name (``time.pthread_getcpuclockid``, nanosecond clocks), over the timed steps only, and
 the training thread's user and kernel time, page faults, preemptions and moves between cores.
@@ -587,9 +588,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--slice",
         type=int,
-        default=0,
+        default=100,
         metavar="K",
-        help="run each pair's two processes together, taking turns of K steps (0: back to back)",
+        help="run each case's processes together, taking turns of K steps (default 100; 0: back to back)",
     )
     parser.add_argument(
         "--intervals",
@@ -620,7 +621,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.pairs, args.rounds, args.steps, args.skip = 1, 1, 12, 4
         args.slice = min(args.slice, 4)
     if args.slice < 0 or (args.slice and args.skip % args.slice):
-        parser.error(f"--slice {args.slice}: give a positive K that divides --skip ({args.skip})")
+        parser.error(f"--slice {args.slice}: give a K that divides --skip ({args.skip}), or 0 (back to back)")
     if args.converter:
         rows, raw = converter(args.rounds, args.steps * 10, args.before)
         return report("log_every_step_converter", rows, None, args.json, raw=raw)
