@@ -14,6 +14,12 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+# The tracker's timers that fire by wall time (the store's flush with the converter's drain, the
+# system sample), with their defaults: designs that run a process only part of the wall time
+# scale them to its share, so that they fire at their default rate per second of its running time.
+TIMERS = {"TRAINCARD_FLUSH_INTERVAL": 2.0, "TRAINCARD_SYSTEM_INTERVAL": 2.0}
+
+
 def spread(values: Sequence[float]) -> dict[str, float]:
     """Median and quartiles of repeated measurements."""
     ordered = sorted(values)

@@ -68,7 +68,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import bootstrap_interval, report
+from benchmarks._harness import TIMERS, bootstrap_interval, report
 
 REPO = Path(__file__).resolve().parent.parent
 # The instrumented variants of --attribute: environment settings over the defaults.
@@ -122,9 +122,6 @@ CALLGRIND = "TRAINCARD_BENCH_CALLGRIND"
 # --slice K: the child stops itself (SIGSTOP, every thread at once) before its first step and after
 # every K steps, and runs on when the parent continues it.
 SLICE = "TRAINCARD_BENCH_SLICE"
-# The timers that fire by wall time (the store's flush with the converter's drain, and the system
-# sample): --intervals scaled sets them to as many times their defaults as processes take turns.
-TIMERS = {"TRAINCARD_FLUSH_INTERVAL": 2.0, "TRAINCARD_SYSTEM_INTERVAL": 2.0}
 # --fixed-malloc: glibc's heap thresholds fixed, in both processes alike. By default glibc trims
 # the heap's top and moves its mmap threshold as the run allocates, and the page faults that
 # follow (hundreds a step here) vary from process to process by several per cent of the step;
@@ -341,7 +338,7 @@ def run_in_turns(
                 os.mkdir(folders[name])
                 turns = {**env, SLICE: str(slice_steps)}
                 if scaled and tracked:
-                    turns.update({name: str(len(cases) * seconds) for name, seconds in TIMERS.items()})
+                    turns.update({timer: str(len(cases) * seconds) for timer, seconds in TIMERS.items()})
                 cmd, full = child_command(tracked, steps, skip, folders[name], turns, checkout)
                 with (
                     open(f"{folders[name]}/stdout.log", "wb") as log,
@@ -413,11 +410,9 @@ def end_to_end(
     for i in range(pairs):
         order = (False, True) if i % 2 == 0 else (True, False)
         if slice_steps:
-            cases = {str(tracked): (tracked, env, REPO) for tracked in order}
-            got = {
-                case == "True": figures
-                for case, figures in run_in_turns(cases, steps, skip, slice_steps, scaled).items()
-            }
+            cases = {"traincard" if tracked else "plain": (tracked, env, REPO) for tracked in order}
+            figures = run_in_turns(cases, steps, skip, slice_steps, scaled)
+            got = {cases[name][0]: figures[name] for name in cases}
         else:
             got = {tracked: run(tracked, env, steps, skip) for tracked in order}
         done.append((got[True], got[False]))
@@ -620,8 +615,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.pairs, args.rounds, args.steps, args.skip = 1, 1, 12, 4
         args.slice = min(args.slice, 4)
-    if args.slice < 0 or (args.slice and args.skip % args.slice):
-        parser.error(f"--slice {args.slice}: give a K that divides --skip ({args.skip}), or 0 (back to back)")
     if args.converter:
         rows, raw = converter(args.rounds, args.steps * 10, args.before)
         return report("log_every_step_converter", rows, None, args.json, raw=raw)
@@ -630,6 +623,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         steps, skip = (45, 15) if (args.steps, args.skip) == (600, 100) else (args.steps, args.skip)
         rows, raw = instructions(steps, skip)
         return report("log_every_step_instructions", rows, None, args.json, raw=raw)
+    if args.slice < 0 or (args.slice and args.skip % args.slice):  # (the modes above run no turns)
+        parser.error(f"--slice {args.slice}: give a K that divides --skip ({args.skip}), or 0 (back to back)")
     malloc_env = FIXED_MALLOC if args.fixed_malloc else {}
     if args.attribute:
         rows, raw = attribute(

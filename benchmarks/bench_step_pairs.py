@@ -61,7 +61,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from benchmarks._harness import bootstrap_interval, report
+from benchmarks._harness import TIMERS, bootstrap_interval, report
 from benchmarks.bench_end_to_end import (
     REPO,
     child_environment,
@@ -74,8 +74,6 @@ from benchmarks.bench_end_to_end import (
 WARMUP_STEPS = 200
 # The tracker's threads that loop on Event.wait: traincard's own and the OTel SDK's metric reader.
 BACKGROUND_THREADS = ("traincard-", "OtelPeriodicExportingMetricReader")
-# The timers that fire by wall time, doubled by --intervals scaled.
-TIMERS = {"TRAINCARD_FLUSH_INTERVAL": 2.0, "TRAINCARD_SYSTEM_INTERVAL": 2.0}
 
 
 class BackgroundGate:

@@ -302,6 +302,7 @@ def test_log_every_step_runs_a_pairs_processes_in_turns(tmp_path) -> None:  # ty
         assert 0 < figures["step_s"] < 2 * (figures["thread_s"] + sum(figures["threads_s"].values()))
     with pytest.raises(SystemExit):  # the warm-up must end at a turn's end
         main(["--steps", "12", "--skip", "5", "--slice", "2", "--pairs", "1"])
+    assert main(["--converter", "--quick", "--skip", "7"])["results"]  # (a mode without turns)
     attributed = main(
         ["--attribute", "--quick", "--slice", "2", "--variants", "traincard", "--intervals", "default"]
     )
