@@ -513,14 +513,21 @@ def attribute(
 def child_converter(steps: int, result: str) -> None:
     """The converter's CPU for what an HF run logging and printing every step hands it: per step
     four logged figures, a step end and a console line, drained every 117 steps (a second of
-    8.5 ms steps), into the store's exporters (in memory) and written as the store writes."""
+    8.5 ms steps), into the store's exporters (in memory) and written as the store writes. The
+    pipeline is a run's, with no other log reader attached (``testing.capture`` attaches one)."""
+    from traincard_otel import _pipeline
+    from traincard_otel._reporter import Reporter
     from traincard_otel._schema import LogLine
-    from traincard_otel.testing import capture
+    from traincard_otel.testing import MemoryBackend
 
     attrs = {"traincard.rank": "0", "log.iostream": "stdout"}
     drain_s = write_s = 0.0
-    with capture() as cap:
-        reporter, queue = cap.reporter, cap.pipeline.queue
+    pipeline = _pipeline.start(
+        backend=MemoryBackend(), system=False, flush_interval_s=3600.0, capture_console=False
+    )
+    assert pipeline is not None
+    try:
+        reporter, queue = Reporter._bound(pipeline), pipeline.queue
         for step in range(1, steps + 1):
             logs = {"loss": 1.0 / step, "grad_norm": 0.5, "learning_rate": 1e-3, "epoch": step / 64}
             reporter.metrics(logs, step)
@@ -528,10 +535,12 @@ def child_converter(steps: int, result: str) -> None:
             queue.put(LogLine(time.time(), "INFO", repr(logs), None, attrs))
             if step % 117 == 0 or step == steps:
                 t0 = time.thread_time()
-                cap.drain()
+                pipeline.converter.drain()
                 t1 = time.thread_time()
-                cap.flush()
+                pipeline.flush()
                 drain_s, write_s = drain_s + t1 - t0, write_s + time.thread_time() - t1
+    finally:
+        _pipeline.shutdown()
     Path(result).write_text(json.dumps({"drain_s": drain_s / steps, "write_s": write_s / steps}))
 
 

@@ -89,7 +89,7 @@ class Capture:
         self._spans = InMemorySpanExporter()
         self._logs = InMemoryLogRecordExporter()
         pipeline.providers.tracer_provider.add_span_processor(SimpleSpanProcessor(self._spans))
-        pipeline.providers.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self._logs))
+        pipeline.add_log_processor(SimpleLogRecordProcessor(self._logs))
 
     def drain(self) -> None:
         """Translate everything reported so far into OTel signals (and the store's buffer)."""

@@ -21,7 +21,6 @@ from .._insights.anomalies import AnomalyRules
 from .._queue import ReportQueue
 from .._safety import internal_error
 from .._schema import (
-    Attr,
     CheckpointSaved,
     Event,
     Failure,
@@ -39,6 +38,7 @@ from .._schema import (
 from .anomalies import AnomalyWatch
 from .events import Checkpoints, FailureRecorder
 from .instruments import ConverterInstruments
+from .lines import StoreLines, line_attributes
 from .placement import place_after_step_ends, read_sources
 from .rows import RowBatcher
 from .spans import SEVERITY, PhaseSpans
@@ -86,6 +86,8 @@ class Converter:
             lambda: queue.step,
         )
         self._last_step_end: tuple[object, float] | None = None  # (step, time), kept for metric sources
+        # Set by the pipeline when the store is the only reader of log records (:mod:`.lines`).
+        self.store_lines: StoreLines | None = None
         self._lock = threading.Lock()
 
     def _record_durations(self, durations: list[float]) -> None:
@@ -142,12 +144,23 @@ class Converter:
             self.rows.flush()
         except Exception as exc:
             self._error(exc)
-        for line in lines:
+        if lines and self.store_lines is not None:
             try:
-                self._handle(line)
+                self.store_lines.write(lines)
             except Exception as exc:
                 self._error(exc)
+        else:
+            for line in lines:
+                try:
+                    self._handle(line)
+                except Exception as exc:
+                    self._error(exc)
         lines.clear()
+
+    def send_lines_through_sdk(self) -> None:
+        """Another log processor was attached: log lines go through the SDK to reach it too."""
+        with self._lock:
+            self.store_lines = None
 
     @staticmethod
     def _error(exc: Exception) -> None:
@@ -157,10 +170,8 @@ class Converter:
         """A report other than per-step rows (those are batched)."""
         emit = self.spans.emit
         if type(item) is LogLine:
-            attrs: dict[str, str] = safe_value(dict(item.attributes or {}))
-            if item.traceback:
-                attrs[Attr.EXCEPTION_STACKTRACE] = safe_text(str(item.traceback))
             level = item.level
+            attrs: dict[str, AnyValue] = line_attributes(item)  # type: ignore[assignment]
             emit(item.t, None, safe_text(item.line), attrs, SEVERITY.get(level, SEVERITY["INFO"]), level)
         elif type(item) is PhaseStart:
             self.spans.start(item.t, safe_text(item.name), item.token, item.step)

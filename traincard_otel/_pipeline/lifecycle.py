@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from opentelemetry import context as otel_context
 from opentelemetry._logs import SeverityNumber
 from opentelemetry.metrics import CallbackOptions, Meter, NoOpMeter, Observation
+from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
@@ -24,6 +25,7 @@ from .. import _logbridge as logbridge
 from .._config import Settings
 from .._convert import Converter
 from .._convert.anomalies import parse_rules
+from .._convert.lines import StoreLines
 from .._identity import ENV_LAUNCHER_PID, MetaflowIdentity, RankIdentity, resource_attributes
 from .._insights.analysis import Insights, analyse
 from .._queue import ReportQueue
@@ -125,6 +127,8 @@ class Pipeline:
             timed=self.providers.exports_metrics,
             anomaly_rules=anomaly_rules,
         )
+        if self.writer is not None and not self.providers.exports_logs:
+            self.converter.store_lines = StoreLines(self.writer)
         self._pipeline_instruments(run_meter)
         self.genai: GenAISpanProcessor | None = None
         if settings.genai:  # agent loops from the global tracer provider's GenAI spans
@@ -190,6 +194,11 @@ class Pipeline:
         if guards.stop_on or notifier is not None:
             self.converter.spans.observer = guards.observe
         return guards
+
+    def add_log_processor(self, processor: LogRecordProcessor) -> None:
+        """Attach another reader of the run's log records (log lines then go through the SDK)."""
+        self.providers.logger_provider.add_log_record_processor(processor)
+        self.converter.send_lines_through_sdk()
 
     def start(self) -> Pipeline:
         """Start what runs on its own: the writer, the flush schedule, the watchdog, the system

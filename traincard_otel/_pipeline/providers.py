@@ -56,6 +56,7 @@ class Providers:
     logger_provider: LoggerProvider
     meter_provider: MeterProvider
     exports_metrics: bool  # a metric backend beyond the store reads the training instruments
+    exports_logs: bool  # a log exporter beyond the store reads the log records
     store_reader: SampleReader | None
 
     def all(self) -> tuple[TracerProvider, LoggerProvider, MeterProvider]:
@@ -76,7 +77,8 @@ def build_providers(settings: Settings, resource: Resource, writer: StoreWriter 
         readers.append(store_reader)
     for cls in exporter_classes("traces", settings.traces_exporters):
         tracer_provider.add_span_processor(BatchSpanProcessor(cls()))
-    for cls in exporter_classes("logs", settings.logs_exporters):
+    log_exporters = exporter_classes("logs", settings.logs_exporters)
+    for cls in log_exporters:
         logger_provider.add_log_record_processor(BatchLogRecordProcessor(cls(), max_queue_size=65_536))
     for cls in exporter_classes("metrics", settings.metrics_exporters):
         if isinstance(cls, type) and issubclass(cls, MetricReader):
@@ -95,5 +97,10 @@ def build_providers(settings: Settings, resource: Resource, writer: StoreWriter 
         metric_readers=readers, resource=resource, shutdown_on_exit=False, views=views
     )
     return Providers(
-        tracer_provider, logger_provider, meter_provider, len(readers) > (writer is not None), store_reader
+        tracer_provider,
+        logger_provider,
+        meter_provider,
+        exports_metrics=len(readers) > (writer is not None),
+        exports_logs=bool(log_exporters),
+        store_reader=store_reader,
     )

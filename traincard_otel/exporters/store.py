@@ -122,13 +122,14 @@ def log_record_to_record(rec: LogRecord) -> Record:
         if body is not None:
             out["b"] = body
         return out
-    return {
-        "k": StoreKind.LOG,
-        "t": t,
-        "lvl": rec.severity_text or "INFO",
-        "msg": str(body),
-        "a": _attrs(rec.attributes),
-    }
+    return log_line_record(t, rec.severity_text, str(body), rec.attributes)
+
+
+def log_line_record(
+    t: float, level: str | None, message: str, attributes: Mapping[str, object] | None
+) -> Record:
+    """The store's record of one log line (a log record without an event name)."""
+    return {"k": StoreKind.LOG, "t": t, "lvl": level or "INFO", "msg": message, "a": _attrs(attributes)}
 
 
 def span_to_record(span: ReadableSpan) -> Record:

@@ -1,0 +1,107 @@
+"""Log lines written straight into the store (no log exporter configured) are the records the
+OTel SDK's path stores, attribute limits included; any other log reader sends them through the SDK."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from opentelemetry.sdk._logs import LogRecordDroppedAttributesWarning
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+from traincard_otel import _pipeline
+from traincard_otel._reporter import Reporter
+from traincard_otel._schema import StoreKind
+from traincard_otel._store import segment
+from traincard_otel.testing import MemoryBackend
+
+LIMITS = {
+    "defaults": {},
+    "value length": {"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "4"},
+    "log record count": {"OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT": "2"},
+    "no attributes": {"OTEL_ATTRIBUTE_COUNT_LIMIT": "0"},
+}
+
+
+def _report(reporter: Reporter) -> None:
+    reporter.log("{'loss': 0.5, 'grad_norm': 1.25, 'learning_rate': 5e-05, 'epoch': 0.1}")
+    reporter.log("a warning", "WARNING", attributes={"source": "warnings", "category": "UserWarning"})
+    reporter.event("between", {"n": 1})
+    reporter.log("Traceback: boom", "ERROR", traceback="Traceback (most recent call last):\n  x\nValueError")
+    reporter.log("bad bytes \udce2 and é", attributes={"stream": "stdout", "": "empty key"})
+    reporter.log("odd", "CHATTY", attributes={"nested": {"a": [1, 2]}, "none": None, "n": 3})  # type: ignore[dict-item]
+
+
+def _stored(direct: bool, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> list[dict[str, object]]:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    warnings.simplefilter("ignore", LogRecordDroppedAttributesWarning)  # the limits' cuts (undone by pytest)
+    backend = MemoryBackend()
+    pipeline = _pipeline.start(backend=backend, system=False, flush_interval_s=3600.0, capture_console=False)
+    assert pipeline is not None
+    try:
+        assert (pipeline.converter.store_lines is not None) is True
+        sdk_logs = InMemoryLogRecordExporter()
+        if not direct:
+            pipeline.add_log_processor(SimpleLogRecordProcessor(sdk_logs))
+            assert pipeline.converter.store_lines is None
+        _report(Reporter._bound(pipeline))
+        assert pipeline.flush()
+        if not direct:  # the attached reader saw every line
+            assert sum(1 for r in sdk_logs.get_finished_logs() if not r.log_record.event_name) == 5
+        records = [
+            record
+            for name, data in sorted(backend.objects.items())
+            if name.endswith(".jsonl")
+            for record in segment.decode(data)[0]
+        ]
+    finally:
+        _pipeline.shutdown()
+    kept = [r for r in records if r["k"] == StoreKind.LOG or r.get("n") == "between"]
+    assert len(kept) == 6
+    return kept
+
+
+@pytest.mark.parametrize("limits", list(LIMITS))
+def test_lines_straight_into_the_store_are_what_the_sdk_path_stores(
+    limits: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    direct = _stored(True, monkeypatch, LIMITS[limits])
+    through_sdk = _stored(False, monkeypatch, LIMITS[limits])
+    # times differ between the two runs; everything else is the same, in the same order
+    strip = [{k: v for k, v in r.items() if k != "t"} for r in direct]
+    assert strip == [{k: v for k, v in r.items() if k != "t"} for r in through_sdk]
+    assert [r.get("msg", r.get("n")) for r in direct][2] == "between"  # lines keep their place
+    by_message = {r.get("msg"): r for r in direct}
+    assert by_message["Traceback: boom"]["lvl"] == "ERROR"
+    if limits == "value length":
+        assert by_message["a warning"]["a"] == {"source": "warn", "category": "User"}
+    if limits == "no attributes":
+        assert all(not r.get("a") for r in direct if r["k"] == StoreKind.LOG)
+
+
+def test_a_line_whose_attributes_are_cut_warns_as_the_sdk_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT", "1")
+    pipeline = _pipeline.start(
+        backend=MemoryBackend(), system=False, flush_interval_s=3600.0, capture_console=False
+    )
+    assert pipeline is not None
+    try:
+        Reporter._bound(pipeline).log("x", attributes={"a": "1", "b": "2"})
+        with pytest.warns(LogRecordDroppedAttributesWarning):
+            pipeline.converter.drain()
+    finally:
+        _pipeline.shutdown()
+
+
+def test_a_configured_log_exporter_gets_the_lines_through_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_LOGS_EXPORTER", "console")
+    pipeline = _pipeline.start(
+        backend=MemoryBackend(), system=False, flush_interval_s=3600.0, capture_console=False
+    )
+    assert pipeline is not None
+    try:
+        assert pipeline.providers.exports_logs
+        assert pipeline.converter.store_lines is None
+    finally:
+        _pipeline.shutdown()
