@@ -1,7 +1,8 @@
 """Logging every step, as a user runs it: one process per run, instrumented or not.
 
     python -m benchmarks.bench_log_every_step [--pairs 20] [--steps 600] [--fixed-malloc] [--slice K]
-                                              [--quick] [--json F]
+                                              [--layout random|fixed] [--quick] [--json F]
+    python -m benchmarks.bench_log_every_step --plain-pairs [--pairs 20] [--layout random|fixed] ...
     python -m benchmarks.bench_log_every_step --pool RUN.json [RUN.json ...] [--json F]
     python -m benchmarks.bench_log_every_step --attribute [--rounds 4] [--fixed-malloc] [--json F]
     python -m benchmarks.bench_log_every_step --instructions [--steps 45 --skip 15] [--json F]
@@ -19,6 +20,17 @@ the heap's page faults make two plain processes differ by up to 10 %, and the pa
 times as many runs to show the same. ``--pool`` gives the figures over earlier runs' pairs (each
 run names the git tree of ``traincard_otel`` it measured; runs of different code or design are
 refused).
+
+``--layout random`` (the default) draws each process's heap layout at random: right where the
+instrumented script calls ``instrument()``, every process, plain or not, takes a random number of
+heap blocks of random sizes, drawn from a seed of its own. Where a step's tensors land then
+varies as it does between users' scripts. With ``--layout fixed`` the plain script lays its heap
+out the same way every run, while the instrumented one, which allocates more and from more
+threads before its first step, lands somewhere new each run: every pair then compares one
+draw against the plain script's single layout, and where that layout happens to be a fast one
+the instrumented runs read slower by as much as the layouts differ (here up to 5-7 % a process).
+``--plain-pairs`` runs pairs of two plain processes and shows how far a pair reads from 0 % with
+no tracker at all, in either layout setting.
 
 ``--slice K`` (K = 100 unless given; 0: back to back) runs a pair's two processes together, taking
 turns: each starts alone and stops itself (``SIGSTOP``: every thread of it) before its first step
@@ -57,6 +69,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -131,6 +144,21 @@ FIXED_MALLOC = {
     "MALLOC_TOP_PAD_": str(64 << 20),
     "MALLOC_MMAP_THRESHOLD_": str(32 << 20),  # glibc's largest
 }
+# --layout random: every process, plain or not, first takes a random number of heap blocks of
+# random sizes (a seed of its own), so that each run's tensors land at a layout drawn from the same
+# spread. Otherwise the plain script lays its heap out the same way every run, and the
+# instrumented one, which allocates more and from more threads before its first step, does not:
+# a pair then compares a run of random layout with one fixed layout (likely a fast or a slow one).
+LAYOUT = "TRAINCARD_BENCH_LAYOUT"
+
+
+def shift_heap(seed: int) -> list[int]:
+    """Take 1-200 blocks of 16 B-8 KiB from glibc's heap, as ``seed`` draws them (kept by the caller)."""
+    import ctypes
+
+    rng, libc = random.Random(seed), ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    return [libc.malloc(rng.randint(16, 8192)) for _ in range(rng.randint(1, 200))]
 
 
 def count_instructions(on: bool) -> None:
@@ -246,6 +274,8 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
         trainer = Trainer(
             model=tiny_gpt2(), args=args, train_dataset=ProgressionDataset(1024), callbacks=[Clock()]
         )
+        seed = os.environ.get(LAYOUT)
+        held = shift_heap(int(seed)) if seed else []  # where the instrumented script instruments
         if tracked:
             import traincard_otel
 
@@ -269,6 +299,8 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
         "step_s": step_s,
         "turns": len(timed),
         "timers": {name: os.environ.get(name) for name in TIMERS},  # where --intervals scaled set them
+        "layout": seed,
+        "heap_blocks": len(held),
         "thread_s": (cpu1 - cpu0) / n,
         "threads_s": {name: cpu for name, (cpu, _) in per_step.items() if name != main},
         "wakeups": {name: woke for name, (_, woke) in per_step.items()},
@@ -288,6 +320,8 @@ def child_command(
     for a before/after comparison from one run of this benchmark)."""
     cmd = [sys.executable, __file__, "--child", str(int(tracked))]
     cmd += ["--steps", str(steps), "--skip", str(skip), "--result", f"{tmp}/result.json"]
+    if env.get(LAYOUT) == "random":  # a layout of its own for each process
+        env = {**env, LAYOUT: str(random.randrange(1 << 32))}
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINCARD_", "OTEL_"))}
     path = os.pathsep.join(p for p in (str(checkout), str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     # Unbuffered, as Metaflow runs a task: every print reaches the descriptor (and the capture's
@@ -420,6 +454,31 @@ def end_to_end(
         change = (t / p - 1) * 100
         print(f"pair {i + 1}/{pairs}: plain {p * 1e3:.2f} ms, traincard {t * 1e3:.2f} ms ({change:+.2f} %)")
     return [pairs_row(done)], {"pairs": [[t, p] for t, p in done]}
+
+
+def plain_pairs(
+    pairs: int, steps: int, skip: int, env: dict[str, str], slice_steps: int = 0
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Pairs of two plain processes, as the end-to-end pairs run: how far a pair reads from 0 % when
+    nothing differs but the process (its heap layout, unless the layout is fixed)."""
+    ratios: list[float] = []
+    for i in range(pairs):
+        names = ("plain A", "plain B") if i % 2 == 0 else ("plain B", "plain A")
+        if slice_steps:
+            figures = run_in_turns({name: (False, env, REPO) for name in names}, steps, skip, slice_steps)
+        else:
+            figures = {name: run(False, env, steps, skip) for name in names}
+        a, b = figures["plain A"]["step_s"], figures["plain B"]["step_s"]
+        ratios.append(a / b - 1)
+        print(f"pair {i + 1}/{pairs}: plain A {a * 1e3:.2f} ms, plain B {b * 1e3:.2f} ms ({ratios[-1]:+.2%})")
+    row = {
+        "pairs": pairs,
+        "median_pct": statistics.median(ratios) * 100,
+        "mean_pct": statistics.fmean(ratios) * 100,
+        "sd_pct": statistics.stdev(ratios) * 100 if pairs > 1 else 0.0,
+        "largest_pct": max(abs(r) for r in ratios) * 100,
+    }
+    return [row], {"ratios": ratios}
 
 
 def product_code(checkout: Path = REPO) -> str | None:
@@ -602,6 +661,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         default="scaled",
         help="with --slice: the timers of each instrumented process scaled to its share of the time",
     )
+    parser.add_argument(
+        "--layout",
+        choices=("random", "fixed"),
+        default="random",
+        help="each process's heap layout drawn at random (the default), or each script's own",
+    )
+    parser.add_argument(
+        "--plain-pairs", action="store_true", help="pairs of two plain processes: the spread with no tracker"
+    )
     parser.add_argument("--pool", nargs="+", metavar="RUN.json", help="the figures over earlier runs' pairs")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
@@ -634,7 +702,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return report("log_every_step_instructions", rows, None, args.json, raw=raw)
     if args.slice < 0 or (args.slice and args.skip % args.slice):  # (the modes above run no turns)
         parser.error(f"--slice {args.slice}: give a K that divides --skip ({args.skip}), or 0 (back to back)")
-    malloc_env = FIXED_MALLOC if args.fixed_malloc else {}
+    malloc_env = dict(FIXED_MALLOC) if args.fixed_malloc else {}
+    if args.layout == "random":
+        malloc_env[LAYOUT] = "random"
+    design = f"turns of {args.slice} steps" if args.slice else "back to back"
+    design += ", random heap layout" if args.layout == "random" else ""
+    malloc = "fixed" if args.fixed_malloc else "default"
+    if args.plain_pairs:
+        rows, raw = plain_pairs(args.pairs, args.steps, args.skip, malloc_env, args.slice)
+        rows = [{"malloc": malloc, "design": design, **row} for row in rows]
+        return report("log_every_step_plain_pairs", rows, None, args.json, raw=raw)
     if args.attribute:
         rows, raw = attribute(
             args.rounds,
@@ -651,9 +728,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     code = product_code()
     scaled = args.intervals == "scaled"
     rows, raw = end_to_end(args.pairs, args.steps, args.skip, malloc_env, args.slice, scaled)
-    design = f"turns of {args.slice} steps" if args.slice else "back to back"
     design += ", timers scaled" if args.slice and scaled else ""
-    rows = [{"malloc": "fixed" if args.fixed_malloc else "default", "design": design, **row} for row in rows]
+    rows = [{"malloc": malloc, "design": design, **row} for row in rows]
     return report("log_every_step", rows, None, args.json, raw=raw, code=code)
 
 

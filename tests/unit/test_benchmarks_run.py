@@ -292,10 +292,12 @@ def test_log_every_step_runs_a_pairs_processes_in_turns(tmp_path) -> None:  # ty
 
     out = main(["--quick", "--slice", "2", "--json", str(tmp_path / "r.json")])
     (row,) = out["results"]
-    assert row["design"] == "turns of 2 steps, timers scaled" and row["pairs"] == 1
+    assert row["design"] == "turns of 2 steps, random heap layout, timers scaled" and row["pairs"] == 1
     tracked, plain = out["raw"]["pairs"][0]  # the instrumented process's timers at twice their defaults
     assert tracked["timers"] == {"TRAINCARD_FLUSH_INTERVAL": "4.0", "TRAINCARD_SYSTEM_INTERVAL": "4.0"}
     assert set(plain["timers"].values()) == {None}
+    # each process drew a heap layout of its own, plain or not
+    assert tracked["layout"] != plain["layout"] and tracked["heap_blocks"] and plain["heap_blocks"]
     for figures in (tracked, plain):  # 12 steps, 4 of warm-up: 4 turns of 2 timed
         assert figures["turns"] == 4 and figures["stdout_lines"] >= 12
         # the time running: a turn's stops (the other process's turns) are not in it
@@ -311,6 +313,18 @@ def test_log_every_step_runs_a_pairs_processes_in_turns(tmp_path) -> None:  # ty
     assert plain_row["vs_plain_pct"] == 0 and tracked_row["other_cpu_us"] > 0
     (run,) = attributed["raw"]["runs"]["traincard"]  # --intervals default: the timers left alone
     assert run["turns"] == 4 and set(run["timers"].values()) == {None}
+
+
+def test_log_every_step_pairs_two_plain_processes_and_can_keep_each_scripts_layout(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.bench_log_every_step import main
+
+    out = main(["--plain-pairs", "--steps", "12", "--skip", "4", "--slice", "2", "--pairs", "2"])
+    (row,) = out["results"]
+    assert row["design"] == "turns of 2 steps, random heap layout" and row["pairs"] == 2
+    assert len(out["raw"]["ratios"]) == 2 and row["largest_pct"] >= abs(row["median_pct"])
+    fixed = main(["--quick", "--slice", "2", "--layout", "fixed"])
+    assert fixed["results"][0]["design"] == "turns of 2 steps, timers scaled"
+    assert all(run["layout"] is None and run["heap_blocks"] == 0 for run in fixed["raw"]["pairs"][0])
 
 
 def test_log_every_step_names_the_product_code_it_measured() -> None:
