@@ -1,10 +1,10 @@
 """Logging every step, as a user runs it: one process per run, instrumented or not.
 
-    python -m benchmarks.bench_log_every_step [--pairs 20] [--steps 600] [--fixed-malloc] [--slice K]
+    python -m benchmarks.bench_log_every_step [--pairs 20] [--steps 600] [--malloc fixed|default] [--slice K]
                                               [--layout random|fixed] [--quick] [--json F]
     python -m benchmarks.bench_log_every_step --plain-pairs [--pairs 20] [--layout random|fixed] ...
     python -m benchmarks.bench_log_every_step --pool RUN.json [RUN.json ...] [--json F]
-    python -m benchmarks.bench_log_every_step --attribute [--rounds 4] [--fixed-malloc] [--json F]
+    python -m benchmarks.bench_log_every_step --attribute [--rounds 4] [--json F]
     python -m benchmarks.bench_log_every_step --instructions [--steps 45 --skip 15] [--json F]
 
 An HF Trainer on a tiny GPT-2 (about 8.5 ms a step on a free core) logs every step
@@ -14,12 +14,12 @@ training: the plain script, or the same script with ``traincard_otel.instrument(
 every default (console capture on, anomaly rules on, log bridge on). Runs come in pairs, one of
 each, in ABBA order so that the machine's slow drifts cancel; the figure is the median over pairs
 of ``instrumented / plain - 1`` in mean step time (from step ``--skip`` to the last), with a
-bootstrap 95 % interval over pairs, and the mean beside it. ``--fixed-malloc`` fixes glibc's heap
-thresholds in both processes alike (and in every case of ``--attribute``): with glibc's defaults
-the heap's page faults make two plain processes differ by up to 10 %, and the pairs need several
-times as many runs to show the same. ``--pool`` gives the figures over earlier runs' pairs (each
-run names the git tree of ``traincard_otel`` it measured; runs of different code or design are
-refused).
+bootstrap 95 % interval over pairs, and the mean beside it. ``--malloc fixed`` (the default;
+``--fixed-malloc`` before) fixes glibc's heap thresholds in both processes alike (and in every
+case of ``--attribute``): with glibc's defaults the heap's page faults make two plain processes
+differ by up to 10 %, and the pairs need several times as many runs to show the same.
+``--pool`` gives the figures over earlier runs' pairs (each run names the git tree of
+``traincard_otel`` it measured; runs of different code or design are refused).
 
 ``--layout random`` (the default) draws each process's heap layout at random: right where the
 instrumented script calls ``instrument()``, every process, plain or not, takes a random number of
@@ -135,7 +135,7 @@ CALLGRIND = "TRAINCARD_BENCH_CALLGRIND"
 # --slice K: the child stops itself (SIGSTOP, every thread at once) before its first step and after
 # every K steps, and runs on when the parent continues it.
 SLICE = "TRAINCARD_BENCH_SLICE"
-# --fixed-malloc: glibc's heap thresholds fixed, in both processes alike. By default glibc trims
+# --malloc fixed: glibc's heap thresholds fixed, in both processes alike. By default glibc trims
 # the heap's top and moves its mmap threshold as the run allocates, and the page faults that
 # follow (hundreds a step here) vary from process to process by several per cent of the step;
 # fixed, they go, and so does most of the spread between processes.
@@ -646,7 +646,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--instructions", action="store_true", help="the training thread's instructions, under callgrind"
     )
     parser.add_argument(
-        "--fixed-malloc", action="store_true", help="glibc's heap thresholds fixed in every process"
+        "--malloc",
+        choices=("fixed", "default"),
+        default="fixed",
+        help="glibc's heap thresholds fixed in every process (the default), or glibc's defaults",
+    )
+    parser.add_argument(  # the former switch, now the default
+        "--fixed-malloc", action="store_const", const="fixed", dest="malloc", help=argparse.SUPPRESS
     )
     parser.add_argument(
         "--slice",
@@ -702,12 +708,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return report("log_every_step_instructions", rows, None, args.json, raw=raw)
     if args.slice < 0 or (args.slice and args.skip % args.slice):  # (the modes above run no turns)
         parser.error(f"--slice {args.slice}: give a K that divides --skip ({args.skip}), or 0 (back to back)")
-    malloc_env = dict(FIXED_MALLOC) if args.fixed_malloc else {}
+    malloc_env = dict(FIXED_MALLOC) if args.malloc == "fixed" else {}
     if args.layout == "random":
         malloc_env[LAYOUT] = "random"
     design = f"turns of {args.slice} steps" if args.slice else "back to back"
     design += ", random heap layout" if args.layout == "random" else ""
-    malloc = "fixed" if args.fixed_malloc else "default"
+    malloc = args.malloc
     if args.plain_pairs:
         rows, raw = plain_pairs(args.pairs, args.steps, args.skip, malloc_env, args.slice)
         rows = [{"malloc": malloc, "design": design, **row} for row in rows]
