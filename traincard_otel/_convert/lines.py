@@ -2,11 +2,12 @@
 
 A line printed every step (a Trainer's printer, a loop's ``print``) costs the converter about
 10 µs through the OTel SDK, most of it in building and checking the SDK's record, on a thread
-that holds the GIL the training thread needs. With no log exporter configured those records
-reach only the store, so the converter writes the store's records itself. It applies the SDK's
-attribute limits (``OTEL_ATTRIBUTE_COUNT_LIMIT``, ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` and their
-``OTEL_LOGRECORD_*`` forms) with the SDK's own code wherever they could change a line, so the
-store holds what the SDK's path would have stored, record for record.
+that holds the GIL the training thread needs; written here, about 2.5 µs. With no log exporter
+configured those records reach only the store, so the converter writes the store's records
+itself. It applies the SDK's attribute limits (``OTEL_ATTRIBUTE_COUNT_LIMIT``,
+``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` and their ``OTEL_LOGRECORD_*`` forms) with the SDK's own
+code wherever they could change a line, so the store holds what the SDK's path would have
+stored, record for record.
 """
 
 from __future__ import annotations
