@@ -108,6 +108,13 @@ def test_everything_arrives_over_otlp(tmp_path: Path, protocol: str) -> None:
     ckpts = [lr for lr in got.logs if lr["event_name"] == "traincard.checkpoint.saved"]
     assert {(c["trace_id"], c["span_id"]) for c in ckpts} == {(trace_id, s["span_id"]) for s in saves}
     assert any(lr["body"] == "training done" and lr["severity"] == "INFO" for lr in got.logs)
+    # What the loop printed, captured from its stdout: with a log exporter configured the lines go
+    # through the SDK, and reach the collector and the store alike.
+    printed = [f"step {step}" for step in range(1, STEPS + 1)]
+    exported = [lr["body"] for lr in got.logs if lr["attributes"].get("log.iostream") == "stdout"]
+    assert exported == printed
+    stored = [log["message"] for log in local.logs if log["attributes"].get("log.iostream") == "stdout"]
+    assert stored == printed
 
     # Metrics: training gauges/counters/histogram, cumulative temporality, semconv system names.
     by_name = {m["name"]: m for m in got.metrics}
