@@ -144,11 +144,7 @@ FIXED_MALLOC = {
     "MALLOC_TOP_PAD_": str(64 << 20),
     "MALLOC_MMAP_THRESHOLD_": str(32 << 20),  # glibc's largest
 }
-# --layout random: every process, plain or not, first takes a random number of heap blocks of
-# random sizes (a seed of its own), so that each run's tensors land at a layout drawn from the same
-# spread. Otherwise the plain script lays its heap out the same way every run, and the
-# instrumented one, which allocates more and from more threads before its first step, does not:
-# a pair then compares a run of random layout with one fixed layout (likely a fast or a slow one).
+# --layout random (module docstring): "random" in a case's settings, a seed in a process's.
 LAYOUT = "TRAINCARD_BENCH_LAYOUT"
 
 
@@ -713,10 +709,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         malloc_env[LAYOUT] = "random"
     design = f"turns of {args.slice} steps" if args.slice else "back to back"
     design += ", random heap layout" if args.layout == "random" else ""
-    malloc = args.malloc
     if args.plain_pairs:
         rows, raw = plain_pairs(args.pairs, args.steps, args.skip, malloc_env, args.slice)
-        rows = [{"malloc": malloc, "design": design, **row} for row in rows]
+        rows = [{"malloc": args.malloc, "design": design, **row} for row in rows]
         return report("log_every_step_plain_pairs", rows, None, args.json, raw=raw)
     if args.attribute:
         rows, raw = attribute(
@@ -735,7 +730,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     scaled = args.intervals == "scaled"
     rows, raw = end_to_end(args.pairs, args.steps, args.skip, malloc_env, args.slice, scaled)
     design += ", timers scaled" if args.slice and scaled else ""
-    rows = [{"malloc": malloc, "design": design, **row} for row in rows]
+    rows = [{"malloc": args.malloc, "design": design, **row} for row in rows]
     return report("log_every_step", rows, None, args.json, raw=raw, code=code)
 
 

@@ -4,6 +4,8 @@ OTel SDK's path stores, attribute limits included; any other log reader sends th
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from opentelemetry.sdk._logs import LogRecordDroppedAttributesWarning
@@ -32,15 +34,24 @@ def _report(reporter: Reporter) -> None:
     reporter.log("odd", "CHATTY", attributes={"nested": {"a": [1, 2]}, "none": None, "n": 3})  # type: ignore[dict-item]
 
 
+@contextmanager
+def _running(backend: MemoryBackend) -> Iterator[_pipeline.Pipeline]:
+    """A run's pipeline into ``backend`` (no log reader attached, unlike ``testing.capture``)."""
+    pipeline = _pipeline.start(backend=backend, system=False, flush_interval_s=3600.0, capture_console=False)
+    assert pipeline is not None
+    try:
+        yield pipeline
+    finally:
+        _pipeline.shutdown()
+
+
 def _stored(direct: bool, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> list[dict[str, object]]:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     warnings.simplefilter("ignore", LogRecordDroppedAttributesWarning)  # the limits' cuts (undone by pytest)
     backend = MemoryBackend()
-    pipeline = _pipeline.start(backend=backend, system=False, flush_interval_s=3600.0, capture_console=False)
-    assert pipeline is not None
-    try:
-        assert (pipeline.converter.store_lines is not None) is True
+    with _running(backend) as pipeline:
+        assert pipeline.converter.store_lines is not None
         sdk_logs = InMemoryLogRecordExporter()
         if not direct:
             pipeline.add_log_processor(SimpleLogRecordProcessor(sdk_logs))
@@ -55,8 +66,6 @@ def _stored(direct: bool, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) 
             if name.endswith(".jsonl")
             for record in segment.decode(data)[0]
         ]
-    finally:
-        _pipeline.shutdown()
     kept = [r for r in records if r["k"] == StoreKind.LOG or r.get("n") == "between"]
     assert len(kept) == 6
     return kept
@@ -82,26 +91,14 @@ def test_lines_straight_into_the_store_are_what_the_sdk_path_stores(
 
 def test_a_line_whose_attributes_are_cut_warns_as_the_sdk_does(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT", "1")
-    pipeline = _pipeline.start(
-        backend=MemoryBackend(), system=False, flush_interval_s=3600.0, capture_console=False
-    )
-    assert pipeline is not None
-    try:
+    with _running(MemoryBackend()) as pipeline:
         Reporter._bound(pipeline).log("x", attributes={"a": "1", "b": "2"})
         with pytest.warns(LogRecordDroppedAttributesWarning):
             pipeline.converter.drain()
-    finally:
-        _pipeline.shutdown()
 
 
 def test_a_configured_log_exporter_gets_the_lines_through_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_LOGS_EXPORTER", "console")
-    pipeline = _pipeline.start(
-        backend=MemoryBackend(), system=False, flush_interval_s=3600.0, capture_console=False
-    )
-    assert pipeline is not None
-    try:
+    with _running(MemoryBackend()) as pipeline:
         assert pipeline.providers.exports_logs
         assert pipeline.converter.store_lines is None
-    finally:
-        _pipeline.shutdown()
