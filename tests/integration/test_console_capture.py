@@ -68,16 +68,45 @@ WARNING_IN_BAR = textwrap.dedent(
 )
 
 
+# stdout and stderr to one place, as in a terminal or `2>&1`: tqdm's bar on stderr is cleared and
+# redrawn around each line it writes to stdout, and a loop prints to both.
+ONE_PLACE = textwrap.dedent(
+    """
+    import os, sys, time
+    from tqdm import tqdm
+    import traincard_otel
+
+    reporter = traincard_otel.Reporter()
+    bar = tqdm(range(120), file=sys.stderr, mininterval=0, bar_format="{n}/{total}")
+    for i in bar:
+        if i % 3 == 0:
+            bar.write(f"{{'loss': {i}}}", file=sys.stdout)
+        print(f"out {i}")
+        print(f"err {i}", file=sys.stderr)
+        os.write(2 if i % 2 else 1, f"fd {i}\\n".encode())
+        time.sleep(0.002)
+    bar.close()
+    print("ERROR: printed to stderr at the end", file=sys.stderr)
+    print("done")
+    reporter.close()
+    """
+)
+
+
 def _run(
-    tmp_path: Path, script_text: str = SCRIPT, **env: str
+    tmp_path: Path, script_text: str = SCRIPT, *, one_place: bool = False, **env: str
 ) -> tuple[subprocess.CompletedProcess[bytes], traincard_otel.RunData]:
+    tmp_path.mkdir(exist_ok=True)
     script = tmp_path / "script.py"
     script.write_text(script_text)
     out = subprocess.run(
         [sys.executable, str(script)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if one_place else subprocess.PIPE,
         timeout=120,
-        env=subprocess_env(TRAINCARD_DIR=str(tmp_path / "store"), TRAINCARD_SYSTEM="false", **env),
+        env=subprocess_env(
+            TRAINCARD_DIR=str(tmp_path / "store"), TRAINCARD_SYSTEM="false", PYTHONUNBUFFERED="1", **env
+        ),
     )
     assert out.returncode == 0, out.stderr.decode(errors="replace")
     return out, traincard_otel.load(tmp_path / "store")
@@ -117,6 +146,18 @@ def test_a_warning_printed_while_a_tqdm_bar_draws_reaches_the_logs_as_a_warning(
     assert any("UserWarning: odd sample in a worker" in text for text in warnings)
     bars = [line["message"] for line in run.logs if line["level"] == "INFO"]
     assert any("40/40" in text for text in bars) and any("4/4" in text for text in bars)
+
+
+def test_stdout_and_stderr_to_one_place_keep_their_order(tmp_path: Path) -> None:
+    plain, _ = _run(tmp_path / "plain", ONE_PLACE, one_place=True, TRAINCARD_CAPTURE_CONSOLE="false")
+    out, run = _run(tmp_path / "captured", ONE_PLACE, one_place=True)
+    assert out.stdout == plain.stdout  # byte for byte what the terminal or log file got without capture
+    assert b"\r119/120out 119\nerr 119\nfd 119\n" in out.stdout and b"{'loss': 3}\n\r3/120" in out.stdout
+    lines = {line["message"]: line for line in run.logs if line["attributes"].get("traincard.rank")}
+    assert "119/120out 119" in lines and "err 119" in lines and "fd 119" in lines and "done" in lines
+    assert not [line for line in run.logs if line["attributes"].get("log.iostream")]  # not known
+    assert lines["err 7"]["level"] == "INFO"
+    assert lines["ERROR: printed to stderr at the end"]["level"] == "ERROR"
 
 
 def test_capture_can_be_switched_off(tmp_path: Path) -> None:

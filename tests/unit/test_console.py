@@ -10,10 +10,10 @@ from types import SimpleNamespace
 from traincard_otel._telemetry import console
 from traincard_otel._telemetry.console import LineSplitter, _FdTee
 
-Record = tuple[str, str, "str | None", str]
+Record = tuple[str, str, "str | None", "str | None"]
 
 
-def _splitter(stream: str = "stdout", seen: tuple[str, ...] = ()) -> tuple[LineSplitter, list[Record]]:
+def _splitter(stream: str | None = "stdout", seen: tuple[str, ...] = ()) -> tuple[LineSplitter, list[Record]]:
     got: list[Record] = []
     splitter = LineSplitter(stream, lambda *r: got.append(r[:4]), lambda line: any(m in line for m in seen))
     return splitter, got
@@ -29,6 +29,23 @@ def test_severity_by_stream_and_text() -> None:
         ("WARNING", "UserWarning: careful", "stdout"),
     ]
     assert [r[0] for r in got_err] == ["ERROR", "WARNING"]
+
+
+def test_a_line_that_says_it_is_an_error_is_an_error_on_either_stream_or_both() -> None:
+    lines = (
+        b"ERROR: the shard is missing\n"
+        b"[error] bad batch\n"
+        b"torch.OutOfMemoryError: CUDA out of memory\n"
+        b"error rate 0.3\n"
+        b"{'error': 1.0, 'loss': 2.0}\n"
+        b"eval_error: 0.25\n"
+        b"an ordinary line\n"
+    )
+    for stream in ("stdout", None):
+        splitter, got = _splitter(stream)
+        splitter.feed(lines)
+        assert [r[0] for r in got] == ["ERROR", "ERROR", "ERROR", "INFO", "INFO", "INFO", "INFO"]
+        assert {r[3] for r in got} == {stream}
 
 
 def test_a_line_split_across_writes_is_one_record_and_the_tail_comes_at_flush() -> None:
@@ -121,7 +138,7 @@ def test_printed_copy_of_a_logged_record_and_its_traceback_are_skipped() -> None
 def test_fd_tee_copies_every_byte_and_parses_a_line_that_nothing_follows() -> None:
     read, write = os.pipe()
     splitter, got = _splitter()
-    tee = _FdTee(write, splitter)
+    tee = _FdTee((write,), splitter)
     try:
         os.write(write, b"epoch 1\n")
         os.write(write, b"then quiet \xff\n")  # within PARSE_EVERY_S of the first, then silence
@@ -148,7 +165,7 @@ def test_fd_tee_lines_parsed_in_one_batch_keep_the_times_they_were_written(monke
     splitter = LineSplitter(
         "stdout", lambda _lvl, line, _tb, _stream, at: got.append((line, at)), lambda _: False
     )
-    tee = _FdTee(write, splitter)
+    tee = _FdTee((write,), splitter)
     try:
         first = time.time()
         os.write(write, b"first\n")
@@ -183,7 +200,7 @@ class _ReadFails:
 def test_a_reader_that_fails_gives_the_descriptor_back(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     read, write = os.pipe()
     monkeypatch.setattr(console, "os", _ReadFails())
-    tee = _FdTee(write, _splitter()[0])
+    tee = _FdTee((write,), _splitter()[0])
     tee._thread.join(5)
     assert not tee._thread.is_alive()
     monkeypatch.undo()
@@ -237,7 +254,7 @@ def test_fd_tee_copies_a_lone_write_at_once_and_gathers_the_writes_that_follow(m
     monkeypatch.setattr(console, "os", counted)
     monkeypatch.setattr(console, "GATHER_S", 0.5)  # longer than any scheduling delay of this test
     splitter, got = _splitter()
-    tee = _FdTee(write, splitter)
+    tee = _FdTee((write,), splitter)
     try:
         os.write(write, b"step 0\n")
         deadline = time.monotonic() + 0.4  # copied through before the gathering ends: at once
@@ -256,3 +273,29 @@ def test_fd_tee_copies_a_lone_write_at_once_and_gathers_the_writes_that_follow(m
     assert counted.reads[0] == len(b"step 0\n")  # the lone write: a read of its own
     assert len(counted.reads) <= 5  # the 19 that followed: a read per gathering (+ the end), not 19
     assert [r[1] for r in got] == [f"step {step}" for step in range(20)]
+
+
+def test_descriptors_that_write_to_one_place_share_a_pipe_and_keep_their_order() -> None:
+    read, write = os.pipe()
+    other = os.dup(write)  # a second descriptor on the same pipe: stdout and stderr after 2>&1
+    splitter, got = _splitter(None)
+    tee = _FdTee((write, other), splitter)
+    expected = b""
+    try:
+        for step in range(50):
+            for fd, text in ((other, f"\r{step}/50 bar"), (write, f"\rline {step}\n"), (other, "\r")):
+                os.write(fd, text.encode())
+                expected += text.encode()
+        passed = b""
+        while len(passed) < len(expected):
+            passed += os.read(read, 65536)
+        assert passed == expected  # byte for byte, in the order written
+    finally:
+        tee.stop(2.0)
+    os.write(write, b"stdout again\n")  # both descriptors are the original pipe again
+    os.write(other, b"stderr again\n")
+    assert os.read(read, 65536) == b"stdout again\nstderr again\n"
+    for fd in (write, other, read):
+        os.close(fd)
+    assert [r[1] for r in got] == [f"line {step}" for step in range(50)]
+    assert {r[3] for r in got} == {None}  # which of the two wrote a line is not known

@@ -276,8 +276,9 @@ class Pipeline:
 
         queue, stream_attrs = self.queue, {Attr.RANK: str(self.rank.rank)}
 
-        def sink(level: str, line: str, traceback: str | None, stream: str, at: float) -> None:
-            queue.put(LogLine(at, level, line, traceback, {**stream_attrs, Attr.LOG_STREAM: stream}))
+        def sink(level: str, line: str, traceback: str | None, stream: str | None, at: float) -> None:
+            attrs = {**stream_attrs, Attr.LOG_STREAM: stream} if stream else stream_attrs
+            queue.put(LogLine(at, level, line, traceback, attrs))
 
         def seen(line: str) -> bool:
             return any(m in line for m in list(queue.recent_messages) if len(m) >= 8)

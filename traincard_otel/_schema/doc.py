@@ -164,7 +164,8 @@ def render_markdown() -> str:
     out += [f"| `{name}` | {doc} |" for name, doc in _EVENTS_DOC]
     out += [
         f"| (none) | text log lines: severity, body = the line; `{Attr.EXCEPTION_STACKTRACE}` for a "
-        f"traceback, `{Attr.LOG_STREAM}` (stdout, stderr) for captured console output |",
+        f"traceback, `{Attr.LOG_STREAM}` (stdout, stderr) for captured console output where the two "
+        f"go to different places |",
         "",
         "## Resource attributes",
         "",

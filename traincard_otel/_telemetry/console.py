@@ -7,16 +7,21 @@ by ``SIGKILL`` takes up to that much of its latest output with it)
 and turns the text into log lines: output of ``print``, of C extensions writing to the descriptors
 directly, of child processes that inherited them. Where a descriptor cannot be replaced (no real
 file descriptor, as under some notebooks), ``sys.stdout``/``sys.stderr`` are wrapped instead.
+Where stdout and stderr go to one place (a terminal, ``2>&1``, a batch job's one log file), both
+descriptors share one pipe: their order there is what people read (a tqdm bar on stderr redrawn
+around lines written to stdout), and two pipes read apart would shuffle it; which of the two a
+line came from is then not known.
 
-Lines become records with ``log.iostream`` (stdout, stderr) and this process's rank. Severity:
-a Python traceback is one ERROR record carrying the whole block; a line that says it is a warning
-is WARNING; any other stderr line is ERROR, except a progress bar; stdout is INFO. Carriage-return
-progress bars (tqdm) keep only their latest state: one record when the bar's line ends, and at
-most one every ``PROGRESS_EVERY_S`` while it runs. Text printed while a bar is drawing (a Python
-warning) follows the bar's state on its line and ends it: the record keeps it, as the terminal
-does, at the text's severity. Lines longer than ``MAX_LINE_CHARS`` are cut with a mark; bytes
-that are not UTF-8 are escaped. Text that a ``logging`` record already brought to the card (a
-StreamHandler printing it) is not recorded twice.
+Lines become records with ``log.iostream`` (stdout, stderr; absent where the two share a pipe) and
+this process's rank. Severity: a Python traceback is one ERROR record carrying the whole block; a
+line that says it is a warning is WARNING; a line that says it is an error (``ERROR:``,
+``[error]``, ``RuntimeError: ...``) is ERROR, and so is any other stderr line, except a progress
+bar; the rest is INFO. Carriage-return progress bars (tqdm) keep only their latest state: one
+record when the bar's line ends, and at most one every ``PROGRESS_EVERY_S`` while it runs. Text
+printed while a bar is drawing (a Python warning) follows the bar's state on its line and ends it:
+the record keeps it, as the terminal does, at the text's severity. Lines longer than
+``MAX_LINE_CHARS`` are cut with a mark; bytes that are not UTF-8 are escaped. Text that a
+``logging`` record already brought to the card (a StreamHandler printing it) is not recorded twice.
 """
 
 from __future__ import annotations
@@ -40,17 +45,21 @@ GATHER_S = 0.25
 READ_BYTES = 65536
 PIPE_BYTES = 1 << 20
 _WARNING = re.compile(r"\b(warn(ing)?s?|[A-Za-z]*Warning)\b[:\]]?", re.I)
+# "ERROR: ...", "[error] ...", "FATAL! ...", "RuntimeError: ..." (not "error rate 0.3" or "{'error': 1}")
+_ERROR = re.compile(r"^\W{0,3}(?i:error|fatal|critical)\s*[:\]!]|^[A-Za-z_][\w.]*(?:Error|Exception): ")
 _TRACEBACK = "Traceback (most recent call last):"
 _TRACEBACK_BYTES = _TRACEBACK.encode()
 
-#: (level, line, traceback or None, stream, time the line's end was written) -> None
-Sink = Callable[[str, str, str | None, str, float], None]
+#: (level, line, traceback or None, stream or None where unknown, time the line's end was written)
+Sink = Callable[[str, str, str | None, str | None, float], None]
 
 
 class LineSplitter:
-    """Bytes of one stream in, log lines out (progress bars collapsed, tracebacks grouped)."""
+    """Bytes of one stream in, log lines out (progress bars collapsed, tracebacks grouped).
 
-    def __init__(self, stream: str, sink: Sink, seen: Callable[[str], bool]) -> None:
+    ``stream`` is ``"stdout"`` or ``"stderr"``, or None for both through one pipe."""
+
+    def __init__(self, stream: str | None, sink: Sink, seen: Callable[[str], bool]) -> None:
         self.stream, self._sink, self._seen = stream, sink, seen
         self._pending = b""
         self._at = 0.0  # when the bytes being parsed were written (wall clock)
@@ -130,9 +139,30 @@ class LineSplitter:
             level = "WARNING"
         elif progress:
             level = "INFO"
+        elif self.stream == "stderr" or _ERROR.match(line):
+            level = "ERROR"
         else:
-            level = "ERROR" if self.stream == "stderr" else "INFO"
+            level = "INFO"
         self._sink(level, _cut(line, dropped), None, self.stream, self._at)
+
+
+def _descriptor(stream: TextIO) -> int | None:
+    """The file descriptor under ``stream``, or None (none, closed, or no ``select()`` on pipes)."""
+    if os.name == "nt":
+        return None
+    try:
+        return stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _same_file(a: int, b: int) -> bool:
+    """Whether descriptors ``a`` and ``b`` write to one file, pipe or terminal."""
+    try:
+        sa, sb = os.fstat(a), os.fstat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def _readable(fd: int, timeout_s: float) -> bool:
@@ -153,11 +183,15 @@ def _cut(line: str, dropped: int = 0) -> str:
 
 
 class _FdTee:
-    """One file descriptor replaced by a pipe; a thread copies through and splits lines."""
+    """File descriptors replaced by one pipe; a thread copies through and splits lines.
 
-    def __init__(self, fd: int, splitter: LineSplitter) -> None:
-        self.fd, self.splitter, self._stopping = fd, splitter, False
-        self.original = os.dup(fd)
+    Several descriptors share the pipe only where they write to one place (see the module
+    docstring): what comes through is copied to the first one's original."""
+
+    def __init__(self, fds: tuple[int, ...], splitter: LineSplitter) -> None:
+        self.fds, self.splitter, self._stopping = fds, splitter, False
+        self.originals = [os.dup(fd) for fd in fds]
+        self.original = self.originals[0]
         read, write = os.pipe()
         self._read = read
         with contextlib.suppress(ImportError, AttributeError, OSError):  # Linux only; a limit
@@ -165,18 +199,20 @@ class _FdTee:
 
             # room for what a loud writer prints while the reader gathers (GATHER_S)
             fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        os.dup2(write, fd)
+        for fd in fds:
+            os.dup2(write, fd)
         os.close(write)
-        self._thread = threading.Thread(target=self._run, name=f"traincard-console-{fd}", daemon=True)
+        name = "traincard-console-" + "-".join(map(str, fds))
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
             self._copy_and_parse()
         finally:
-            if not self._stopping:  # this thread ended early: the descriptor must not stay a pipe
+            if not self._stopping:  # this thread ended early: the descriptors must not stay a pipe
                 with contextlib.suppress(OSError):  # nobody reads (writes would block when full)
-                    os.dup2(self.original, self.fd)
+                    self._give_back()
 
     def _copy_and_parse(self) -> None:
         # Each wake-up of this thread takes the GIL from the training thread (three times: after
@@ -226,21 +262,25 @@ class _FdTee:
     def leave_to_parent(self) -> None:
         # A forked child writes on into the pipe (its fd is a copy of the parent's write end),
         # and the parent's reader records it; the child's copies of the reader's ends go.
-        for fd in (self._read, self.original):
+        for fd in (self._read, *self.originals):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def _give_back(self) -> None:
+        for fd, original in zip(self.fds, self.originals, strict=True):
+            os.dup2(original, fd)
+
     def stop(self, timeout_s: float) -> None:
         self._stopping = True
-        os.dup2(self.original, self.fd)  # our pipe's write end closes: the reader sees the end
+        self._give_back()  # our pipe's write end closes: the reader sees the end
         self._thread.join(timeout_s)  # (later than that if a child process still holds it)
         if self._thread.is_alive():
             # A child process still holds the pipe: the reader goes on copying its output to the
             # original descriptor, which therefore stays open (closing it could hand its number
             # to a file opened later, and the child's output would land there).
             return
-        os.close(self.original)
-        os.close(self._read)
+        for fd in (*self.originals, self._read):
+            os.close(fd)
         self.splitter.flush()
 
 
@@ -285,21 +325,35 @@ class ConsoleCapture:
         self.mode = "off"
 
     def start(self) -> ConsoleCapture:
+        descriptors: list[tuple[int, str]] = []
         for fd, name in ((1, "stdout"), (2, "stderr")):
-            splitter = LineSplitter(name, self._sink, self._seen)
             stream = getattr(sys, name, None)
+            if stream is None:
+                continue
+            with contextlib.suppress(Exception):  # what was written before goes out unrecorded, in order
+                stream.flush()
+            if _descriptor(stream) == fd:
+                descriptors.append((fd, name))
+            else:
+                self._wrap(name)
+        if len(descriptors) == 2 and _same_file(1, 2):
             try:
-                if stream is not None:
-                    stream.flush()  # what was written before goes out unrecorded, in order
-                if stream is None or stream.fileno() != fd or os.name == "nt":
-                    raise OSError("no file descriptor (or no select() on pipes)")
-                self._tees.append(_FdTee(fd, splitter))
+                self._tees.append(_FdTee((1, 2), LineSplitter(None, self._sink, self._seen)))
                 self.mode = "fd"
-            except (OSError, ValueError, AttributeError):
-                if stream is not None:
-                    self._tees.append(_StreamTee(name, splitter))
-                    self.mode = "stream" if self.mode == "off" else self.mode
+                return self
+            except OSError:
+                pass  # (as below, one stream at a time)
+        for fd, name in descriptors:
+            try:
+                self._tees.append(_FdTee((fd,), LineSplitter(name, self._sink, self._seen)))
+                self.mode = "fd"
+            except OSError:
+                self._wrap(name)
         return self
+
+    def _wrap(self, name: str) -> None:
+        self._tees.append(_StreamTee(name, LineSplitter(name, self._sink, self._seen)))
+        self.mode = "stream" if self.mode == "off" else self.mode
 
     def leave_to_parent(self) -> None:
         """In a forked child: what it prints still reaches the parent's capture where descriptors

@@ -275,7 +275,9 @@ class _LogLineFields(TypedDict):
 
 
 class LogLine(_LogLineFields, total=False):
-    """One of ``logs``; ``stream`` (stdout, stderr) for captured console output."""
+    """One of ``logs``; ``stream`` (stdout, stderr) for captured console output, where the two go to
+    different places (where they share a terminal or a file, one pipe keeps their order and no
+    stream is known)."""
 
     stream: str
 
