@@ -124,7 +124,7 @@ def system_charts(
             "id": "memory",
             "title": "Memory used",
             "group": "system",
-            "unit": "GB",
+            "unit": "GiB",
             "x": "time",
             "series": [
                 {"label": "system", "x": times, "y": [round(41 + 0.002 * (t - T0), 2) for t in times]},
@@ -150,7 +150,7 @@ def system_charts(
             "id": "gpu_mem",
             "title": "GPU memory used",
             "group": "system",
-            "unit": "GB",
+            "unit": "GiB",
             "x": "time",
             "series": [{"label": "gpu0", "x": times, "y": [round(61 + rng.gauss(0, 0.3), 2) for _ in times]}],
         },

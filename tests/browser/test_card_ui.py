@@ -186,6 +186,31 @@ def test_series_with_different_x_are_merged_on_one_axis(browser: Any, tmp_path: 
     assert data == [[1, 2, 3, 4, 5], [0.1, None, 0.3, None, None], [None, 0.2, None, 0.4, None]]
 
 
+def test_a_chart_with_one_point_shows_the_minute_around_it(browser: Any, tmp_path: Path) -> None:
+    """A rate needs two samples: a short run's disk chart has one point per series, at one time."""
+    t, payload = 1_795_816_591.9, P.empty_payload()
+    payload["charts"] = [
+        {
+            "id": id_,
+            "title": id_,
+            "group": "system",
+            "unit": "MB/s",
+            "x": x,
+            "series": [{"label": "read", "x": [at], "y": [0.3]}, {"label": "write", "x": [at], "y": [0.0]}],
+        }
+        for id_, x, at in (("disk", "time", t), ("loss", "step", 7))
+    ]
+    _open(browser, tmp_path, payload)
+    scales = browser.execute_script(
+        "var c = TC.charts(); return ['disk', 'loss'].map(function (id) {"
+        " var p = c.get(id).plot; return [p.scales.x.min, p.scales.x.max]; })"
+    )
+    assert scales == [[t - 30, t + 30], [6, 8]]
+    ticks = browser.execute_script("return TC.charts().get('disk').plot.axes[0]._values")  # (drawn)
+    assert ticks and all(len(tick) == 8 and tick.count(":") == 2 for tick in ticks)  # hh:mm:ss, not dates
+    assert ticks and all(tick.count(":") == 2 for tick in ticks)  # hh:mm:ss, not a date
+
+
 def test_checkpoints_table_marks_the_best(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 

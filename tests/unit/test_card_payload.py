@@ -112,11 +112,12 @@ def test_gpu_memory_chart_shows_the_driver_and_the_torch_allocator_views() -> No
     from traincard_otel._card.payload import _Mode, system_charts
 
     data = RunData(source="one gpu")
+    gib, torch_kind = 2**30, "traincard.torch.memory.kind"
     figures = [
-        ("hw.gpu.memory.usage", {"hw.id": "gpu0", "hw.name": "H100"}, 30e9),
-        ("hw.gpu.memory.limit", {"hw.id": "gpu0", "hw.name": "H100"}, 80e9),
-        ("traincard.gpu.torch.memory", {"hw.id": "gpu0", "traincard.torch.memory.kind": "reserved"}, 28e9),
-        ("traincard.gpu.torch.memory", {"hw.id": "gpu0", "traincard.torch.memory.kind": "peak"}, 25e9),
+        ("hw.gpu.memory.usage", {"hw.id": "gpu0", "hw.name": "H100"}, 30 * gib),
+        ("hw.gpu.memory.limit", {"hw.id": "gpu0", "hw.name": "H100"}, 80 * gib),
+        ("traincard.gpu.torch.memory", {"hw.id": "gpu0", torch_kind: "reserved"}, 28 * gib),
+        ("traincard.gpu.torch.memory", {"hw.id": "gpu0", torch_kind: "peak"}, 25 * gib),
     ]
     for name, tags, value in figures:
         series = Series(name=name, tags={**tags, "unit": "By"})
@@ -130,6 +131,7 @@ def test_gpu_memory_chart_shows_the_driver_and_the_torch_allocator_views() -> No
     chart = next(c for c in system_charts(data, _Mode(live=False)) if c["id"] == "gpu_mem")
     got = {s["label"]: round(s["y"][-1], 6) for s in chart["series"]}
     assert got == {"gpu0": 30.0, "gpu0 limit": 80.0, "gpu0 torch reserved": 28.0, "gpu0 torch peak": 25.0}
+    assert chart["unit"] == "GiB"  # as the tiles give bytes
 
 
 def test_latest_reading_tiles_name_the_device_and_carry_the_recorded_units() -> None:

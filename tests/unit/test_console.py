@@ -48,6 +48,26 @@ def test_a_line_that_says_it_is_an_error_is_an_error_on_either_stream_or_both() 
         assert {r[3] for r in got} == {stream}
 
 
+def test_terminal_codes_are_not_text() -> None:
+    splitter, got = _splitter("stdout")
+    splitter.feed(
+        b"\x1b[31mERROR: in red\x1b[0m\n"  # a colour, and a colour reset
+        b"\x1b[A\n"  # a cursor move alone (tqdm's nested bars): no line
+        b"\x1b]0;a window title\x07\x1b[1;32mTraceback (most recent call last):\x1b[0m\n"
+        b'  File "x.py", line 1, in <module>\n'
+        b"\x1b[1;35mValueError\x1b[0m: bad\n"
+        b"\r 8/8 [00:00]\x1b[A\n          \x1b[A\n\x1b[A{'eval_loss': 4.7}\n"  # HF's eval bar, as printed
+    )
+    assert [(r[0], r[1]) for r in got] == [
+        ("ERROR", "ERROR: in red"),
+        ("ERROR", "ValueError: bad"),
+        ("INFO", " 8/8 [00:00]"),
+        ("INFO", "{'eval_loss': 4.7}"),
+    ]
+    traceback = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: bad'
+    assert got[1][2] == traceback
+
+
 def test_a_line_split_across_writes_is_one_record_and_the_tail_comes_at_flush() -> None:
     splitter, got = _splitter()
     splitter.feed(b"hel")

@@ -20,8 +20,9 @@ bar; the rest is INFO. Carriage-return progress bars (tqdm) keep only their late
 record when the bar's line ends, and at most one every ``PROGRESS_EVERY_S`` while it runs. Text
 printed while a bar is drawing (a Python warning) follows the bar's state on its line and ends it:
 the record keeps it, as the terminal does, at the text's severity. Lines longer than
-``MAX_LINE_CHARS`` are cut with a mark; bytes that are not UTF-8 are escaped. Text that a
-``logging`` record already brought to the card (a StreamHandler printing it) is not recorded twice.
+``MAX_LINE_CHARS`` are cut with a mark; terminal codes (colours, cursor moves) are removed, and
+bytes that are not UTF-8 are escaped. Text that a ``logging`` record already brought to the card (a
+StreamHandler printing it) is not recorded twice.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ _WARNING = re.compile(r"\b(warn(ing)?s?|[A-Za-z]*Warning)\b[:\]]?", re.I)
 # "ERROR: ...", "[error] ...", "FATAL! ...", "RuntimeError: ..." (not "error rate 0.3" or "{'error': 1}")
 _ERROR = re.compile(r"^\W{0,3}(?i:error|fatal|critical)\s*[:\]!]|^[A-Za-z_][\w.]*(?:Error|Exception): ")
 _TRACEBACK = "Traceback (most recent call last):"
+# ANSI escape sequences: CSI (ESC [ ... final byte), OSC (ESC ] ... BEL or ESC \), two-byte ones
+_TERMINAL_CODES = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _TRACEBACK_BYTES = _TRACEBACK.encode()
 
 #: (level, line, traceback or None, stream or None where unknown, time the line's end was written)
@@ -173,6 +176,8 @@ def _readable(fd: int, timeout_s: float) -> bool:
 
 
 def _text(raw: bytes) -> str:
+    if b"\x1b" in raw:  # colours, cursor moves (tqdm's nested bars), window titles: not text
+        raw = _TERMINAL_CODES.sub(b"", raw)
     return raw.decode("utf-8", errors="backslashreplace")
 
 

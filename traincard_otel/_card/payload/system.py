@@ -18,17 +18,18 @@ TORCH_MEMORY = M.TORCH_MEMORY.name
 SYSTEM_CHARTS: list[tuple[str, str, str, tuple[str, ...]]] = [
     # (chart id, title, unit, metric names)
     ("cpu", "CPU utilization", "%", (M.CPU_UTILIZATION.name, M.PROCESS_CPU_UTILIZATION.name)),
-    ("memory", "Memory used", "GB", (M.MEMORY_USAGE.name, M.PROCESS_MEMORY_USAGE.name, M.MEMORY_LIMIT.name)),
+    ("memory", "Memory used", "GiB", (M.MEMORY_USAGE.name, M.PROCESS_MEMORY_USAGE.name, M.MEMORY_LIMIT.name)),
     ("disk", "Disk throughput", "MB/s", (M.DISK_IO.name,)),
     ("network", "Network throughput", "MB/s", (M.NETWORK_IO.name,)),
     ("gpu_util", "GPU utilization", "%", (M.GPU_UTILIZATION.name,)),
-    ("gpu_mem", "GPU memory used", "GB", (M.GPU_MEMORY_USAGE.name, M.GPU_MEMORY_LIMIT.name, TORCH_MEMORY)),
+    ("gpu_mem", "GPU memory used", "GiB", (M.GPU_MEMORY_USAGE.name, M.GPU_MEMORY_LIMIT.name, TORCH_MEMORY)),
     ("gpu_temp", "GPU temperature", "°C", (M.TEMPERATURE.name,)),
     ("gpu_power", "GPU power", "W", (M.POWER.name,)),
 ]
 RATIO_METRICS = (M.CPU_UTILIZATION.name, M.PROCESS_CPU_UTILIZATION.name, M.GPU_UTILIZATION.name)
 _RATE_METRICS = {M.DISK_IO.name, M.NETWORK_IO.name}
-_SCALE = {"%": 100.0, "GB": 1e-9, "MB/s": 1e-6}
+# Memory in GiB, as the latest-readings tiles, nvidia-smi (MiB) and torch.cuda give it
+_SCALE = {"%": 100.0, "GiB": 1 / 2**30, "MB/s": 1e-6}
 _AVERAGED = set(RATIO_METRICS)
 # Summed or averaged across nodes: the host figures and GPU utilization.
 _TOTALLED = {

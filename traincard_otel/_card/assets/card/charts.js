@@ -203,6 +203,7 @@
       scales: { x: { time: isTime, range: function (u, min, max) {
         if (min === null || max === null) return [0, 1];
         var pad = isTime ? 30 : 1;
+        if (u.data[0].length === 1) min = max = u.data[0][0];  // (uPlot gives a lone time 1000 days)
         return min === max ? [min - pad, max + pad] : [min, max];
       } } },
       axes: [
