@@ -160,6 +160,34 @@ def test_stdout_and_stderr_to_one_place_keep_their_order(tmp_path: Path) -> None
     assert lines["ERROR: printed to stderr at the end"]["level"] == "ERROR"
 
 
+# transformers and Lightning log through handlers of their own (to stderr), not the root logger.
+LIBRARY_LOGS = textwrap.dedent(
+    """
+    import logging
+    import lightning.pytorch
+    from transformers.utils import logging as hf_logging
+    import traincard_otel
+
+    reporter = traincard_otel.Reporter()
+    hf_logging.get_logger("transformers.modeling_utils").warning("`loss_type=None` was set in the config")
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").info("GPU available: False, used: False")
+    reporter.close()
+    """
+)
+
+
+def test_library_log_records_keep_their_level_and_are_not_printed_errors(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    pytest.importorskip("lightning")
+    out, run = _run(tmp_path, LIBRARY_LOGS)
+    assert b"`loss_type=None` was set in the config" in out.stderr  # printed as before
+    assert b"GPU available: False, used: False" in out.stderr
+    got = {(line["level"], line["message"]) for line in run.logs}
+    assert ("WARNING", "transformers.modeling_utils: `loss_type=None` was set in the config") in got
+    assert ("INFO", "lightning.pytorch.utilities.rank_zero: GPU available: False, used: False") in got
+    assert len(got) == 2  # the printed copies are not recorded again (as errors, from stderr)
+
+
 def test_capture_can_be_switched_off(tmp_path: Path) -> None:
     out, run = _run(tmp_path, TRAINCARD_CAPTURE_CONSOLE="false")
     assert b"hello from print" in out.stdout

@@ -402,6 +402,53 @@ def test_python_logging_reaches_the_log_tail_with_tracebacks(
     assert not any("exporter down" in r["message"] for r in logs)
 
 
+def _library_logger(name: str, handler: logging.Handler) -> logging.Logger:
+    """A logger as transformers, Lightning and torch set theirs up: a handler of its own, no
+    propagation to the root logger."""
+    logger = logging.getLogger(name)
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    return logger
+
+
+def test_library_loggers_that_do_not_propagate_reach_the_log_tail_with_their_level(
+    store_dir: Path, request: pytest.FixtureRequest
+) -> None:
+    import io
+
+    printed = io.StringIO()
+    made: list[logging.Logger] = []
+
+    def library(name: str, handler: logging.Handler) -> logging.Logger:
+        logger = _library_logger(name, handler)
+        made.append(logger)
+        request.addfinalizer(lambda: (logger.removeHandler(handler), setattr(logger, "propagate", True)))
+        return logger
+
+    early = library("tc_test_lib", logging.StreamHandler(printed))
+    silent = library("tc_test_silent", logging.NullHandler())  # meant to go nowhere: left alone
+    traincard_otel.configure(flush_interval_s=0.1)
+    late = library("tc_test_late_lib", logging.StreamHandler(printed))  # made after set-up
+    time.sleep(0.5)  # (the pipeline's next turns find it)
+    early.getChild("trainer").warning("the library warns")
+    early.info("the library informs")
+    late.warning("a late library warns")
+    silent.warning("nobody should see this")
+    early.propagate = True  # a library that turns propagation on: one record, not two
+    early.warning("propagating now")
+    early.propagate = False
+    traincard_otel.shutdown()
+    assert "the library warns" in printed.getvalue()  # the library's own handler still prints
+    assert not [h for lg in made for h in lg.handlers if type(h).__name__ == "QueueHandler"]  # detached
+    got = [(r["level"], r["message"]) for r in traincard_otel.load(store_dir).logs]
+    assert ("WARNING", "tc_test_lib.trainer: the library warns") in got
+    assert ("INFO", "tc_test_lib: the library informs") in got
+    assert ("WARNING", "tc_test_late_lib: a late library warns") in got
+    assert [m for _level, m in got if "propagating now" in m] == ["tc_test_lib: propagating now"]
+    assert not [m for _level, m in got if "nobody should see this" in m]
+
+
 def test_incremental_reader_adds_only_what_is_new(store_dir: Path) -> None:
     from traincard_otel._store.backends import LocalBackend
     from traincard_otel._store.reader import StoreReader

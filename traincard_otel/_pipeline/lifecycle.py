@@ -170,7 +170,7 @@ class Pipeline:
         self.on_shutdown: list[Callable[[], None]] = [self.watchdog.stop]
         if self.genai is not None:
             self.on_shutdown.append(self.genai.shutdown)
-        self._log_handler: logbridge.QueueHandler | None = None
+        self._log_bridge: logbridge.LogBridge | None = None
         self.console: ConsoleCapture | None = None
 
     def _build_guards(self) -> Guards:
@@ -217,8 +217,8 @@ class Pipeline:
         except Exception as exc:
             internal_error("system sampler", exc)
         if self.settings.log_level != "OFF":
-            handler = self._log_handler = logbridge.attach(self.queue, self.settings.log_level)
-            self.on_shutdown.append(lambda: logbridge.detach(handler))
+            bridge = self._log_bridge = logbridge.LogBridge(self.queue, self.settings.log_level).attach()
+            self.on_shutdown.append(bridge.detach)
         if self.settings.capture_console:
             self._capture_console()
         self.event(
@@ -318,8 +318,8 @@ class Pipeline:
         """
         self.closed = True
         try:
-            if self._log_handler is not None:
-                logbridge.detach(self._log_handler)
+            if self._log_bridge is not None:
+                self._log_bridge.detach()
             if self.console is not None:
                 self.console.leave_to_parent()
         except Exception as exc:
@@ -409,6 +409,8 @@ class Pipeline:
         if now < self._next_full:
             return
         self._next_full = now + self._full_period - 0.01
+        if self._log_bridge is not None:
+            self._log_bridge.refresh()
         self.emit_status()
         if self.writer is not None:
             self.writer.request_flush()
