@@ -319,3 +319,28 @@ def test_descriptors_that_write_to_one_place_share_a_pipe_and_keep_their_order()
         os.close(fd)
     assert [r[1] for r in got] == [f"line {step}" for step in range(50)]
     assert {r[3] for r in got} == {None}  # which of the two wrote a line is not known
+
+
+def test_a_printed_log_record_noted_just_after_its_print_is_still_skipped() -> None:
+    """A library's own handler prints first; the logging bridge's handler notes the record after it."""
+    read, write = os.pipe()
+    noted: list[str] = []
+    got: list[Record] = []
+    splitter = LineSplitter(
+        "stderr", lambda *r: got.append(r[:4]), lambda line: any(m in line for m in noted)
+    )
+    tee = _FdTee((write,), splitter)
+    try:
+        time.sleep(console.PARSE_EVERY_S + 0.1)  # (the last parse long ago: the next batch is due)
+        os.write(write, b"[library] a warning printed by its handler\n")
+        time.sleep(0.02)  # (the training thread waits for the GIL a while)
+        noted.append("a warning printed by its handler")
+        os.write(write, b"a line of its own\n")
+        deadline = time.monotonic() + 5
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        tee.stop(2.0)
+    os.close(write)
+    os.close(read)
+    assert [r[1] for r in got] == ["a line of its own"]

@@ -230,7 +230,10 @@ class _FdTee:
         # PARSE_EVERY_S, each read's bytes with the time they came): in a batch the parser's code
         # and data stay in the core's caches, where a line parsed alone costs several times as
         # much. Held bytes are parsed at the latest PARSE_EVERY_S after they came, also when
-        # nothing follows them (a loop printing "epoch 1" and then training quietly for an hour).
+        # nothing follows them (a loop printing "epoch 1" and then training quietly for an hour),
+        # and not in the wake-up that read them (unless the pipe was full): a library's logging
+        # handler prints before the logging bridge's handler notes the record, and the printed
+        # copy must find it noted.
         self._broken, parsed_at = False, time.monotonic()
         held: list[tuple[float, bytes]] = []
         while True:
@@ -247,11 +250,11 @@ class _FdTee:
             with contextlib.suppress(OSError):  # the terminal / task log first, always
                 os.write(self.original, data)
             held.append((time.time(), data))
+            if len(data) < READ_BYTES and not self._stopping:  # (a full read: more is waiting)
+                time.sleep(GATHER_S)
             if time.monotonic() - parsed_at >= PARSE_EVERY_S:
                 self._parse(held)
                 held, parsed_at = [], time.monotonic()
-            if len(data) < READ_BYTES and not self._stopping:  # (a full read: more is waiting)
-                time.sleep(GATHER_S)
         self._parse(held)
 
     def _parse(self, held: list[tuple[float, bytes]]) -> None:
