@@ -163,7 +163,7 @@ def test_stdout_and_stderr_to_one_place_keep_their_order(tmp_path: Path) -> None
 # transformers and Lightning log through handlers of their own (to stderr), not the root logger.
 LIBRARY_LOGS = textwrap.dedent(
     """
-    import logging
+    import logging, warnings
     import lightning.pytorch
     from transformers.utils import logging as hf_logging
     import traincard_otel
@@ -171,6 +171,9 @@ LIBRARY_LOGS = textwrap.dedent(
     reporter = traincard_otel.Reporter()
     hf_logging.get_logger("transformers.modeling_utils").warning("`loss_type=None` was set in the config")
     logging.getLogger("lightning.pytorch.utilities.rank_zero").info("GPU available: False, used: False")
+    # a warning from inside Lightning, which prints it without its category
+    warnings.warn_explicit("The 'train_dataloader' does not have many workers", UserWarning,
+                           lightning.pytorch.__file__, 433)
     reporter.close()
     """
 )
@@ -178,14 +181,16 @@ LIBRARY_LOGS = textwrap.dedent(
 
 def test_library_log_records_keep_their_level_and_are_not_printed_errors(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
-    pytest.importorskip("lightning")
+    lightning = pytest.importorskip("lightning")
     out, run = _run(tmp_path, LIBRARY_LOGS)
     assert b"`loss_type=None` was set in the config" in out.stderr  # printed as before
     assert b"GPU available: False, used: False" in out.stderr
     got = {(line["level"], line["message"]) for line in run.logs}
     assert ("WARNING", "transformers.modeling_utils: `loss_type=None` was set in the config") in got
     assert ("INFO", "lightning.pytorch.utilities.rank_zero: GPU available: False, used: False") in got
-    assert len(got) == 2  # the printed copies are not recorded again (as errors, from stderr)
+    warning = f"{lightning.pytorch.__file__}:433: The 'train_dataloader' does not have many workers"
+    assert warning.encode() in out.stderr and ("WARNING", warning) in got
+    assert len(got) == 3  # the printed copies are not recorded again (as errors, from stderr)
 
 
 def test_capture_can_be_switched_off(tmp_path: Path) -> None:

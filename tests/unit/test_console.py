@@ -23,12 +23,16 @@ def test_severity_by_stream_and_text() -> None:
     out, got = _splitter("stdout")
     out.feed(b"step 1 loss 0.5\nUserWarning: careful\n")
     err, got_err = _splitter("stderr")
-    err.feed(b"segfault nearby\nwarnings.warn is here\n")
+    err.feed(
+        b"segfault nearby\nwarnings.warn is here\n"
+        b"/venv/lightning/pytorch/trainer/connectors/data_connector.py:433: The 'train_dataloader' "
+        b"does not have many workers\n"  # Python's warning format, as Lightning prints it
+    )
     assert [(r[0], r[1], r[3]) for r in got] == [
         ("INFO", "step 1 loss 0.5", "stdout"),
         ("WARNING", "UserWarning: careful", "stdout"),
     ]
-    assert [r[0] for r in got_err] == ["ERROR", "WARNING"]
+    assert [r[0] for r in got_err] == ["ERROR", "WARNING", "WARNING"]
 
 
 def test_a_line_that_says_it_is_an_error_is_an_error_on_either_stream_or_both() -> None:

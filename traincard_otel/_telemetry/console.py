@@ -14,15 +14,15 @@ line came from is then not known.
 
 Lines become records with ``log.iostream`` (stdout, stderr; absent where the two share a pipe) and
 this process's rank. Severity: a Python traceback is one ERROR record carrying the whole block; a
-line that says it is a warning is WARNING; a line that says it is an error (``ERROR:``,
-``[error]``, ``RuntimeError: ...``) is ERROR, and so is any other stderr line, except a progress
-bar; the rest is INFO. Carriage-return progress bars (tqdm) keep only their latest state: one
-record when the bar's line ends, and at most one every ``PROGRESS_EVERY_S`` while it runs. Text
-printed while a bar is drawing (a Python warning) follows the bar's state on its line and ends it:
-the record keeps it, as the terminal does, at the text's severity. Lines longer than
-``MAX_LINE_CHARS`` are cut with a mark; terminal codes (colours, cursor moves) are removed, and
-bytes that are not UTF-8 are escaped. Text that a ``logging`` record already brought to the card (a
-StreamHandler printing it) is not recorded twice.
+line that says it is a warning, or has Python's warning format (``path.py:12: ...``), is WARNING; a
+line that says it is an error (``ERROR:``, ``[error]``, ``RuntimeError: ...``) is ERROR, and so is
+any other stderr line, except a progress bar; the rest is INFO. Carriage-return progress bars
+(tqdm) keep only their latest state: one record when the bar's line ends, and at most one every
+``PROGRESS_EVERY_S`` while it runs. Text printed while a bar is drawing (a Python warning) follows
+the bar's state on its line and ends it: the record keeps it, as the terminal does, at the text's
+severity. Lines longer than ``MAX_LINE_CHARS`` are cut with a mark; terminal codes (colours, cursor
+moves) are removed, and bytes that are not UTF-8 are escaped. Text that a ``logging`` record
+already brought to the card (a StreamHandler printing it) is not recorded twice.
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ GATHER_S = 0.25
 READ_BYTES = 65536
 PIPE_BYTES = 1 << 20
 _WARNING = re.compile(r"\b(warn(ing)?s?|[A-Za-z]*Warning)\b[:\]]?", re.I)
+# Python's warning format, "path.py:12: ...", also where a library prints it without the category
+# (Lightning's "lightning/pytorch/...py:433: The 'train_dataloader' does not have many workers ...")
+_WARNING_AT = re.compile(r"[\w.-]\.py:\d+: ")
 # "ERROR: ...", "[error] ...", "FATAL! ...", "RuntimeError: ..." (not "error rate 0.3" or "{'error': 1}")
 _ERROR = re.compile(r"^\W{0,3}(?i:error|fatal|critical)\s*[:\]!]|^[A-Za-z_][\w.]*(?:Error|Exception): ")
 _TRACEBACK = "Traceback (most recent call last):"
@@ -138,7 +141,7 @@ class LineSplitter:
         if self._after_seen:
             return
         # (also a warning printed after a bar's state on its line; the substring test is cheap)
-        if "warn" in line.lower() and _WARNING.search(line):
+        if ("warn" in line.lower() and _WARNING.search(line)) or _WARNING_AT.search(line):
             level = "WARNING"
         elif progress:
             level = "INFO"
