@@ -353,7 +353,10 @@ class Reporter:
             self._queue.put(LifecycleEvent(time.time(), name, dict(attributes or {}), body))
 
     def failure(self, exc: BaseException, *, flush: bool = True) -> None:
-        """Record an exception that ends training, then flush (bounded) so it survives the crash."""
+        """Record an exception that ends training, then flush (bounded) so it survives the crash.
+
+        A ``KeyboardInterrupt`` is recorded as what it is, an interruption: the run ends as
+        terminated by SIGINT, not failed."""
         if self._pipeline is not None:
             self._pipeline.failure(exc, flush=flush)
 

@@ -15,6 +15,7 @@ from helpers import subprocess_env
 from s3_server import s3_server
 
 import traincard_otel
+from traincard_otel._card.payload import build_payload
 from traincard_otel._store import segment
 from traincard_otel._store.backends import LocalBackend
 from traincard_otel._store.writer import StoreWriter
@@ -209,3 +210,41 @@ def test_sigterm_flushes_marks_terminated_and_keeps_the_signal_status(
     run = traincard_otel.load(store)
     assert run.status["status"] == "terminated" and run.status["terminated_by"] == "SIGTERM"
     assert run.metrics["loss"].steps[-1] >= 200  # the buffered rows were flushed by the handler
+
+
+def test_ctrl_c_ends_the_run_terminated_by_sigint_not_finished(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    script = tmp_path / "loop.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+        import time
+        import traincard_otel
+        r = traincard_otel.Reporter()
+        with r.phase("train"):
+            for step in range(1, 100000):
+                r.metric("loss", 1.0 / step, step)
+                r.step_end(step)
+                if step == 50:
+                    print("ready", flush=True)
+                time.sleep(0.002)
+        """
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(TRAINCARD_DIR=str(store), TRAINCARD_SYSTEM="false"),
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal sends
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGINT and err.rstrip().endswith("KeyboardInterrupt")  # as without us
+    run = traincard_otel.load(store)
+    assert run.status["status"] == "terminated" and run.status["terminated_by"] == "SIGINT"
+    assert run.status.get("failure") is None  # an interruption, not a failure
+    assert run.metrics["loss"].steps[-1] >= 50
+    banners = {b["kind"]: b["text"] for b in build_payload(run, final=True)["banners"]}
+    assert banners["terminated"].startswith("Terminated by SIGINT at step")

@@ -99,6 +99,27 @@ def test_exception_in_training_is_recorded_once(store_dir: Path, tmp_path: Path)
     assert os.path.isdir(tmp_path / "out")
 
 
+def test_an_interrupted_trainer_ends_terminated_by_sigint(store_dir: Path, tmp_path: Path) -> None:
+    from tiny_gpt2 import trainer as make_trainer
+    from transformers import TrainerCallback
+
+    class CtrlC(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            if state.global_step == 6:
+                raise KeyboardInterrupt
+
+    trainer = make_trainer(str(tmp_path / "out"), max_steps=20, logging_steps=2)
+    trainer.add_callback(CtrlC())
+    traincard_otel.instrument(trainer)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    traincard_otel.shutdown()
+    run = traincard_otel.load(store_dir)
+    assert run.status["status"] == "terminated" and run.status["terminated_by"] == "SIGINT"
+    assert run.status.get("failure") is None and run.status["step"] == 6
+    assert not [e for e in run.events if e["name"] == "traincard.run.failed"]
+
+
 @pytest.mark.slow
 def test_eval_metrics_logged_before_a_failure_are_kept(store_dir: Path, tmp_path: Path) -> None:
     from tiny_gpt2 import trainer as make_trainer

@@ -137,6 +137,36 @@ def test_lightning_exception_is_recorded(store_dir: Path) -> None:
     assert failure["type"] == "RuntimeError" and failure["verdict"]["kind"] == "cuda_oom"
 
 
+@pytest.mark.slow
+def test_lightning_interrupted_ends_terminated_by_sigint(store_dir: Path) -> None:
+    pl = pytest.importorskip("lightning.pytorch")
+    module = _module(pl)
+    original = module.training_step
+
+    def interrupted(batch, batch_idx):  # type: ignore[no-untyped-def]
+        if batch_idx == 3:
+            raise KeyboardInterrupt
+        return original(batch, batch_idx)
+
+    module.training_step = interrupted  # type: ignore[method-assign]
+    trainer = pl.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    traincard_otel.instrument(trainer)
+    with pytest.raises(SystemExit):  # Lightning shuts down gracefully, then exits with 1
+        trainer.fit(module, _loader(0))
+    traincard_otel.shutdown()
+    status = traincard_otel.load(store_dir).status
+    assert status["status"] == "terminated" and status["terminated_by"] == "SIGINT"
+    assert status.get("failure") is None
+
+
 def _gpt2_module(pl):  # type: ignore[no-untyped-def]
     import torch
     from tiny_gpt2 import tiny_gpt2

@@ -340,9 +340,13 @@ class Pipeline:
 
     def failure(self, exc: BaseException, *, flush: bool = True) -> None:
         """Record an exception that ends training (``Reporter.failure`` and the uncaught-exception
-        hook both come here), then flush (bounded) so it survives the crash."""
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        self.queue.put(Failure(time.time(), exc, text))
+        hook both come here), then flush (bounded) so it survives the crash. A
+        ``KeyboardInterrupt`` (Ctrl-C) is no failure: the run ends terminated by SIGINT."""
+        if isinstance(exc, KeyboardInterrupt):
+            self.terminated_by = "SIGINT"
+        else:
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            self.queue.put(Failure(time.time(), exc, text))
         if flush:
             self.flush()
 
@@ -443,6 +447,8 @@ class Pipeline:
                 self.status = "failed"
             elif status is not None:
                 self.status = status
+            elif self.terminated_by is not None:  # (interrupted: Ctrl-C, see failure())
+                self.status = "terminated"
             elif self.status == "running":
                 self.status = "finished"
             self.status = self.guards.end_status(self.status)

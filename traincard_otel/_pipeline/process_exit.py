@@ -89,8 +89,8 @@ def leave_to_parent() -> None:
 
 def _on_uncaught(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
     pipeline = Exits.active()
-    if pipeline is not None and not issubclass(exc_type, KeyboardInterrupt):
-        pipeline.failure(exc)
+    if pipeline is not None:
+        pipeline.failure(exc)  # (a KeyboardInterrupt ends it as terminated by SIGINT)
     (_prev_excepthook or sys.__excepthook__)(exc_type, exc, tb)
 
 

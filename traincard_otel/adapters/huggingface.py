@@ -413,7 +413,7 @@ def attach(trainer: Foreign, reporter: Reporter) -> HFHandle:
         try:
             return train_fn(*args, **kwargs)
         except BaseException as exc:
-            if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            if not isinstance(exc, SystemExit):  # (a KeyboardInterrupt: terminated by SIGINT)
                 reporter.progress(step=trainer.state.global_step)  # other callbacks may have raised first
                 callback.report_logged()  # the last metrics, for the failure summary
                 reporter.failure(exc)

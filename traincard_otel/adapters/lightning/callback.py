@@ -145,7 +145,7 @@ def callback_class(pl: ModuleType) -> type:
 
         @guarded("lightning.on_exception", None)
         def on_exception(self, trainer: Foreign, pl_module: Foreign, exception: BaseException) -> None:
-            if not isinstance(exception, (KeyboardInterrupt, SystemExit)):
+            if not isinstance(exception, SystemExit):  # (a KeyboardInterrupt: terminated by SIGINT)
                 self.reporter.progress(step=trainer.global_step)
                 self.reporter.failure(exception)
             self._close(exception)
