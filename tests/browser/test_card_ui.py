@@ -208,7 +208,29 @@ def test_a_chart_with_one_point_shows_the_minute_around_it(browser: Any, tmp_pat
     assert scales == [[t - 30, t + 30], [6, 8]]
     ticks = browser.execute_script("return TC.charts().get('disk').plot.axes[0]._values")  # (drawn)
     assert ticks and all(len(tick) == 8 and tick.count(":") == 2 for tick in ticks)  # hh:mm:ss, not dates
-    assert ticks and all(tick.count(":") == 2 for tick in ticks)  # hh:mm:ss, not a date
+
+
+def test_time_ticks_leave_room_for_their_labels(browser: Any, tmp_path: Path) -> None:
+    """A short run's system charts label seconds: ticks far enough apart that labels never touch."""
+    t0, payload = 1_795_816_500.0, P.empty_payload()
+    payload["charts"] = [
+        {
+            "id": id_,
+            "title": id_,
+            "group": "system",
+            "unit": unit,
+            "x": "time",
+            "series": [{"label": "system", "x": [t0 + 2 * i for i in range(50)], "y": [y] * 50}],
+        }
+        for id_, unit, y in (("cpu", "%", 100.0), ("memory", "GiB", 20.0))  # y labels of two widths
+    ]
+    _open(browser, tmp_path, payload)
+    gaps = browser.execute_script(
+        "var c = TC.charts(); return ['cpu', 'memory'].map(function (id) {"
+        " var p = c.get(id).plot, s = p.axes[0]._splits;"
+        " return p.valToPos(s[1], 'x') - p.valToPos(s[0], 'x'); })"
+    )
+    assert all(gap >= 60 for gap in gaps), gaps  # an hh:mm:ss label is about 55 px wide
 
 
 def test_checkpoints_table_marks_the_best(browser: Any, tmp_path: Path) -> None:

@@ -79,6 +79,12 @@
     });
   }
 
+  /* Pixels between time ticks, as wide as timeTicks' labels: hh:mm:ss, m/d hh:mm or hh:mm. */
+  function timeSpace(u, axisIdx, min, max) {
+    var span = max - min;
+    return span < 300 ? 66 : span > 2 * 86400 ? 84 : 50;
+  }
+
   function pointCount(spec) {
     var n = 0;
     spec.series.forEach(function (s) { n += s.x.length; });
@@ -207,7 +213,7 @@
         return min === max ? [min - pad, max + pad] : [min, max];
       } } },
       axes: [
-        Object.assign({}, axis, isTime ? { values: timeTicks, incrs: TIME_INCRS } :
+        Object.assign({}, axis, isTime ? { values: timeTicks, incrs: TIME_INCRS, space: timeSpace } :
           { values: function (u, ticks) { return ticks.map(fmtAxis); } }),
         Object.assign({}, axis, { size: axisSize, values: function (u, ticks) { return ticks.map(fmtAxis); } })
       ],
