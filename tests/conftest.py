@@ -95,8 +95,11 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A store directory for this test, with system sampling off unless a test turns it on."""
+    """The store of this test's run (``TRAINCARD_RUN_NAME`` names it: every pipeline the test
+    starts, and the state it writes by hand, belong to one run), with system sampling off unless a
+    test turns it on."""
     d = tmp_path / "store"
-    monkeypatch.setenv("TRAINCARD_DIR", str(d))
+    monkeypatch.setenv("TRAINCARD_DIR", str(tmp_path))
+    monkeypatch.setenv("TRAINCARD_RUN_NAME", d.name)
     monkeypatch.setenv("TRAINCARD_SYSTEM", "false")
     return d

@@ -6,6 +6,7 @@ import dataclasses
 import os
 import socket
 import sys
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -189,6 +190,39 @@ def launch_id(env: Mapping[str, str] | None = None, parent_pid: int | None = Non
     if job and step is not None and _env_int(env, "SLURM_PROCID") is not None:
         return f"slurm-{job}-{step}"
     return None
+
+
+def run_name(env: Mapping[str, str] | None = None) -> str:
+    """The run's folder name where no launcher names the run: ``run-<UTC start>-<pid>`` of the
+    process that started it, so that each launch of a script is a run of its own (a re-run is not
+    a restart of the last one; ``TRAINCARD_RUN_NAME`` continues a run across launches).
+
+    That process is this one, except for a rank whose launcher gives no run id (``RANK`` and
+    ``WORLD_SIZE`` set by a launcher of its own) or a process that ``multiprocessing`` started
+    (``torch.multiprocessing.spawn``): their parent, which the other ranks share.
+    """
+    import multiprocessing
+
+    env = os.environ if env is None else env
+    parent = multiprocessing.parent_process()
+    rank = launched_rank(env)
+    if parent is not None and parent.pid is not None:
+        pid = parent.pid
+    elif rank is not None and rank.world_size > 1:
+        pid = os.getppid()
+    else:
+        pid = os.getpid()
+    return f"run-{time.strftime('%Y%m%d-%H%M%S', time.gmtime(_started(pid)))}-{pid}"
+
+
+def _started(pid: int) -> float:
+    """When process ``pid`` started (wall clock); now if that cannot be read."""
+    try:
+        import psutil
+
+        return float(psutil.Process(pid).create_time())
+    except Exception:  # gone, or not ours to read: the name only needs to be one per launch
+        return time.time()
 
 
 def detect_rank(env: Mapping[str, str] | None = None, pid: int | None = None) -> RankIdentity:

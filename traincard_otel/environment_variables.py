@@ -50,7 +50,9 @@ TRAINCARD_HOURLY_COST = "TRAINCARD_HOURLY_COST"
 """Price per hour of the job's machines; the card then shows cost so far and at ETA. Default: unset."""
 
 TRAINCARD_RUN_NAME = "TRAINCARD_RUN_NAME"
-"""Name of the run directory under ``TRAINCARD_DIR`` outside Metaflow. Default: a timestamp."""
+"""Name of the run directory under ``TRAINCARD_DIR`` outside Metaflow; give launches the same name
+to continue one run (a retry, a resume). Default: the launcher's run id (torchrun, ``accelerate
+launch``, ``srun``), else ``run-<UTC start time>-<pid>``: each launch of a script is a run of its own."""
 
 TRAINCARD_STALL_TIMEOUT = "TRAINCARD_STALL_TIMEOUT"
 """Floor in seconds of the stall detector: no step or heartbeat for max(this, 20 x the recent

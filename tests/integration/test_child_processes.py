@@ -33,7 +33,8 @@ def run_script(mode: str, store: Path) -> tuple[int, str]:
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), mode],
         env=subprocess_env(
-            TRAINCARD_DIR=str(store),
+            TRAINCARD_DIR=str(store.parent),
+            TRAINCARD_RUN_NAME=store.name,  # (the store is read raw: its run's folder, by name)
             TRAINCARD_SYSTEM_INTERVAL=str(INTERVAL_S),
             TRAINCARD_FLUSH_INTERVAL=str(INTERVAL_S),
         ),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import subprocess_env
 
 import traincard_otel
 from traincard_otel._card.gang import gang_section
@@ -90,6 +91,55 @@ def test_one_node_without_a_run_id_shares_the_launchers_name() -> None:
     env = {"TORCHELASTIC_RUN_ID": "none", "GROUP_WORLD_SIZE": "1", "RANK": "1"}
     assert launch_id(env, parent_pid=4321) == f"torchrun-{socket.gethostname()}-4321"
     assert launch_id({**env, "GROUP_WORLD_SIZE": "2"}) is None  # nodes do not share a parent
+
+
+_RUN_NAME = """
+import json, multiprocessing, os, sys
+from traincard_otel._store.locate import default_local_dir
+
+def name(out):
+    out.put(os.path.basename(default_local_dir()))
+
+if __name__ == "__main__":
+    me = {"pid": os.getpid(), "ppid": os.getppid(), "name": os.path.basename(default_local_dir())}
+    print(json.dumps(me))
+    if "--spawn" in sys.argv:  # torch.multiprocessing.spawn's workers are multiprocessing's
+        ctx = multiprocessing.get_context("spawn")
+        q = ctx.Queue()
+        workers = [ctx.Process(target=name, args=(q,)) for _ in range(2)]
+        for w in workers:
+            w.start()
+        print(json.dumps([q.get(timeout=60) for _ in workers]))
+        for w in workers:
+            w.join()
+"""
+
+
+def test_each_launch_of_a_script_is_a_run_of_its_own(tmp_path: Path) -> None:
+    import json
+
+    script = tmp_path / "name.py"
+    script.write_text(_RUN_NAME)
+
+    def launch(*args: str, **env: str) -> list[Any]:
+        launcher_vars = ("TORCHELASTIC", "SLURM_", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+        base = {k: v for k, v in subprocess_env().items() if not k.startswith(launcher_vars)}
+        cmd = [sys.executable, str(script), *args]
+        out = subprocess.run(cmd, env={**base, **env}, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return [json.loads(line) for line in out.stdout.splitlines()]
+
+    (first,), (second,) = launch(), launch()
+    assert first["name"].startswith("run-") and first["name"].endswith(f"-{first['pid']}")
+    assert second["name"] != first["name"]  # a re-run is not a restart of the last run
+    me, workers = launch("--spawn")
+    assert workers == [me["name"], me["name"]]  # spawned workers: their parent's run
+    (rank,) = launch(RANK="1", WORLD_SIZE="2")  # a launcher of its own: the launcher's run
+    assert rank["name"].endswith(f"-{rank['ppid']}")
+    (named,) = launch(TRAINCARD_RUN_NAME="resume-me")
+    assert named["name"] == "resume-me"
+    (torchrun,) = launch(TORCHELASTIC_RUN_ID="abc", RANK="0", WORLD_SIZE="2")
+    assert torchrun["name"] == "torchrun-abc"
 
 
 def test_a_wait_status_reads_as_torch_reports_it() -> None:

@@ -6,17 +6,17 @@ import os
 from collections.abc import Mapping
 
 from .._config import Settings
-from .._identity import MetaflowIdentity, launch_id
+from .._identity import MetaflowIdentity, launch_id, run_name
 from .backends import Backend, MetaflowBackend, backend_from_spec
 
 
 def default_local_dir(env: Mapping[str, str] | None = None) -> str:
-    """``TRAINCARD_DIR``/``<run name>`` outside Metaflow; the ranks of one launch (a torchrun or
-    ``accelerate launch`` job, an ``srun`` job step) share a name."""
+    """``TRAINCARD_DIR``/``<run name>`` outside Metaflow: ``TRAINCARD_RUN_NAME``, else the
+    launch's (the ranks of a torchrun or ``accelerate launch`` job or an ``srun`` job step share
+    it), else one per launch of a script (:func:`~traincard_otel._identity.run_name`)."""
     env = os.environ if env is None else env
     base = env.get("TRAINCARD_DIR") or os.path.join(os.getcwd(), "traincard-data")
-    name = env.get("TRAINCARD_RUN_NAME") or launch_id(env)
-    return os.path.join(base, name) if name else base
+    return os.path.join(base, env.get("TRAINCARD_RUN_NAME") or launch_id(env) or run_name(env))
 
 
 def resolve_backend(settings: Settings, mf: MetaflowIdentity | None) -> Backend | None:
