@@ -22,6 +22,7 @@ from . import _targets
 from ._load import load
 from ._store.reader import RunData
 from ._sweep import Sweep, sweep
+from ._types import JsonObject
 from .exceptions import TraincardError
 
 EXAMPLES = """examples:
@@ -144,19 +145,20 @@ def _stacks(args: argparse.Namespace) -> int:
     from ._store import layout
 
     target = _pick(args.target)
-    backend, _title = _targets.backend_for(target)
+    backend, title = _targets.backend_for(target)
+    data = load(target)
+    if not _running_ranks(data):  # a run that ended: nobody would answer, and nothing is written
+        raise _targets.TargetError(
+            f"no rank of {title} is running (the run is {data.status.get('status') or 'unknown'}); "
+            "`traincard stacks` asks the ranks of a running job where they are"
+        )
     ident = uuid.uuid4().hex[:12]
     backend.write(layout.STACKS_REQUEST, json.dumps({"id": ident, "time": time.time()}).encode())
     deadline = time.monotonic() + args.timeout
     while True:
         time.sleep(1.0)
         data = load(target)
-        attempt = max((int(s.get("attempt", 0)) for s in data.states), default=0)
-        live = {
-            int(s.get("rank", 0)): s
-            for s in data.states
-            if int(s.get("attempt", 0)) == attempt and s.get("status") == "running"
-        }
+        live = _running_ranks(data)
         answers = {
             r: s["stacks"] for r, s in live.items() if (s.get("stacks") or {}).get("answered") == ident
         }
@@ -178,6 +180,16 @@ def _stacks(args: argparse.Namespace) -> int:
             for f in thread["frames"]:
                 print(f"    {f['file']}:{f['line']} in {f['func']}")
     return 0
+
+
+def _running_ranks(data: RunData) -> dict[int, JsonObject]:
+    """The states of the latest attempt's ranks that are marked running, by rank."""
+    attempt = max((int(s.get("attempt", 0)) for s in data.states), default=0)
+    return {
+        int(s.get("rank", 0)): s
+        for s in data.states
+        if int(s.get("attempt", 0)) == attempt and s.get("status") == "running"
+    }
 
 
 _COLUMNS = ["metric", "step", "value", "time", "attempt", "rank"]

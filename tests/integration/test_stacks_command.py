@@ -1,15 +1,20 @@
 """``traincard stacks`` against a live job whose store is on S3 (an S3-compatible server on
-loopback): the request goes through the bucket, the rank's watchdog answers, no port is opened."""
+loopback): the request goes through the bucket, the rank's watchdog answers, no port is opened.
+Against a run that ended, it says so at once."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from helpers import REPO, subprocess_env
 from s3_server import BUCKET, metaflow_s3_env, s3_server
+
+import traincard_otel
 
 pytest.importorskip("moto")
 pytest.importorskip("metaflow")
@@ -50,3 +55,20 @@ def test_stacks_of_a_live_job_on_s3() -> None:
         finally:
             job.send_signal(signal.SIGKILL)
             job.wait(30)
+
+
+def test_stacks_of_a_run_that_ended_fail_at_once_and_write_nothing(store_dir: Path) -> None:
+    reporter = traincard_otel.configure()
+    reporter.step_end(3, duration_s=0.01)
+    traincard_otel.shutdown()
+    t0 = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "traincard_otel", "stacks", str(store_dir), "--timeout", "30"],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert out.returncode == 2 and time.monotonic() - t0 < 20  # not the 30 s of waiting for answers
+    assert "no rank of store is running (the run is finished)" in out.stderr
+    assert not (store_dir / "requests").exists()
