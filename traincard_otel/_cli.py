@@ -128,7 +128,8 @@ def _ls(args: argparse.Namespace) -> int:
 def _tail(args: argparse.Namespace) -> int:
     data = load(_pick(args.target))
     st = data.status
-    print(f"{data.source}: {st.get('status')} phase={st.get('phase')} step={st.get('step')}")
+    phase = f" phase={st['phase']}" if st.get("phase") else ""  # (none open once a run ended)
+    print(f"{data.source}: {st.get('status')}{phase} step={st.get('step')}")
     for name, value in sorted((st.get("last_metrics") or {}).items()):
         print(f"  {name} = {value:.6g}")
     for line in sorted(data.logs, key=lambda r: r["time"])[-args.n :]:

@@ -34,7 +34,7 @@ def test_render_ls_tail_export(store_dir: Path, tmp_path: Path, capsys) -> None:
     assert "loss: 5 points" in capsys.readouterr().out
     assert main(["tail", str(store_dir)]) == 0
     tail = capsys.readouterr().out
-    assert "finished" in tail and "hello from the loop" in tail
+    assert "finished" in tail and "hello from the loop" in tail and "phase=None" not in tail
     csv_path = tmp_path / "m.csv"
     assert main(["export", str(store_dir), "-o", str(csv_path)]) == 0
     rows = list(csv.DictReader(csv_path.open()))
