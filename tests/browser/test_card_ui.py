@@ -186,18 +186,23 @@ def test_series_with_different_x_are_merged_on_one_axis(browser: Any, tmp_path: 
     assert data == [[1, 2, 3, 4, 5], [0.1, None, 0.3, None, None], [None, 0.2, None, 0.4, None]]
 
 
+def _chart(id_: str, unit: str, x: str, series: dict[str, tuple[list[float], list[float]]]) -> dict[str, Any]:
+    """A system-group chart of the payload: ``series`` maps labels to (x, y)."""
+    return {
+        "id": id_,
+        "title": id_,
+        "group": "system",
+        "unit": unit,
+        "x": x,
+        "series": [{"label": label, "x": xs, "y": ys} for label, (xs, ys) in series.items()],
+    }
+
+
 def test_a_chart_with_one_point_shows_the_minute_around_it(browser: Any, tmp_path: Path) -> None:
     """A rate needs two samples: a short run's disk chart has one point per series, at one time."""
     t, payload = 1_795_816_591.9, P.empty_payload()
     payload["charts"] = [
-        {
-            "id": id_,
-            "title": id_,
-            "group": "system",
-            "unit": "MB/s",
-            "x": x,
-            "series": [{"label": "read", "x": [at], "y": [0.3]}, {"label": "write", "x": [at], "y": [0.0]}],
-        }
+        _chart(id_, "MB/s", x, {"read": ([at], [0.3]), "write": ([at], [0.0])})
         for id_, x, at in (("disk", "time", t), ("loss", "step", 7))
     ]
     _open(browser, tmp_path, payload)
@@ -214,14 +219,7 @@ def test_time_ticks_leave_room_for_their_labels(browser: Any, tmp_path: Path) ->
     """A short run's system charts label seconds: ticks far enough apart that labels never touch."""
     t0, payload = 1_795_816_500.0, P.empty_payload()
     payload["charts"] = [
-        {
-            "id": id_,
-            "title": id_,
-            "group": "system",
-            "unit": unit,
-            "x": "time",
-            "series": [{"label": "system", "x": [t0 + 2 * i for i in range(50)], "y": [y] * 50}],
-        }
+        _chart(id_, unit, "time", {"system": ([t0 + 2 * i for i in range(50)], [y] * 50)})
         for id_, unit, y in (("cpu", "%", 100.0), ("memory", "GiB", 20.0))  # y labels of two widths
     ]
     _open(browser, tmp_path, payload)

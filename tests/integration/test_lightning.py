@@ -108,18 +108,18 @@ def test_lightning_metrics_checkpoints_and_phases(namespace: str, store_dir: Pat
     ]
 
 
-@pytest.mark.slow
-def test_lightning_exception_is_recorded(store_dir: Path) -> None:
+def _fit_raising(exc: BaseException, escapes: type[BaseException]) -> None:
+    """Fit a module whose fourth training step raises ``exc``; ``escapes`` is what Lightning lets out."""
     pl = pytest.importorskip("lightning.pytorch")
     module = _module(pl)
     original = module.training_step
 
-    def exploding(batch, batch_idx):  # type: ignore[no-untyped-def]
+    def raising(batch, batch_idx):  # type: ignore[no-untyped-def]
         if batch_idx == 3:
-            raise RuntimeError("CUDA out of memory. Tried to allocate 1.00 GiB")
+            raise exc
         return original(batch, batch_idx)
 
-    module.training_step = exploding  # type: ignore[method-assign]
+    module.training_step = raising  # type: ignore[method-assign]
     trainer = pl.Trainer(
         max_epochs=1,
         accelerator="cpu",
@@ -130,38 +130,21 @@ def test_lightning_exception_is_recorded(store_dir: Path) -> None:
         enable_model_summary=False,
     )
     traincard_otel.instrument(trainer)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(escapes):
         trainer.fit(module, _loader(0))
     traincard_otel.shutdown()
+
+
+@pytest.mark.slow
+def test_lightning_exception_is_recorded(store_dir: Path) -> None:
+    _fit_raising(RuntimeError("CUDA out of memory. Tried to allocate 1.00 GiB"), RuntimeError)
     failure = traincard_otel.load(store_dir).status["failure"]
     assert failure["type"] == "RuntimeError" and failure["verdict"]["kind"] == "cuda_oom"
 
 
 @pytest.mark.slow
 def test_lightning_interrupted_ends_terminated_by_sigint(store_dir: Path) -> None:
-    pl = pytest.importorskip("lightning.pytorch")
-    module = _module(pl)
-    original = module.training_step
-
-    def interrupted(batch, batch_idx):  # type: ignore[no-untyped-def]
-        if batch_idx == 3:
-            raise KeyboardInterrupt
-        return original(batch, batch_idx)
-
-    module.training_step = interrupted  # type: ignore[method-assign]
-    trainer = pl.Trainer(
-        max_epochs=1,
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    traincard_otel.instrument(trainer)
-    with pytest.raises(SystemExit):  # Lightning shuts down gracefully, then exits with 1
-        trainer.fit(module, _loader(0))
-    traincard_otel.shutdown()
+    _fit_raising(KeyboardInterrupt(), SystemExit)  # Lightning shuts down gracefully, then exits with 1
     status = traincard_otel.load(store_dir).status
     assert status["status"] == "terminated" and status["terminated_by"] == "SIGINT"
     assert status.get("failure") is None
