@@ -168,15 +168,27 @@ def test_exit_is_bounded_when_the_s3_store_dies_mid_run(tmp_path: Path) -> None:
     assert "could not be written before exit" in err  # what was not flushed is counted and said
 
 
+def _started(tmp_path: Path, code: str, **env: str) -> subprocess.Popen[str]:
+    """``code`` running as a script whose store is ``tmp_path/store``, once it has printed "ready"."""
+    script = tmp_path / "loop.py"
+    script.write_text(textwrap.dedent(code))
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(TRAINCARD_DIR=str(tmp_path / "store"), TRAINCARD_SYSTEM="false", **env),
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
 @pytest.mark.parametrize("user_handler", [False, True])
 def test_sigterm_flushes_marks_terminated_and_keeps_the_signal_status(
     tmp_path: Path, user_handler: bool
 ) -> None:
     store = tmp_path / "store"
-    script = tmp_path / "term.py"
-    script.write_text(
-        textwrap.dedent(
-            f"""
+    code = f"""
         import os, signal, sys, time
         if {user_handler}:
             def mine(signum, frame):
@@ -192,15 +204,7 @@ def test_sigterm_flushes_marks_terminated_and_keeps_the_signal_status(
                 print("ready", flush=True)
             time.sleep(0.001)
         """
-        )
-    )
-    proc = subprocess.Popen(
-        [sys.executable, str(script)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=subprocess_env(TRAINCARD_DIR=str(store), TRAINCARD_SYSTEM="false", TRAINCARD_FLUSH_INTERVAL="30"),
-    )  # nothing flushed before SIGTERM
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    proc = _started(tmp_path, code, TRAINCARD_FLUSH_INTERVAL="30")  # nothing flushed before SIGTERM
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=30)
@@ -214,10 +218,7 @@ def test_sigterm_flushes_marks_terminated_and_keeps_the_signal_status(
 
 def test_ctrl_c_ends_the_run_terminated_by_sigint_not_finished(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    script = tmp_path / "loop.py"
-    script.write_text(
-        textwrap.dedent(
-            """
+    code = """
         import time
         import traincard_otel
         r = traincard_otel.Reporter()
@@ -229,16 +230,7 @@ def test_ctrl_c_ends_the_run_terminated_by_sigint_not_finished(tmp_path: Path) -
                     print("ready", flush=True)
                 time.sleep(0.002)
         """
-        )
-    )
-    proc = subprocess.Popen(
-        [sys.executable, str(script)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=subprocess_env(TRAINCARD_DIR=str(store), TRAINCARD_SYSTEM="false"),
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    proc = _started(tmp_path, code)
     proc.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal sends
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGINT and err.rstrip().endswith("KeyboardInterrupt")  # as without us

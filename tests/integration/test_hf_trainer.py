@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,21 +73,28 @@ def test_store_holds_exactly_what_the_trainer_logged(store_dir: Path, tmp_path: 
 
 
 @pytest.mark.slow
-def test_exception_in_training_is_recorded_once(store_dir: Path, tmp_path: Path) -> None:
+def _train_raising_at_step_6(tmp_path: Path, exc: BaseException) -> Any:
+    """A tiny trainer whose callback raises ``exc`` at the end of step 6, trained (``exc`` caught)."""
     from tiny_gpt2 import trainer as make_trainer
     from transformers import TrainerCallback
 
-    class Boom(TrainerCallback):
+    class Raise(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
             if state.global_step == 6:
-                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+                raise exc
 
     trainer = make_trainer(str(tmp_path / "out"), max_steps=20, logging_steps=2)
-    trainer.add_callback(Boom())
+    trainer.add_callback(Raise())
     traincard_otel.instrument(trainer)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(type(exc)):
         trainer.train()
     traincard_otel.shutdown()
+    return trainer
+
+
+def test_exception_in_training_is_recorded_once(store_dir: Path, tmp_path: Path) -> None:
+    oom = RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    trainer = _train_raising_at_step_6(tmp_path, oom)
     run = traincard_otel.load(store_dir)
     failure = run.status["failure"]
     assert failure["type"] == "RuntimeError" and failure["step"] == 6
@@ -100,20 +108,7 @@ def test_exception_in_training_is_recorded_once(store_dir: Path, tmp_path: Path)
 
 
 def test_an_interrupted_trainer_ends_terminated_by_sigint(store_dir: Path, tmp_path: Path) -> None:
-    from tiny_gpt2 import trainer as make_trainer
-    from transformers import TrainerCallback
-
-    class CtrlC(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
-            if state.global_step == 6:
-                raise KeyboardInterrupt
-
-    trainer = make_trainer(str(tmp_path / "out"), max_steps=20, logging_steps=2)
-    trainer.add_callback(CtrlC())
-    traincard_otel.instrument(trainer)
-    with pytest.raises(KeyboardInterrupt):
-        trainer.train()
-    traincard_otel.shutdown()
+    _train_raising_at_step_6(tmp_path, KeyboardInterrupt())
     run = traincard_otel.load(store_dir)
     assert run.status["status"] == "terminated" and run.status["terminated_by"] == "SIGINT"
     assert run.status.get("failure") is None and run.status["step"] == 6
