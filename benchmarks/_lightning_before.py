@@ -19,9 +19,9 @@ import time
 from types import ModuleType
 from typing import Any
 
-from traincard_otel._reporter import Phase, Reporter
 from traincard_otel._safety import guarded, internal_error
 from traincard_otel._schema import Attr, Event
+from traincard_otel._write.report.reporter import Phase, Reporter
 from traincard_otel.exceptions import MissingDependencyError, TraincardError
 
 MIN_VERSION = (2, 0)

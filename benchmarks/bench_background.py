@@ -53,8 +53,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
     import traincard_otel
-    from traincard_otel import _pipeline
-    from traincard_otel._telemetry.sampler import SystemSampler
+    from traincard_otel._write import pipeline as _pipeline
+    from traincard_otel._write.telemetry.sampler import SystemSampler
 
     cpu: collections.defaultdict[str, float] = collections.defaultdict(float)
     undo = [
@@ -66,8 +66,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         reporter = traincard_otel.configure(store=f"file://{tmp}")
         pipeline = _pipeline.active()
         assert pipeline is not None and pipeline.writer is not None
-        from traincard_otel._store.compaction import to_parquet
         from traincard_otel._store.segment import metric_run
+        from traincard_otel._write.store.compaction import to_parquet
 
         to_parquet([(0, [metric_run(None, ["x"], [0], [0.0], [1.0])])])  # imports pyarrow: once a process
 

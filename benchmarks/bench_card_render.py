@@ -24,7 +24,7 @@ NAMES = ("loss", "learning_rate", "grad_norm", "eval_loss", "accuracy", "perplex
 def write_store(root: Path, steps: int, rows_per_segment: int = 1000) -> None:
     from traincard_otel._store import segment
     from traincard_otel._store.backends import LocalBackend
-    from traincard_otel._store.writer import StoreWriter
+    from traincard_otel._write.store.writer import StoreWriter
 
     state = {
         "status": "finished",
@@ -52,8 +52,8 @@ def write_store(root: Path, steps: int, rows_per_segment: int = 1000) -> None:
 
 def measure(steps: int) -> dict[str, Any]:
     from traincard_otel import load
-    from traincard_otel._card.payload import build_payload
-    from traincard_otel._card.render import render_data
+    from traincard_otel._read.card.render import render_data
+    from traincard_otel._read.payload import build_payload
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -91,7 +91,7 @@ def write_log_store(root: Path, lines: int, per_segment: int = 20_000, ranks: in
     """``lines`` log lines from ``ranks`` ranks (console capture style), one warning in 1000 and
     one error in 100 000, written through the real StoreWriter."""
     from traincard_otel._store.backends import LocalBackend
-    from traincard_otel._store.writer import StoreWriter
+    from traincard_otel._write.store.writer import StoreWriter
 
     writer = StoreWriter(LocalBackend(root), attempt=0, rank=0, max_pending=per_segment * 2)
     writer.set_state({"status": "running", "step": lines, "started_at": 0.0, "updated_at": lines / 1000})
@@ -110,8 +110,8 @@ def write_log_store(root: Path, lines: int, per_segment: int = 20_000, ranks: in
 def measure_logs(lines: int) -> dict[str, Any]:
     """Load a store of ``lines`` log lines and build the final and live payloads from it."""
     from traincard_otel import load
-    from traincard_otel._card.payload import build_payload
-    from traincard_otel._card.render import render_data
+    from traincard_otel._read.card.render import render_data
+    from traincard_otel._read.payload import build_payload
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

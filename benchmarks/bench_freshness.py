@@ -64,8 +64,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     import traincard_otel
+    from traincard_otel._read.load.reader import StoreReader
     from traincard_otel._store.backends import LocalBackend
-    from traincard_otel._store.reader import StoreReader
     from traincard_otel.metaflow.refresher import Refresher
 
     samples = 3 if args.quick else args.samples

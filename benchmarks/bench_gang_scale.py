@@ -34,7 +34,7 @@ ROWS_PER_SEGMENT = 1_000  # a flush every 2 s at 500 steps/s: the writer compact
 def _write_rank(folder: Path, rank: int, local: int, node: int, world: int, steps: int) -> None:
     from traincard_otel._store import segment
     from traincard_otel._store.backends import LocalBackend
-    from traincard_otel._store.writer import StoreWriter
+    from traincard_otel._write.store.writer import StoreWriter
 
     writer = StoreWriter(LocalBackend(folder), attempt=0, rank=rank, max_pending=ROWS_PER_SEGMENT * 2)
     writer.set_state(
@@ -70,7 +70,7 @@ def _write_rank(folder: Path, rank: int, local: int, node: int, world: int, step
 def write_gang(root: Path, ranks: int, nodes: int, steps: int) -> Path:
     """The gang's step folder; returns the last node's task folder (a worker task)."""
     from traincard_otel._store.backends import LocalBackend
-    from traincard_otel._store.gang import write_markers
+    from traincard_otel._write.store.gang_markers import write_markers
 
     per_node = ranks // nodes
     step_dir = root / "GangFlow" / "1" / "train"
@@ -107,7 +107,7 @@ _MEASURE = """
 import json, resource, sys, time
 t0 = time.perf_counter()
 import traincard_otel
-from traincard_otel._card.render import render_data
+from traincard_otel._read.card.render import render_data
 data = traincard_otel.load(sys.argv[1])
 load_s = time.perf_counter() - t0
 t0 = time.perf_counter()

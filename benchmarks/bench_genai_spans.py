@@ -4,7 +4,7 @@ tracer provider with and without the ``genai`` processor, side by side.
     python -m benchmarks.bench_genai_spans [--spans 20000] [--rounds 6] [--quick] [--json out.json]
 
 Each round ends ``spans`` model-call spans (GenAI attributes, token counts) through a private SDK
-provider, once with :class:`~traincard_otel._pipeline.genai.GenAISpanProcessor` added (the event on
+provider, once with :class:`~traincard_otel._write.pipeline.genai.GenAISpanProcessor` added (the event on
 the queue, the two client histograms) and once without, in ABBA order; the row is thread CPU per
 span. The client histograms are recorded later, on the pipeline's schedule thread, and are not in
 the row. An agent's model call takes hundreds of milliseconds: microseconds are the scale to read.
@@ -27,8 +27,8 @@ def _cpu_per_span(spans: int, capture: bool) -> float:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.util.types import AnyValue
 
-    from traincard_otel._pipeline.genai import GenAISpanProcessor
-    from traincard_otel._queue import ReportQueue
+    from traincard_otel._write.pipeline.genai import GenAISpanProcessor
+    from traincard_otel._write.queue import ReportQueue
 
     provider = TracerProvider()
     if capture:

@@ -570,9 +570,9 @@ def child_converter(steps: int, result: str) -> None:
     four logged figures, a step end and a console line, drained every 117 steps (a second of
     8.5 ms steps), into the store's exporters (in memory) and written as the store writes. The
     pipeline is a run's, with no other log reader attached (``testing.capture`` attaches one)."""
-    from traincard_otel import _pipeline
-    from traincard_otel._reporter import Reporter
     from traincard_otel._schema import LogLine
+    from traincard_otel._write import pipeline as _pipeline
+    from traincard_otel._write.report.reporter import Reporter
     from traincard_otel.testing import MemoryBackend
 
     attrs = {"traincard.rank": "0", "log.iostream": "stdout"}

@@ -59,12 +59,12 @@ elif case == "render":
     out["card_bytes"] = __import__("os").path.getsize(extra)
 elif case == "refresh":
     import os
-    import traincard_otel._card.payload.series as display
-    from traincard_otel._card.payload import build_payload
+    import traincard_otel._read.payload.series as display
+    from traincard_otel._read.payload import build_payload
     from traincard_otel._store import segment
     from traincard_otel._store.backends import LocalBackend
-    from traincard_otel._store.reader import StoreReader
-    from traincard_otel._store.writer import StoreWriter
+    from traincard_otel._read.load.reader import StoreReader
+    from traincard_otel._write.store.writer import StoreWriter
 
     backend = LocalBackend(store)
     reader = StoreReader(backend)

@@ -31,7 +31,7 @@ def _write_branch(folder: Path, index: int, steps: int, lr: float) -> None:
     from traincard_otel._schema import Event
     from traincard_otel._store.backends import LocalBackend
     from traincard_otel._store.segment import metric_run, step_run
-    from traincard_otel._store.writer import StoreWriter
+    from traincard_otel._write.store.writer import StoreWriter
 
     writer = StoreWriter(LocalBackend(folder), attempt=0, rank=0, max_pending=10 * steps)
     start = time.time() - steps * 0.1
@@ -60,11 +60,11 @@ def _write_branch(folder: Path, index: int, steps: int, lr: float) -> None:
 
 
 def _summarise(folder: Path, index: int, pathspec: str) -> None:
-    from traincard_otel._insights.analysis import analyse
-    from traincard_otel._insights.summary import task_summary
+    from traincard_otel._analysis.analysis import analyse
+    from traincard_otel._analysis.summary import task_summary
+    from traincard_otel._read.load.reader import read_store
     from traincard_otel._store.backends import LocalBackend
-    from traincard_otel._store.reader import read_store
-    from traincard_otel._store.summaries import write_summary
+    from traincard_otel._write.store.summary import write_summary
 
     backend = LocalBackend(folder)
     data = read_store(backend, source=pathspec)
@@ -83,12 +83,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     branches, steps = (30, 500) if args.quick else (args.branches, args.steps)
     from traincard_otel import load
-    from traincard_otel._card.payload import build_payload
-    from traincard_otel._card.render import render_comparison
-    from traincard_otel._insights.analysis import analyse
+    from traincard_otel._analysis.analysis import analyse
+    from traincard_otel._read.card.render import render_comparison
+    from traincard_otel._read.load.reader import read_store
+    from traincard_otel._read.load.summaries import StepFolder
+    from traincard_otel._read.payload import build_payload
     from traincard_otel._store.backends import LocalBackend
-    from traincard_otel._store.reader import read_store
-    from traincard_otel._store.summaries import StepFolder
     from traincard_otel.metaflow.live_sweep import SIBLING_READ_S, SIBLINGS_INTERVAL_S, LiveSweep
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -15,7 +15,7 @@ from benchmarks._harness import report, spread
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """CPU per sample and the share of one core it costs at the default interval."""
-    from traincard_otel._telemetry import SystemSampler
+    from traincard_otel._write.telemetry import SystemSampler
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")

@@ -23,9 +23,9 @@ from benchmarks._harness import interleave, report, spread
 
 
 def _train(steps: int, watchdog: bool) -> float:
-    from traincard_otel._queue import ReportQueue
     from traincard_otel._schema import StepEnd
-    from traincard_otel._telemetry.health import Watchdog
+    from traincard_otel._write.queue import ReportQueue
+    from traincard_otel._write.telemetry.health import Watchdog
 
     queue = ReportQueue()
     dog = None
@@ -59,7 +59,7 @@ def _train(steps: int, watchdog: bool) -> float:
 
 
 def _dump_cost(rounds: int) -> tuple[float, int]:
-    from traincard_otel._telemetry import stacks
+    from traincard_otel._write.telemetry import stacks
 
     stop = threading.Event()
 

@@ -85,7 +85,8 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # pytest swaps the test process's file descriptors per test; our capture of fds 1 and 2 is
     # tested in child processes (tests/integration/test_console_capture.py and every flow).
     monkeypatch.setenv("TRAINCARD_CAPTURE_CONSOLE", "false")
-    from traincard_otel import _pipeline, _safety
+    from traincard_otel import _safety
+    from traincard_otel._write import pipeline as _pipeline
 
     _safety._seen.clear()
     yield

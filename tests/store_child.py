@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 import traincard_otel
-from traincard_otel import _pipeline
+from traincard_otel._write import pipeline as _pipeline
 
 _say_lock = threading.Lock()
 

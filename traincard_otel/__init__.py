@@ -7,25 +7,16 @@ datastore and, when ``OTEL_*`` variables ask for it, an existing OTLP stack.
 
 from __future__ import annotations
 
-from . import _run
+from ._configure import active_reporter, configure
 from ._data.rundata import RunData, Series
-from ._insights.items import ItemMeter
 from ._instrument import instrument
-from ._load import load
-from ._pipeline import shutdown
-from ._reporter import Phase, Reporter, active_reporter, configure
-from ._sweep import sweep
+from ._read.run import load
+from ._read.sweep import sweep
 from ._version import __version__
+from ._write.pipeline import shutdown
+from ._write.report.items import ItemMeter
+from ._write.report.reporter import Phase, Reporter
 from .exceptions import ConfigError, MissingDependencyError, TraincardError
-
-
-def _card_html(data: _run.LoadedRun) -> str:
-    from ._card.render import render_data
-
-    return render_data(data, live=False, final=True)
-
-
-_run.html_renderer = _card_html
 
 __all__ = [
     "ConfigError",

@@ -13,15 +13,16 @@ import csv
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from . import _targets
-from ._load import load
-from ._store.reader import RunData
-from ._sweep import Sweep, sweep
+from ._read import locate as _targets
+from ._read.load.reader import RunData
+from ._read.run import load
+from ._read.sweep import Sweep, sweep
 from ._types import JsonObject
 from .exceptions import TraincardError
 
@@ -63,7 +64,7 @@ def _comparison(args: argparse.Namespace) -> Sweep | None:
 
 
 def _render_comparison(args: argparse.Namespace, compared: Sweep) -> int:
-    from ._card.render import render_comparison, write_card
+    from ._read.card.render import render_comparison
 
     while True:
         html = render_comparison(compared.summaries, compared.title, final=not args.watch)
@@ -77,7 +78,7 @@ def _render_comparison(args: argparse.Namespace, compared: Sweep) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from ._card.render import render_data, write_card
+    from ._read.card.render import render_data
 
     compared = _comparison(args)
     if compared is not None:
@@ -142,7 +143,7 @@ def _stacks(args: argparse.Namespace) -> int:
     grouped (the watchdog of each rank polls for the request; no port is opened anywhere)."""
     import uuid
 
-    from ._insights.gang.stacks import locate
+    from ._analysis.gang.stacks import locate
     from ._store import layout
 
     target = _pick(args.target)
@@ -276,6 +277,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the ranks' answers")
     p.add_argument("--all-threads", action="store_true", help="every thread, not only the main one")
     return parser
+
+
+def write_card(path: str | os.PathLike[str], page: str) -> int:
+    """Write ``page`` to ``path`` whole or not at all (a temp file beside it, then a rename).
+
+    Returns the bytes written. A failure leaves any earlier file at ``path`` as it was.
+    """
+    target = Path(path)
+    data = page.encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(data)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

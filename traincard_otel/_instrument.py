@@ -9,7 +9,7 @@ from __future__ import annotations
 import weakref
 from typing import Protocol
 
-from ._reporter import configure
+from ._configure import configure
 from ._safety import warn_once
 from ._types import Reported
 

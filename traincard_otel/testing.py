@@ -33,13 +33,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from . import _pipeline
 from ._identity import MetaflowIdentity
-from ._reporter import Reporter
-from ._run import LoadedRun
+from ._read.load.reader import read_store
+from ._read.run import LoadedRun
 from ._schema import StatusSnapshot
-from ._store.reader import read_store
 from ._types import Reported
+from ._write import pipeline as _pipeline
+from ._write.report.reporter import Reporter
 from .exceptions import ConfigError
 
 __all__ = ["Capture", "MemoryBackend", "capture"]

@@ -21,13 +21,12 @@ from typing import TYPE_CHECKING
 
 from ._config import resolve
 from ._safety import report_internal_error
-from ._telemetry import collectives
+from ._store.layout import ELASTIC_PREFIX
 from ._types import JsonObject
+from ._write.telemetry import collectives
 
 if TYPE_CHECKING:
     from ._store.backends import Backend
-
-ELASTIC_PREFIX = "elastic/"
 
 
 def _failures(exc: BaseException) -> list[JsonObject]:

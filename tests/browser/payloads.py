@@ -6,7 +6,7 @@ import math
 import random
 from typing import Any
 
-from traincard_otel._card.payload.names import wire_names as names
+from traincard_otel._read.payload.names import wire_names as names
 
 T0 = 1763800000.0
 XSS_SCRIPT = "<script>window.__xss=1</script>"

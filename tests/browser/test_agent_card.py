@@ -20,9 +20,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from traincard_otel._card._html import assemble_html
-from traincard_otel._card.payload import build_payload
-from traincard_otel._run import LoadedRun
+from traincard_otel._read.card.page import assemble_html
+from traincard_otel._read.payload import build_payload
+from traincard_otel._read.run import LoadedRun
 from traincard_otel.testing import capture
 
 # Attribute keys as an instrumentation spells them (the GenAI conventions).
@@ -144,8 +144,8 @@ def test_model_calls_go_to_the_genai_client_metrics() -> None:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from traincard_otel._pipeline.genai import GenAISpanProcessor
-    from traincard_otel._queue import ReportQueue
+    from traincard_otel._write.pipeline.genai import GenAISpanProcessor
+    from traincard_otel._write.queue import ReportQueue
 
     reader = InMemoryMetricReader()
     processor = GenAISpanProcessor(ReportQueue(), MeterProvider(metric_readers=[reader]).get_meter("t"))

@@ -10,10 +10,10 @@ import pytest
 from browser_helpers import open_html, screenshot
 
 import traincard_otel
-from traincard_otel._card._html import assemble_html
-from traincard_otel._card.payload import build_payload
-from traincard_otel._card.render import render_data
-from traincard_otel._store.reader import RunData, Series
+from traincard_otel._read.card.page import assemble_html
+from traincard_otel._read.card.render import render_data
+from traincard_otel._read.load.reader import RunData, Series
+from traincard_otel._read.payload import build_payload
 
 pytestmark = pytest.mark.browser
 XSS_LOG = '<script>window.__xss=1</script>"><img src=x onerror="window.__xss=2">'

@@ -13,9 +13,9 @@ import pytest
 from browser_helpers import screenshot
 from helpers import HF_BOOKKEEPING, series
 
-from traincard_otel._card._html import assemble_html
-from traincard_otel._card.payload import build_payload
-from traincard_otel._store.reader import RunData
+from traincard_otel._read.card.page import assemble_html
+from traincard_otel._read.load.reader import RunData
+from traincard_otel._read.payload import build_payload
 
 pytestmark = pytest.mark.browser
 

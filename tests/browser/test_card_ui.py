@@ -17,7 +17,7 @@ import payloads as P
 import pytest
 from browser_helpers import SCREENSHOTS, open_html
 
-from traincard_otel._card._html import assemble_html
+from traincard_otel._read.card.page import assemble_html
 
 pytestmark = pytest.mark.browser
 

@@ -10,10 +10,10 @@ import payloads as P
 import pytest
 from browser_helpers import open_html
 
-from traincard_otel._card._html import assemble_html
-from traincard_otel._card.gang import gang_section
-from traincard_otel._insights.gang.first_failure import first_failure
-from traincard_otel._insights.gang.stacks import locate
+from traincard_otel._analysis.gang.first_failure import first_failure
+from traincard_otel._analysis.gang.stacks import locate
+from traincard_otel._read.card.page import assemble_html
+from traincard_otel._read.payload.gang import gang_section
 
 pytestmark = pytest.mark.browser
 TORCH = "/venv/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py"

@@ -15,11 +15,11 @@ import pytest
 from browser_helpers import open_html, screenshot
 
 import traincard_otel
-from traincard_otel._card._html import assemble_html
-from traincard_otel._card.payload import LIVE_MAX_BYTES, Mode, build_payload
-from traincard_otel._card.payload.rl import rl_charts
-from traincard_otel._card.payload.training import chart_name
-from traincard_otel._run import LoadedRun
+from traincard_otel._read.card.page import assemble_html
+from traincard_otel._read.payload import LIVE_MAX_BYTES, Mode, build_payload
+from traincard_otel._read.payload.rl import rl_charts
+from traincard_otel._read.payload.training import chart_name
+from traincard_otel._read.run import LoadedRun
 
 WORDS = ["<pad>", "<unk>", "star", "moon", "sun", "sky", "<b>", "&amp;", "go", "stop"]
 

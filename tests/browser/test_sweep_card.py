@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from browser_helpers import open_html, screenshot
 
-from traincard_otel._card._html import assemble_html
-from traincard_otel._card.payload import build_payload
-from traincard_otel._card.payload.sweep import sweep_section
-from traincard_otel._card.render import render_comparison
+from traincard_otel._read.card.page import assemble_html
+from traincard_otel._read.card.render import render_comparison
+from traincard_otel._read.payload import build_payload
+from traincard_otel._read.payload.sweep import sweep_section
 from traincard_otel._types import JsonObject
 from traincard_otel.testing import capture
 

@@ -15,10 +15,10 @@ from helpers import subprocess_env
 from s3_server import s3_server
 
 import traincard_otel
-from traincard_otel._card.payload import build_payload
+from traincard_otel._read.payload import build_payload
 from traincard_otel._store import segment
 from traincard_otel._store.backends import LocalBackend
-from traincard_otel._store.writer import StoreWriter
+from traincard_otel._write.store.writer import StoreWriter
 
 FLUSH = 0.2
 LOOP = textwrap.dedent(

@@ -36,7 +36,7 @@ from helpers import REPO, card_payload, metaflow_client, subprocess_env
 from otlp_receiver import Received, http_receiver
 
 import traincard_otel
-from traincard_otel._card.gang import gang_section
+from traincard_otel._read.payload.gang import gang_section
 from traincard_otel.exceptions import ConfigError
 
 pytest.importorskip("metaflow")

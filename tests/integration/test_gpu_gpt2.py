@@ -3,7 +3,7 @@
 with DataLoader workers, and a raw loop reporting its CUDA loss every step.
 
 Checked: the card's MFU within 5 % of a hand count (6·N + 12·L·d·T FLOPs per token, tokens timed
-around the same steps, the peak of :data:`traincard_otel._insights.flops.PEAK_TFLOPS`); reporting
+around the same steps, the peak of :data:`traincard_otel._analysis.flops.PEAK_TFLOPS`); reporting
 a CUDA tensor every step costs the training thread no wait for the GPU (host time with and
 without); every system series one sample per interval, strictly ordered in time. The figures are
 printed (``GPU CHECK ...``) for docs/performance.md. Skipped without an NVIDIA GPU.
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 import traincard_otel
-from traincard_otel._insights.efficiency import efficiency
-from traincard_otel._insights.flops import peak_flops
+from traincard_otel._analysis.efficiency import efficiency
+from traincard_otel._analysis.flops import peak_flops
 
 SEQ, BATCH, STEPS, TIMED_FROM = 512, 8, 200, 20
 INTERVAL_S = 0.5

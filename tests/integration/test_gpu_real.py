@@ -14,9 +14,9 @@ import pytest
 from helpers import subprocess_env
 
 import traincard_otel
-from traincard_otel._card.payload import build_payload
-from traincard_otel._store.reader import RunData, Series
-from traincard_otel._telemetry.gpu import GpuSampler
+from traincard_otel._read.load.reader import RunData, Series
+from traincard_otel._read.payload import build_payload
+from traincard_otel._write.telemetry.gpu import GpuSampler
 
 
 def _nvml_ready() -> bool:
@@ -199,8 +199,8 @@ def test_reporting_cuda_tensors_never_makes_the_training_thread_wait_for_the_gpu
 def test_mfu_of_a_tiny_gpt2_on_the_gpu_matches_a_hand_calculation(tmp_path: Path, cuda: Any) -> None:
     """The card's MFU against tokens counted and timed by hand around the same loop."""
     pytest.importorskip("transformers")
-    from traincard_otel._insights.efficiency import efficiency
-    from traincard_otel._insights.flops import peak_flops
+    from traincard_otel._analysis.efficiency import efficiency
+    from traincard_otel._analysis.flops import peak_flops
 
     store = tmp_path / "store"
     script = tmp_path / "mfu.py"

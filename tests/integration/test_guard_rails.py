@@ -15,7 +15,7 @@ import pytest
 
 import traincard_otel
 from benchmarks._webhooks import receiver, silent_endpoint
-from traincard_otel._card.payload import build_payload
+from traincard_otel._read.payload import build_payload
 from traincard_otel._schema import Attr, Event
 
 

@@ -18,8 +18,8 @@ import pytest
 from helpers import REPO, kill_processes_with_env, subprocess_env
 
 import traincard_otel
-from traincard_otel._card.gang import gang_section
-from traincard_otel._insights.analysis import analyse
+from traincard_otel._analysis.analysis import analyse
+from traincard_otel._read.payload.gang import gang_section
 
 SCRIPT = REPO / "tests" / "integration" / "scripts" / "hung_gang.py"
 STACKS_COMMAND: dict[str, Any] = {}  # `traincard stacks` run against the live deadlocked gang

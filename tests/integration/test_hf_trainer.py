@@ -144,7 +144,7 @@ def test_resume_from_checkpoint_is_a_rewind_and_both_stretches_are_kept(
 ) -> None:
     from tiny_gpt2 import trainer as make_trainer
 
-    from traincard_otel._card.payload import build_payload
+    from traincard_otel._read.payload import build_payload
 
     out = str(tmp_path / "out")
     first = make_trainer(out, max_steps=30, logging_steps=2, eval_steps=100, save_steps=15)

@@ -58,8 +58,8 @@ def test_goodput_and_mfu_gauges_match_the_card(tmp_path: Path) -> None:
     match = re.search(r"\[(\d+)/train/(\d+) ", proc.stdout + proc.stderr)
     assert match, proc.stderr[-3000:]
     code = (
-        "from traincard_otel._card.payload.insights import insights_section\n"
-        "from traincard_otel._insights.analysis import analyse\n"
+        "from traincard_otel._read.payload.insights import insights_section\n"
+        "from traincard_otel._analysis.analysis import analyse\n"
         "run = traincard_otel.load(metaflow.Task(sys.argv[1]))\n"
         "ins = insights_section(run, analyse(run, now=0.0))\n"
         "print(json.dumps({'progress': run.status['progress'], 'efficiency': ins['efficiency'],\n"

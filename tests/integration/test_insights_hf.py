@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import traincard_otel
-from traincard_otel._card.payload.insights import insights_section
-from traincard_otel._insights.analysis import analyse
+from traincard_otel._analysis.analysis import analyse
+from traincard_otel._read.payload.insights import insights_section
 from traincard_otel._schema import Attr, Event
 
 pytest.importorskip("transformers")

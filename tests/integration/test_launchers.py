@@ -21,9 +21,9 @@ import pytest
 from helpers import REPO, subprocess_env
 
 import traincard_otel
-from traincard_otel._card.gang import gang_section
-from traincard_otel._card.payload import build_payload
-from traincard_otel._insights.analysis import analyse
+from traincard_otel._analysis.analysis import analyse
+from traincard_otel._read.payload import build_payload
+from traincard_otel._read.payload.gang import gang_section
 
 pytest.importorskip("torch")
 

@@ -182,8 +182,8 @@ def test_lightning_gpt2_reports_model_flops_tokens_and_mfu(
     import torch
     from tiny_gpt2 import ProgressionDataset
 
-    from traincard_otel._card.payload.insights import insights_section
-    from traincard_otel._insights.analysis import analyse
+    from traincard_otel._analysis.analysis import analyse
+    from traincard_otel._read.payload.insights import insights_section
     from traincard_otel._schema import Event
 
     monkeypatch.setenv("TRAINCARD_PEAK_FLOPS", "1e12")  # a CPU has no known peak: name one

@@ -11,7 +11,7 @@ from pathlib import Path
 from helpers import card_payload, subprocess_env
 
 import traincard_otel
-from traincard_otel._card.render import render_data
+from traincard_otel._read.card.render import render_data
 
 
 def _run(tmp_path: Path, code: str, **env: str) -> subprocess.CompletedProcess[str]:

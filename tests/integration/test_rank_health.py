@@ -14,7 +14,7 @@ import pytest
 from helpers import REPO, subprocess_env
 
 import traincard_otel
-from traincard_otel._card.payload import build_payload
+from traincard_otel._read.payload import build_payload
 
 SCRIPT = REPO / "tests" / "integration" / "scripts" / "rank_health.py"
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import traincard_otel
-from traincard_otel._insights.efficiency import efficiency
-from traincard_otel._insights.flops import model_flops
+from traincard_otel._analysis.efficiency import efficiency
+from traincard_otel._analysis.flops import model_flops
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -21,7 +21,7 @@ from helpers import REPO, subprocess_env
 import traincard_otel
 from traincard_otel._store import segment
 from traincard_otel._store.backends import LocalBackend
-from traincard_otel._store.writer import StoreWriter
+from traincard_otel._write.store.writer import StoreWriter
 
 CHILD = str(REPO / "tests" / "store_child.py")
 

@@ -147,7 +147,8 @@ def test_sweep_to_pandas_has_a_row_per_branch(swept: tuple[Path, str, dict[str, 
 _S3_SUMMARIES = """
 import json
 from traincard_otel._store.backends import MetaflowBackend
-from traincard_otel._store.summaries import StepFolder, write_summary
+from traincard_otel._read.load.summaries import StepFolder
+from traincard_otel._write.store.summary import write_summary
 root = "s3://%s/metaflow"
 for task in ("7", "8", "9"):
     backend = MetaflowBackend("s3", root, f"SweepFlow/1/train/{task}/traincard")

@@ -12,11 +12,11 @@ import time
 
 import pytest
 
+from traincard_otel._analysis.anomalies import AnomalyDetector, AnomalyRules, direction, role
 from traincard_otel._config import resolve
-from traincard_otel._convert.anomalies import AnomalyWatch, parse_rules
-from traincard_otel._convert.columns import MetricRun
-from traincard_otel._insights.anomalies import AnomalyDetector, AnomalyRules, direction, role
 from traincard_otel._schema import Attr, Event
+from traincard_otel._write.convert.anomalies import AnomalyWatch, parse_rules
+from traincard_otel._write.convert.columns import MetricRun
 from traincard_otel.exceptions import ConfigError
 from traincard_otel.testing import capture
 

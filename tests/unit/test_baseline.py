@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 import traincard_otel
-from traincard_otel._card.payload import LIVE_MAX_BYTES, build_payload
-from traincard_otel._card.payload.baseline import FULL_POINTS, LIVE_POINTS
+from traincard_otel._analysis.baseline import Baseline, main_metric
 from traincard_otel._config import baseline_spec, resolve
 from traincard_otel._data.rundata import RunData
-from traincard_otel._insights.baseline import Baseline, main_metric
-from traincard_otel._load import load_baseline
-from traincard_otel._run import LoadedRun
+from traincard_otel._read.baseline import load_baseline
+from traincard_otel._read.payload import LIVE_MAX_BYTES, build_payload
+from traincard_otel._read.payload.baseline import FULL_POINTS, LIVE_POINTS
+from traincard_otel._read.run import LoadedRun
 from traincard_otel.testing import capture
 
 
@@ -188,7 +188,7 @@ def test_the_refresher_reads_its_baseline_once_on_its_own_thread(
 ) -> None:
     import os
 
-    from traincard_otel import _load
+    from traincard_otel._read import baseline as _load
     from traincard_otel._store.backends import LocalBackend
     from traincard_otel.metaflow.refresher import Refresher
 
@@ -201,13 +201,13 @@ def test_the_refresher_reads_its_baseline_once_on_its_own_thread(
             pushed.append(payload)
 
     reads: list[object] = []
-    real_load = _load.load
+    real_read = _load.read
 
-    def counted(target: object, **kw: object) -> RunData:
+    def counted(target: object) -> tuple[RunData, str | None]:
         reads.append(target)
-        return real_load(target, **kw)  # type: ignore[arg-type]
+        return real_read(target)
 
-    monkeypatch.setattr(_load, "load", counted)
+    monkeypatch.setattr(_load, "read", counted)
     refresher = Refresher(
         LocalBackend(str(tmp_path / "run")),
         "run",

@@ -3,7 +3,7 @@
 The script's section files are read function by function: a variable bound to a payload section
 (``var run = S.payload.run || {}``), to a field of a bound variable (``var g = ins.goodput``) or to
 the items of a list (``logs.forEach(function (r) {...})``) takes that part's type from
-``traincard_otel._card.payload.contract``, and each ``variable.field`` read afterwards must be a key
+``traincard_otel._read.payload.contract``, and each ``variable.field`` read afterwards must be a key
 of that type. Fields typed as plain JSON objects are passed through as stored and not checked.
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 
-from traincard_otel._card import _html
-from traincard_otel._card.payload import contract
+from traincard_otel._read.card import page as _html
+from traincard_otel._read.payload import contract
 
 _FUNCTION = re.compile(r"^  function (\w+)\(([\w, ]*)\)", re.M)
 _CALL = re.compile(r"(?<![\w.])(\w+)\((\w+)\)")
@@ -173,7 +173,7 @@ def _resolve_first(rhs: str, bound: dict[str, object], payload: object) -> objec
 
 
 def _section_files() -> dict[str, str]:
-    folder = files("traincard_otel._card") / "assets" / "card"
+    folder = files("traincard_otel._read.card") / "assets" / "card"
     return {f"{n}.js": (folder / f"{n}.js").read_text(encoding="utf-8") for n in _html.CARD_SCRIPTS}
 
 
@@ -206,7 +206,7 @@ def test_the_payload_page_ends_with_the_generated_contract() -> None:
     page = (REPO / "docs" / "card-payload.md").read_text(encoding="utf-8")
     assert page.endswith("\n\n" + contract.render_markdown()), (
         "docs/card-payload.md is stale: replace its last part with "
-        "`python -m traincard_otel._card.payload.contract`"
+        "`python -m traincard_otel._read.payload.contract`"
     )
 
 
@@ -214,7 +214,7 @@ def test_every_section_of_a_real_payload_has_its_declared_keys() -> None:
     """A payload built from a stored run has exactly the keys its types declare (required ones)."""
     from test_card_sections import _hf_run
 
-    from traincard_otel._card.payload import build_payload
+    from traincard_otel._read.payload import build_payload
 
     for live in (False, True):
         payload = build_payload(_hf_run(), live=live)

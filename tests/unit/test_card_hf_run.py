@@ -19,7 +19,7 @@ def test_hf_run_with_max_steps_shows_real_epochs_and_one_summary_table(
     from tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
     from transformers import Trainer
 
-    from traincard_otel._card.payload import build_payload
+    from traincard_otel._read.payload import build_payload
 
     # 128 samples / 16 per step = 8 steps per epoch: max_steps=30 ends at epoch 3.75, while the
     # Trainer's num_train_epochs keeps its default of 3 (the card used to say "Epoch 3.75 / 3").

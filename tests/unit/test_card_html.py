@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from traincard_otel._card import _html
-from traincard_otel._card._html import assemble_html, embed_json
+from traincard_otel._read.card import page as _html
+from traincard_otel._read.card.page import assemble_html, embed_json
 
 HOSTILE = "</script><script>alert(1)</script><!--<script>"
 TOKEN_LINE = 'var METAFLOW_RELOAD_TOKEN = "[METAFLOW_RELOAD_TOKEN]";'
@@ -114,7 +114,7 @@ def test_assets_are_read_once() -> None:
 
 def test_card_script_is_one_file_per_section_each_small() -> None:
     """Every file under assets/card/ is in the script, in one function scope, and none is long."""
-    folder = files("traincard_otel._card") / "assets" / "card"
+    folder = files("traincard_otel._read.card") / "assets" / "card"
     on_disk = sorted(p.name for p in folder.iterdir() if p.name.endswith(".js"))
     assert on_disk == sorted(f"{name}.js" for name in _html.CARD_SCRIPTS)
     for name in on_disk:
@@ -134,7 +134,7 @@ def test_card_js_only_inserts_text() -> None:
 
 def test_module_does_not_import_metaflow() -> None:
     code = (
-        "import sys; import traincard_otel._card._html as h; "
+        "import sys; import traincard_otel._read.card.page as h; "
         "h.assemble_html({'run': {}}, live=True); "
         "print([m for m in sys.modules if m == 'metaflow' or m.startswith('metaflow.')])"
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import math
 
-from traincard_otel._card.payload import LIVE_MAX_BYTES, build_payload, downsample
-from traincard_otel._store.reader import RunData, Series
+from traincard_otel._read.load.reader import RunData, Series
+from traincard_otel._read.payload import LIVE_MAX_BYTES, build_payload, downsample
 
 
 def _series(name: str, n: int, f: object) -> Series:
@@ -75,7 +75,7 @@ def test_full_payload_is_downsampled_and_json_safe() -> None:
 
 
 def test_numpy_and_pure_python_downsampling_agree() -> None:
-    from traincard_otel._card.payload import _downsample_py
+    from traincard_otel._read.payload import _downsample_py
 
     xs = list(range(10_007))
     ys = [math.sin(i / 37) * (5 if i % 997 == 0 else 1) for i in xs]
@@ -88,7 +88,7 @@ def test_numpy_and_pure_python_downsampling_agree() -> None:
 
 
 def test_system_charts_per_node_and_total() -> None:
-    from traincard_otel._card.payload import _Mode, system_charts
+    from traincard_otel._read.payload import _Mode, system_charts
 
     data = RunData(source="two nodes")
     data.states = [{"attempt": 0, "rank": 0, "host": "node-a"}, {"attempt": 0, "rank": 4, "host": "node-b"}]
@@ -109,7 +109,7 @@ def test_system_charts_per_node_and_total() -> None:
 
 
 def test_gpu_memory_chart_shows_the_driver_and_the_torch_allocator_views() -> None:
-    from traincard_otel._card.payload import _Mode, system_charts
+    from traincard_otel._read.payload import _Mode, system_charts
 
     data = RunData(source="one gpu")
     gib, torch_kind = 2**30, "traincard.torch.memory.kind"
@@ -138,8 +138,8 @@ def test_latest_reading_tiles_name_the_device_and_carry_the_recorded_units() -> 
     from fakes.nvml import FakeNvml
 
     from traincard_otel._schema.keys import split_reading_key
-    from traincard_otel._telemetry import Sample
-    from traincard_otel._telemetry.gpu import GpuSampler
+    from traincard_otel._write.telemetry import Sample
+    from traincard_otel._write.telemetry.gpu import GpuSampler
 
     gpu = GpuSampler(FakeNvml(devices=2))
     gpu.start()

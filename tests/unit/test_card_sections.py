@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from helpers import HF_BOOKKEEPING, REPO, series
 
-from traincard_otel._card._html import card_script
-from traincard_otel._card.payload import build_payload
-from traincard_otel._card.payload.status import epoch_progress
-from traincard_otel._card.payload.system import readable_note
-from traincard_otel._store.reader import RunData
+from traincard_otel._read.card.page import card_script
+from traincard_otel._read.load.reader import RunData
+from traincard_otel._read.payload import build_payload
+from traincard_otel._read.payload.status import epoch_progress
+from traincard_otel._read.payload.system import readable_note
 
 
 def _hf_run() -> RunData:
@@ -257,7 +257,7 @@ def test_a_full_disk_shows_in_the_footer_counters_and_a_banner(tmp_path: Path) -
     from traincard_otel import load
     from traincard_otel._store import segment
     from traincard_otel._store.backends import LocalBackend
-    from traincard_otel._store.writer import StoreWriter
+    from traincard_otel._write.store.writer import StoreWriter
 
     class FullDisk(LocalBackend):
         space = False

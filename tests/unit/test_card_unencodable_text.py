@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from traincard_otel import load
-from traincard_otel._card.payload import build_payload
-from traincard_otel._card.render import render_data, write_card
+from traincard_otel._cli import write_card
+from traincard_otel._read.card.render import render_data
+from traincard_otel._read.payload import build_payload
 from traincard_otel._store.backends import LocalBackend
-from traincard_otel._store.writer import StoreWriter
+from traincard_otel._write.store.writer import StoreWriter
 
 HOSTILE = "bad \ud800 \x00\x07\x1b[31m <script>document.body.dataset.pwned='1'</script>"
 

@@ -19,16 +19,14 @@ from helpers import series, subprocess_env
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
 import traincard_otel
-from traincard_otel import _pipeline
-from traincard_otel._card.payload.series import Mode
-from traincard_otel._card.payload.system import system_charts
-from traincard_otel._pipeline import children
-from traincard_otel._pipeline.children import ParentOnlyPeriodicReader
+from traincard_otel._read.load.reader import Series
+from traincard_otel._read.load.time_order import in_time_order
 from traincard_otel._schema import Event
 from traincard_otel._store import segment
 from traincard_otel._store.backends import LocalBackend
-from traincard_otel._store.reader import RunData, Series
-from traincard_otel._store.time_order import in_time_order
+from traincard_otel._write import pipeline as _pipeline
+from traincard_otel._write.pipeline import children
+from traincard_otel._write.pipeline.children import ParentOnlyPeriodicReader
 
 PARENT = {"TRAINCARD_DIR": "/data", "PATH": "/bin"}
 
@@ -117,7 +115,7 @@ def test_a_forked_child_leaves_the_parents_pipeline_silent(
 
 
 def test_a_forked_copy_of_a_store_writer_writes_nothing(tmp_path: Path) -> None:
-    from traincard_otel._store.writer import StoreWriter
+    from traincard_otel._write.store.writer import StoreWriter
 
     writer = StoreWriter(LocalBackend(tmp_path), attempt=0, rank=0)
     writer.add({"k": "x", "t": 1.0, "n": "system.cpu.utilization", "v": 0.5})
@@ -158,7 +156,7 @@ def test_in_time_order_sorts_and_keeps_one_point_per_time_and_rank() -> None:
     assert list(in_time_order(grown, checked=3).times) == [1001.0, 1002.0, 1002.5, 1003.0]
 
 
-def test_the_reader_and_the_card_draw_system_series_in_time_order(tmp_path: Path) -> None:
+def test_the_reader_gives_system_series_in_time_order(tmp_path: Path) -> None:
     backend = LocalBackend(tmp_path)
     point = {"k": "x", "n": "system.cpu.utilization", "u": "1"}
     # A second writer of the same rank whose points fall between and onto the first one's.
@@ -168,19 +166,6 @@ def test_the_reader_and_the_card_draw_system_series_in_time_order(tmp_path: Path
         )
     run = traincard_otel.load(tmp_path)
     assert list(run.system["system.cpu.utilization"].times) == [1.0, 2.0, 3.0, 4.0, 5.0]
-    cpu = Series(
-        name="system.cpu.utilization",
-        tags={"unit": "1"},
-        steps=[None] * 3,
-        values=[0.2, 0.1, 0.3],
-        times=[3.0, 1.0, 3.0],
-        attempts=[0] * 3,
-        ranks=[0] * 3,
-    )
-    data = RunData(source="test", system={"system.cpu.utilization": cpu})
-    (chart,) = system_charts(data, Mode(live=False))
-    (line,) = chart["series"]
-    assert line["x"] == [1.0, 3.0]
 
 
 GROUP_CHILD = """
@@ -247,7 +232,7 @@ def test_pool_workers_forked_from_a_reporting_process_die_of_pool_terminate(stor
     from before the parent installed its handler."""
     import multiprocessing
 
-    from traincard_otel._pipeline import process_exit
+    from traincard_otel._write.pipeline import process_exit
 
     reporter = traincard_otel.Reporter()
     assert reporter.enabled and signal.getsignal(signal.SIGTERM) is process_exit._on_sigterm
@@ -272,7 +257,7 @@ def test_pool_workers_forked_from_a_reporting_process_die_of_pool_terminate(stor
 def test_a_forked_child_that_reports_on_its_own_gets_the_sigterm_handler_again(store_dir: Path) -> None:
     """A rank forked by its launcher (``start_method="fork"``) is no child: its pipeline must end
     a run cleanly on SIGTERM as any rank's does."""
-    from traincard_otel._pipeline import process_exit, registry
+    from traincard_otel._write.pipeline import process_exit, registry
 
     reporter = traincard_otel.Reporter()
     read, write = os.pipe()

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 import traincard_otel
-from traincard_otel._card.payload import build_payload
+from traincard_otel._read.load.reader import StoreReader
+from traincard_otel._read.payload import build_payload
 from traincard_otel._store import layout, segment
 from traincard_otel._store.backends import LocalBackend
-from traincard_otel._store.compaction import to_parquet
-from traincard_otel._store.reader import StoreReader
-from traincard_otel._store.writer import StoreWriter
+from traincard_otel._write.store.compaction import to_parquet
+from traincard_otel._write.store.writer import StoreWriter
 
 pytest.importorskip("pyarrow")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from traincard_otel._card.payload import Mode
-from traincard_otel._card.payload.completions import CARD_CHARS, CARD_ROWS, LIVE_ROWS, completions_section
 from traincard_otel._data.completions import MAX_CHARS, MAX_ROWS, Completions, rows_of
 from traincard_otel._data.rundata import RunData
+from traincard_otel._read.payload import Mode
+from traincard_otel._read.payload.completions import CARD_CHARS, CARD_ROWS, LIVE_ROWS, completions_section
 
 
 def _body(step: int, n: int, long: bool = False) -> dict[str, object]:

@@ -7,8 +7,8 @@ import os
 import time
 from types import SimpleNamespace
 
-from traincard_otel._telemetry import console
-from traincard_otel._telemetry.console import LineSplitter, _FdTee
+from traincard_otel._write.telemetry import console
+from traincard_otel._write.telemetry.console import LineSplitter, _FdTee
 
 Record = tuple[str, str, "str | None", "str | None"]
 

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 import traincard_otel
-from traincard_otel import _queue, _reporter, _safety
-from traincard_otel._convert.rows import RowBatcher
+from traincard_otel import _safety
 from traincard_otel._schema import Event
+from traincard_otel._write import queue as _queue
+from traincard_otel._write.convert.rows import RowBatcher
+from traincard_otel._write.report import reporter as _reporter
 from traincard_otel.testing import Capture, capture
 
 NAMES = ("loss", "grad_norm", "learning_rate", "epoch")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from traincard_otel._telemetry.failure import classify
+from traincard_otel._write.telemetry.failure import classify
 
 
 def test_cuda_oom_with_vram_near_its_limit() -> None:

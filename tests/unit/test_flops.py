@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from traincard_otel._insights.flops import (
+from traincard_otel._analysis.flops import (
     PEAK_TFLOPS,
     ModelFlops,
     mfu,
@@ -128,7 +128,7 @@ def test_training_fields_on_a_cpu_have_the_flops_and_an_honest_unknown_peak() ->
 
 def test_the_compute_dtype_comes_from_the_mixed_precision_or_the_weights() -> None:
     torch = pytest.importorskip("torch")
-    from traincard_otel._insights.flops import compute_dtype
+    from traincard_otel._analysis.flops import compute_dtype
 
     model = torch.nn.Linear(2, 2)
     assert compute_dtype(model) == "fp32"  # on a CPU, no TF32

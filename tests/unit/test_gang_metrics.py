@@ -7,8 +7,8 @@ from typing import Any
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 
-from traincard_otel._pipeline.insight_gauges import GangGauges
 from traincard_otel._schema import Metric
+from traincard_otel._write.pipeline.insight_gauges import GangGauges
 
 
 def _points(reader: InMemoryMetricReader, name: str) -> list[dict[str, Any]]:

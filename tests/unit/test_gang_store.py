@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import traincard_otel
-from traincard_otel._card.gang import gang_section
-from traincard_otel._insights.analysis import analyse
+from traincard_otel._analysis.analysis import analyse
+from traincard_otel._read.payload.gang import gang_section
 from traincard_otel._store import segment
 from traincard_otel._store.backends import LocalBackend
-from traincard_otel._store.gang import write_markers
-from traincard_otel._store.writer import StoreWriter
+from traincard_otel._write.store.gang_markers import write_markers
+from traincard_otel._write.store.writer import StoreWriter
 
 NOW = time.time()
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from traincard_otel._insights.goodput import CATEGORIES, goodput
-from traincard_otel._store.reader import read_store
+from traincard_otel._analysis.goodput import CATEGORIES, goodput
+from traincard_otel._read.load.reader import read_store
 from traincard_otel.testing import capture
 
 

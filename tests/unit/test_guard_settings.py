@@ -10,9 +10,9 @@ import pytest
 import traincard_otel
 from benchmarks._webhooks import receiver
 from traincard_otel._config import NOTIFY_KINDS, STOP_KINDS, Settings, resolve
-from traincard_otel._pipeline.guards import Guards, notified_kinds
-from traincard_otel._pipeline.notify import Notifier
 from traincard_otel._schema import Attr, Event
+from traincard_otel._write.pipeline.guards import Guards, notified_kinds
+from traincard_otel._write.pipeline.notify import Notifier
 from traincard_otel.exceptions import ConfigError
 
 SECRET = "https://hooks.example.com/services/T000/B000/very-secret"

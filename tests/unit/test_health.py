@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import traincard_otel
-from traincard_otel._card.payload import build_payload
+from traincard_otel._read.payload import build_payload
 from traincard_otel._schema import Attr
 
 

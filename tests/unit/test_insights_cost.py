@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 import traincard_otel
-from traincard_otel._card.payload.insights import insights_section
-from traincard_otel._card.payload.status import run_status
-from traincard_otel._insights.analysis import analyse
-from traincard_otel._store.reader import read_store
+from traincard_otel._analysis.analysis import analyse
+from traincard_otel._read.load.reader import read_store
+from traincard_otel._read.payload.insights import insights_section
+from traincard_otel._read.payload.status import run_status
 from traincard_otel.testing import capture
 
 

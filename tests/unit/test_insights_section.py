@@ -6,11 +6,11 @@ import statistics
 
 import pytest
 
-from traincard_otel._card.payload import build_payload
-from traincard_otel._card.payload.insights import insights_section
-from traincard_otel._insights.analysis import analyse
-from traincard_otel._insights.efficiency import efficiency
-from traincard_otel._store.reader import RunData, read_store
+from traincard_otel._analysis.analysis import analyse
+from traincard_otel._analysis.efficiency import efficiency
+from traincard_otel._read.load.reader import RunData, read_store
+from traincard_otel._read.payload import build_payload
+from traincard_otel._read.payload.insights import insights_section
 from traincard_otel.testing import capture
 
 

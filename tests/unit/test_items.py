@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from traincard_otel._insights.items import RESERVOIR, ItemMeter, percentile
+from traincard_otel._write.report.items import RESERVOIR, ItemMeter, percentile
 from traincard_otel.testing import capture
 
 

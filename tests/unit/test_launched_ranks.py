@@ -20,13 +20,13 @@ import pytest
 from helpers import subprocess_env
 
 import traincard_otel
-from traincard_otel._card.gang import gang_section
+from traincard_otel._analysis.analysis import analyse
 from traincard_otel._identity import launch_id, launched_rank
-from traincard_otel._insights.analysis import analyse
+from traincard_otel._read.payload.gang import gang_section
 from traincard_otel._store.backends import LocalBackend
-from traincard_otel._store.locate import default_local_dir
-from traincard_otel._store.writer import StoreWriter
-from traincard_otel._telemetry.siblings import describe, exit_status
+from traincard_otel._write.store.where import default_local_dir
+from traincard_otel._write.store.writer import StoreWriter
+from traincard_otel._write.telemetry.siblings import describe, exit_status
 
 SRUN = {
     "SLURM_JOB_ID": "77",
@@ -95,7 +95,7 @@ def test_one_node_without_a_run_id_shares_the_launchers_name() -> None:
 
 _RUN_NAME = """
 import json, multiprocessing, os, sys
-from traincard_otel._store.locate import default_local_dir
+from traincard_otel._write.store.where import default_local_dir
 
 def name(out):
     out.put(os.path.basename(default_local_dir()))

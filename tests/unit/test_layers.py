@@ -1,51 +1,78 @@
-"""The package's folders stack as layers: a module imports only from its own layer or below.
+"""The package's folders stack as layers, on two sides of the store, and data takes no back-channel.
 
-Data flows one way (training thread -> queue -> converter -> OTel SDK -> exporters -> store
-writer -> datastore -> reader -> analysis -> card), and so do imports: a lower layer never imports
-a higher one, not even lazily inside a function, and no modules import each other in a circle.
-What a run recorded (``RunData``, ``Series``) is plain data at the foundation; the store fills it
-and the analysis (``_insights``) reads it, so neither knows the other.
-docs/architecture.md draws the same stack.
+Data flows one way: the write side (report -> convert -> export -> store writer) turns what training
+reports into the store; the read side (locate -> load -> analyse -> payload -> card) turns a store
+into a page. Imports follow the flow: a module imports only from its own layer or below, never
+lazily either, no modules import each other in a circle, and neither side imports the other: what
+both need (the store's formats and backends, the analysis, the wire schema, RunData) lies below
+both. docs/architecture.md draws the same stack and describes the walk of ``traincard render``.
+
+And no value travels by a hidden route: no module writes ``os.environ`` to pass a value on (only
+the set-up of the processes a step starts does), no reader writes into a store, the writer reads
+its store back only where the store is the control channel (requests, rank liveness), and nothing
+patches another module at import time.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 from helpers import REPO
 
 PACKAGE = REPO / "traincard_otel"
 
-# Bottom to top. A module belongs to the first layer with a prefix that matches its dotted name.
-LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "foundation",
-        (
-            "_version",
-            "exceptions",
-            "environment_variables",
-            "_safety",
-            "_optional",
-            "_schema",
-            "_types",
-            "_config",
-            "_identity",
-            "_queue",
-            "_data",
-        ),
-    ),
-    ("store", ("_store",)),
-    ("insights", ("_insights",)),
-    ("load", ("_targets", "_load", "_run", "_sweep")),
-    ("telemetry", ("_telemetry",)),
-    ("exporters", ("exporters",)),
-    ("converter", ("_convert", "_logbridge")),
-    ("pipeline", ("_pipeline",)),
-    ("card", ("_card",)),
-    ("api", ("_reporter", "metaflow.refresher", "metaflow.live_sweep")),
-    ("front", ("_instrument", "adapters", "metaflow", "_cli", "__main__", "testing", "torchrun", "__init__")),
+FOUNDATION = (
+    "_version",
+    "exceptions",
+    "environment_variables",
+    "_safety",
+    "_optional",
+    "_schema",
+    "_types",
+    "_config",
+    "_identity",
+    "_data",
+    "_text",
 )
+WRITE = (
+    "_write.queue",
+    "_write.store",
+    "_write.telemetry",
+    "_write.export",
+    "_write.convert",
+    "_write.pipeline",
+    "_write.report",
+)
+READ = ("_read.locate", "_read.load", "_read.payload", "_read.card", "_read.api")
+FRONT = (
+    "_configure",
+    "_instrument",
+    "adapters",
+    "metaflow",
+    "exporters",
+    "_cli",
+    "__main__",
+    "testing",
+    "torchrun",
+    "__init__",
+)
+
+# Bottom to top; each entry is one layer, each folder or module in exactly one of them. The read
+# side's last layer is its entry points (load(), sweep(), the baseline, the render walk).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("foundation", FOUNDATION),
+    ("store", ("_store",)),
+    ("analysis", ("_analysis",)),
+    *((name.replace("_write.", "write: "), (name,)) for name in WRITE),
+    *((name.replace("_read.", "read: "), (name,)) for name in READ),
+    ("front", FRONT),
+)
+#: Modules of the read side's entry layer (``_read.api`` above).
+READ_API = ("_read.baseline", "_read.run", "_read.sweep", "_read.render")
+#: Package ``__init__`` modules of the two sides: docstrings only.
+SIDE_PACKAGES = ("_write", "_read")
 
 
 def _module_name(path: Path) -> str:
@@ -56,9 +83,17 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _matches(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
 def _layer(module: str) -> int:
+    if module in SIDE_PACKAGES:
+        return 0
+    if any(_matches(module, m) for m in READ_API):
+        module = "_read.api"
     for i, (_name, prefixes) in enumerate(LAYERS):
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
+        if any(_matches(module, p) for p in prefixes):
             return i
     raise AssertionError(f"traincard_otel.{module} is in no layer: add it to LAYERS and docs/architecture.md")
 
@@ -77,8 +112,8 @@ def _imports(path: Path) -> set[str]:
                 target = node.module.removeprefix("traincard_otel").lstrip(".")
             else:
                 continue
-            names = [f"{target}.{a.name}".lstrip(".") for a in node.names]
-            for name in names:  # `from . import x` imports module x; `from .m import f` imports m
+            for alias in node.names:  # `from . import x` imports module x; `from .m import f` imports m
+                name = f"{target}.{alias.name}".lstrip(".")
                 out.add(
                     name
                     if (PACKAGE / name.replace(".", "/")).exists()
@@ -94,8 +129,20 @@ def _imports(path: Path) -> set[str]:
     return out
 
 
+def _modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield _module_name(path), path
+
+
 def _graph() -> dict[str, set[str]]:
-    return {_module_name(p): _imports(p) for p in PACKAGE.rglob("*.py")}
+    return {name: _imports(path) for name, path in _modules()}
+
+
+def test_every_folder_is_in_exactly_one_layer() -> None:
+    prefixes = [p for _name, group in LAYERS for p in group]
+    assert len(prefixes) == len(set(prefixes))
+    for name, _path in _modules():
+        _layer(name)  # raises for a module in no layer
 
 
 def test_no_module_imports_from_a_higher_layer() -> None:
@@ -108,14 +155,146 @@ def test_no_module_imports_from_a_higher_layer() -> None:
     assert wrong == []
 
 
-def test_the_store_knows_neither_the_analysis_nor_the_card() -> None:
+def test_neither_side_of_the_store_imports_the_other() -> None:
     wrong = [
         f"{m} imports {t}"
         for m, targets in sorted(_graph().items())
-        if m.startswith("_store")
         for t in sorted(targets)
-        if t.startswith(("_insights", "_card"))
+        if (_matches(m, "_write") and _matches(t, "_read"))
+        or (_matches(m, "_read") and _matches(t, "_write"))
     ]
+    assert wrong == []
+
+
+def test_the_store_and_the_analysis_know_neither_side() -> None:
+    wrong = [
+        f"{m} imports {t}"
+        for m, targets in sorted(_graph().items())
+        if m.startswith(("_store", "_analysis", "_data", "_schema"))
+        for t in sorted(targets)
+        if t.startswith(("_write", "_read", "metaflow", "adapters"))
+    ]
+    assert wrong == []
+
+
+def test_the_card_and_its_payload_only_draw_what_was_read() -> None:
+    """The payload and the page turn analysed data into a page: no store, no locating, no loading."""
+    wrong = [
+        f"{m} imports {t}"
+        for m, targets in sorted(_graph().items())
+        if m.startswith(("_read.card", "_read.payload"))
+        for t in sorted(targets)
+        if t.startswith(("_store", "_read.load", "_read.locate"))
+    ]
+    assert wrong == []
+
+
+def _environ_writes(tree: ast.AST) -> list[int]:
+    """Lines that change ``os.environ`` (item assignment or deletion, update/setdefault/pop/clear)."""
+
+    def is_environ(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "environ"
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            lines += [node.lineno for t in targets if isinstance(t, ast.Subscript) and is_environ(t.value)]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and (
+                (
+                    node.func.attr in ("update", "setdefault", "pop", "clear", "__setitem__")
+                    and is_environ(node.func.value)
+                )
+                or node.func.attr == "putenv"
+            )
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+#: The only modules that change os.environ: they set up the processes a step or a rank starts
+#: (torchrun and accelerate children, a gang's ranks, multiprocessing workers), which read their
+#: settings from it. No module passes a value to another module of its own process this way.
+CHILD_PROCESS_SET_UP = ("metaflow.decorator", "_write.pipeline.children")
+
+
+def test_no_module_passes_a_value_through_the_environment() -> None:
+    wrong = [
+        f"{name}:{line}"
+        for name, path in _modules()
+        if name not in CHILD_PROCESS_SET_UP
+        for line in _environ_writes(ast.parse(path.read_text()))
+    ]
+    assert wrong == []
+
+
+def _calls(tree: ast.AST, methods: set[str], functions: frozenset[str] = frozenset()) -> list[str]:
+    """Calls of a method named in ``methods`` (``x.m(...)``) or a function in ``functions``."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if (isinstance(func, ast.Attribute) and func.attr in methods | functions) or (
+            isinstance(func, ast.Name) and func.id in functions
+        ):
+            found.append(f"{ast.unparse(func)}:{node.lineno}")
+    return found
+
+
+#: What writes into a store: a backend's methods, and the functions that write whole objects.
+STORE_WRITES = {"write", "delete"}, frozenset({"write_summary", "write_markers"})
+#: What reads a store: a backend's methods.
+STORE_READS = {"read_many", "list"}
+
+
+#: A reader: the read side, and the Metaflow side's live card (it reads the store and draws).
+READERS = ("_read", "metaflow.refresher", "metaflow.live_sweep", "metaflow.card")
+#: Where the writer reads its store: the store as the control channel (decision 14): requests to a
+#: running rank (``traincard stacks``), and the other ranks' liveness.
+CONTROL_CHANNEL = ("_write.telemetry.health", "_write.telemetry.stack_watch")
+
+
+def test_a_reader_never_writes_into_a_store() -> None:
+    wrong = [
+        f"{name} {call}"
+        for name, path in _modules()
+        if any(_matches(name, r) for r in READERS)
+        for call in _calls(ast.parse(path.read_text()), *STORE_WRITES)
+    ]
+    assert wrong == []
+
+
+def test_the_writer_reads_its_store_only_as_the_control_channel() -> None:
+    wrong = [
+        f"{name} {call}"
+        for name, path in _modules()
+        if _matches(name, "_write") and name not in CONTROL_CHANNEL
+        for call in _calls(ast.parse(path.read_text()), STORE_READS)
+    ]
+    assert wrong == []
+
+
+def test_nothing_patches_another_module_at_import_time() -> None:
+    """A module-level assignment to an attribute of something imported (``_run.renderer = f``)
+    wires modules behind the import graph's back."""
+    wrong = []
+    for name, path in _modules():
+        tree = ast.parse(path.read_text())
+        imported = {
+            (a.asname or a.name).split(".")[0]
+            for node in tree.body
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            for a in node.names
+        }
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in imported:
+                    wrong.append(f"{name}:{node.lineno}")
     assert wrong == []
 
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from traincard_otel._convert.placement import (
+from traincard_otel._schema import Event, LifecycleEvent, Report, StepEnd
+from traincard_otel._write.convert.placement import (
     SourcedRead,
     _at_unique_step_ends,
     _walk_step_ends,
     place_after_step_ends,
 )
-from traincard_otel._schema import Event, LifecycleEvent, Report, StepEnd
 from traincard_otel.testing import Capture, capture
 
 

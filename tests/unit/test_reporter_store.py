@@ -450,8 +450,8 @@ def test_library_loggers_that_do_not_propagate_reach_the_log_tail_with_their_lev
 
 
 def test_incremental_reader_adds_only_what_is_new(store_dir: Path) -> None:
+    from traincard_otel._read.load.reader import StoreReader
     from traincard_otel._store.backends import LocalBackend
-    from traincard_otel._store.reader import StoreReader
 
     r = traincard_otel.configure()
     for s in range(1, 11):

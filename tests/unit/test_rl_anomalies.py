@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from traincard_otel._insights.anomalies import KINDS, AnomalyDetector, AnomalyRules, role
+from traincard_otel._analysis.anomalies import KINDS, AnomalyDetector, AnomalyRules, role
 from traincard_otel._schema import Attr, Event
 from traincard_otel.testing import capture
 

@@ -115,7 +115,7 @@ def test_every_metric_stored_at_run_time_is_documented(
 
 
 def test_system_instrument_table_is_documented_with_its_kind_and_unit() -> None:
-    from traincard_otel._telemetry.instruments import SYSTEM_INSTRUMENTS
+    from traincard_otel._write.telemetry.instruments import SYSTEM_INSTRUMENTS
 
     text = (REPO / "docs" / "schema.md").read_text()
     for name, kind, unit in SYSTEM_INSTRUMENTS:

@@ -8,10 +8,10 @@ import sys
 import threading
 from typing import Any
 
-from traincard_otel._card.gang import gang_section
-from traincard_otel._insights.gang.first_failure import first_failure, panel_failure
-from traincard_otel._insights.gang.stacks import collective, locate, rank_list, where
-from traincard_otel._telemetry import stacks
+from traincard_otel._analysis.gang.first_failure import first_failure, panel_failure
+from traincard_otel._analysis.gang.stacks import collective, locate, rank_list, where
+from traincard_otel._read.payload.gang import gang_section
+from traincard_otel._write.telemetry import stacks
 
 TORCH = "/venv/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py"
 LOGGER = "/venv/lib/python3.12/site-packages/torch/distributed/c10d_logger.py"
@@ -204,7 +204,7 @@ def test_the_calling_threads_own_frames_are_left_out() -> None:
 
 
 def test_the_flight_recorder_is_given_a_bounded_ring_unless_a_size_is_set() -> None:
-    from traincard_otel._telemetry import collectives
+    from traincard_otel._write.telemetry import collectives
 
     env: dict[str, str] = {}
     assert collectives.enable(env) and env == {"TORCH_FR_BUFFER_SIZE": "2000"}
@@ -212,8 +212,8 @@ def test_the_flight_recorder_is_given_a_bounded_ring_unless_a_size_is_set() -> N
 
 
 def test_flight_recorder_entries_say_who_has_not_joined() -> None:
-    from traincard_otel._insights.gang.stacks import joined
-    from traincard_otel._telemetry.collectives import summarise
+    from traincard_otel._analysis.gang.stacks import joined
+    from traincard_otel._write.telemetry.collectives import summarise
 
     def fr(*ops: str) -> dict[str, Any]:
         entries = [
@@ -265,7 +265,7 @@ def test_flight_recorder_entries_say_who_has_not_joined() -> None:
 def test_a_request_in_the_store_is_answered_once_and_a_stale_one_not_at_all(tmp_path: Any) -> None:
     from traincard_otel._store import layout
     from traincard_otel._store.backends import LocalBackend
-    from traincard_otel._telemetry.stack_watch import StackWatch
+    from traincard_otel._write.telemetry.stack_watch import StackWatch
 
     backend = LocalBackend(tmp_path)
     events: list[tuple[str, dict[str, object], object]] = []

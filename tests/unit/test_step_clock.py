@@ -13,7 +13,7 @@ import pytest
 from helpers import subprocess_env
 
 import traincard_otel
-from traincard_otel._insights.gang.attribution import analyze
+from traincard_otel._analysis.gang.attribution import analyze
 from traincard_otel.testing import capture
 
 

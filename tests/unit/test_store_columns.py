@@ -10,19 +10,8 @@ from typing import cast
 
 import pyarrow as pa
 
-from traincard_otel._card.payload.series import (
-    HEAD_POINTS,
-    MAX_POINTS,
-    RANK_MIN_POINTS,
-    Mode,
-    head,
-    rank_points,
-    xy,
-)
 from traincard_otel._data.rundata import RunData
-from traincard_otel._store import layout, segment
-from traincard_otel._store.backends import Backend
-from traincard_otel._store.columns import (
+from traincard_otel._read.load.columns import (
     Column,
     column,
     concat,
@@ -31,8 +20,19 @@ from traincard_otel._store.columns import (
     from_arrow_ints,
     rank_series,
 )
-from traincard_otel._store.reader import StoreReader
-from traincard_otel._store.records import add_step_columns
+from traincard_otel._read.load.reader import StoreReader
+from traincard_otel._read.load.records import add_step_columns
+from traincard_otel._read.payload.series import (
+    HEAD_POINTS,
+    MAX_POINTS,
+    RANK_MIN_POINTS,
+    Mode,
+    head,
+    rank_points,
+    xy,
+)
+from traincard_otel._store import layout, segment
+from traincard_otel._store.backends import Backend
 
 
 class _Memory:

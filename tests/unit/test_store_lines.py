@@ -11,10 +11,10 @@ import pytest
 from opentelemetry.sdk._logs import LogRecordDroppedAttributesWarning
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 
-from traincard_otel import _pipeline
-from traincard_otel._reporter import Reporter
 from traincard_otel._schema import StoreKind
 from traincard_otel._store import segment
+from traincard_otel._write import pipeline as _pipeline
+from traincard_otel._write.report.reporter import Reporter
 from traincard_otel.testing import MemoryBackend
 
 LIMITS = {

@@ -13,8 +13,8 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 
 from traincard_otel._schema import Event
 from traincard_otel._store import segment
-from traincard_otel._store.writer import StoreWriter
-from traincard_otel.exporters.store import StoreLogProcessor, TraincardLogExporter
+from traincard_otel._write.export.store import StoreLogProcessor, TraincardLogExporter
+from traincard_otel._write.store.writer import StoreWriter
 from traincard_otel.testing import MemoryBackend
 
 

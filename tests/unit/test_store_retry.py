@@ -8,8 +8,8 @@ import pytest
 
 from traincard_otel._store import segment
 from traincard_otel._store.backends import LocalBackend, MetaflowBackend, backend_from_spec
-from traincard_otel._store.retry import BACKOFF_S, Backoff
-from traincard_otel._store.writer import StoreWriter
+from traincard_otel._write.store.retry import BACKOFF_S, Backoff
+from traincard_otel._write.store.writer import StoreWriter
 from traincard_otel.exceptions import ConfigError
 
 
@@ -99,7 +99,7 @@ def test_bad_store_specs_say_what_is_accepted(spec: str) -> None:
 
 def test_traincard_dir_takes_a_bucket_url(monkeypatch: pytest.MonkeyPatch) -> None:
     from traincard_otel._config import Settings
-    from traincard_otel._store.locate import resolve_backend
+    from traincard_otel._write.store.where import resolve_backend
 
     monkeypatch.setenv("TRAINCARD_DIR", "s3://bucket/runs")
     monkeypatch.setenv("TRAINCARD_RUN_NAME", "r1")

@@ -15,15 +15,16 @@ import pytest
 from helpers import card_payload
 
 import traincard_otel
-from traincard_otel._card.payload.sweep import LIVE_ROWS, fold, sweep_section
-from traincard_otel._card.render import render_comparison
+from traincard_otel._analysis.summary import CURVE_POINTS, curve_points, hyperparameter_value, task_summary
 from traincard_otel._data.rundata import RunData, Series
-from traincard_otel._insights.summary import CURVE_POINTS, curve_points, hyperparameter_value, task_summary
+from traincard_otel._read.card.render import render_comparison
+from traincard_otel._read.load.summaries import StepFolder, read_summary
+from traincard_otel._read.payload.sweep import LIVE_ROWS, fold, sweep_section
 from traincard_otel._schema import Event
 from traincard_otel._store.backends import LocalBackend
 from traincard_otel._store.segment import metric_run
-from traincard_otel._store.summaries import StepFolder, read_summary, write_summary
-from traincard_otel._store.writer import StoreWriter
+from traincard_otel._write.store.summary import write_summary
+from traincard_otel._write.store.writer import StoreWriter
 
 
 def _run(values: list[float], name: str = "loss", hp: dict[str, str] | None = None) -> RunData:
@@ -186,8 +187,9 @@ def test_changed_training_arguments_are_the_hyperparameters() -> None:
 
 
 def test_a_live_branch_writes_its_summary_and_lists_its_siblings_of_the_same_split(tmp_path: Path) -> None:
-    from traincard_otel._card.sweep import stored_section
-    from traincard_otel._insights.analysis import analyse
+    from traincard_otel._analysis.analysis import analyse
+    from traincard_otel._read.locate import Located
+    from traincard_otel._read.render import _sweep_of
     from traincard_otel.metaflow.live_sweep import LiveSweep
 
     step = tmp_path / "F" / "1" / "train"
@@ -210,7 +212,7 @@ def test_a_live_branch_writes_its_summary_and_lists_its_siblings_of_the_same_spl
     assert live.update(data, analyse(data)) is section  # nothing due: the same section, nothing read
     stored = read_summary(LocalBackend(step / "4" / "traincard"))
     assert stored is not None and stored["sweep"] == position and stored["hyperparameters"] == {"lr": 4}
-    final = stored_section(LocalBackend(step / "5" / "traincard"), live=False, standalone=False)
+    final = _sweep_of(Located(LocalBackend(step / "5" / "traincard"), "5", None), lives["5"][1], live=False)
     assert final is not None and final["total"] == 2 and final["rows"][0]["self"]
 
     join = LiveSweep(

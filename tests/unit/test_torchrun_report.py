@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from traincard_otel._analysis.gang.attribution import analyze
+from traincard_otel._analysis.gang.torchrun_report import agent_records, parse_failures
 from traincard_otel._data.rundata import RunData
-from traincard_otel._insights.gang.attribution import analyze
-from traincard_otel._insights.gang.torchrun_report import agent_records, parse_failures
 
 pytest.importorskip("torch")
 

@@ -1,8 +1,8 @@
 """What a run recorded, in memory: :class:`RunData` (one run, every attempt and rank merged) and
 its :class:`Series` (one metric's points, each labelled with its attempt and rank).
 
-Plain data at the foundation: the store's reader fills it (:mod:`traincard_otel._store.reader`),
-the analysis (:mod:`traincard_otel._insights`), the card and the CLI read it. No I/O, no analysis.
+Plain data at the foundation: the store's reader fills it (:mod:`traincard_otel._read.load.reader`),
+the analysis (:mod:`traincard_otel._analysis`), the card and the CLI read it. No I/O, no analysis.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class Series:
     """One metric's points in report order (rows from every attempt and rank, each labelled).
 
     A series read from a store holds compact typed columns
-    (:class:`~traincard_otel._store.columns.Column`, an ``array.array`` of 8 bytes a value) that
+    (:class:`~traincard_otel._read.load.columns.Column`, an ``array.array`` of 8 bytes a value) that
     read like lists: indexing, ``len``, iteration, ``values[-1]``, equality with a list; a slice
     is an ``array.array``. A column whose values do not fit its type (a step that is not an
     integer) is a list. System series and series built by hand hold lists.
@@ -66,11 +66,11 @@ class RunData:
     events: list[Record] = dataclasses.field(default_factory=list)
     states: list[Record] = dataclasses.field(default_factory=list)
     stats: JsonObject = dataclasses.field(default_factory=dict)
-    gang: JsonObject = dataclasses.field(default_factory=dict)  # see traincard_otel._store.gang
+    gang: JsonObject = dataclasses.field(default_factory=dict)  # see traincard_otel._read.load.gang
     # an RL run's sampled prompts and completions, bounded (see traincard_otel._data.completions)
     completions: Completions = dataclasses.field(default_factory=Completions)
     # GenAI-convention spans captured with the genai setting: attributes, name, t0, t1, trace,
-    # span, parent, error (see traincard_otel._pipeline.genai)
+    # span, parent, error (see traincard_otel._write.pipeline.genai)
     genai_spans: list[Record] = dataclasses.field(default_factory=list)
 
     def to_rows(self, kind: Kind = "metrics") -> list[JsonObject]:

@@ -90,7 +90,7 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
     (
         Event.ANOMALY,
         "a loss spike, a NaN/inf loss or gradient norm, an exploding gradient norm, a throughput drop or "
-        "an eval regression (rules: `traincard_otel/_insights/anomalies.py`, set by `TRAINCARD_ANOMALIES`); "
+        "an eval regression (rules: `traincard_otel/_analysis/anomalies.py`, set by `TRAINCARD_ANOMALIES`); "
         f"body: the one-line explanation; `{Attr.ANOMALY_KIND}`, `{Attr.METRIC_NAME}`, `{Attr.STEP}`, "
         f"`{Attr.ANOMALY_VALUE}`, `{Attr.ANOMALY_EXPECTED}` (the median or best value it was judged "
         "against, when there is one)",

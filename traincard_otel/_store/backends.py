@@ -334,3 +334,18 @@ def backend_from_spec(spec: str) -> Backend:
             " or metaflow://<ds-type>|<ds-root>|<prefix>"
         )
     return LocalBackend(spec)
+
+
+def sibling_backend(backend: Backend, task_id: str) -> Backend:
+    """The store of task ``task_id`` of the same step, beside ``backend``'s task."""
+    if isinstance(backend, MetaflowBackend):
+        parts = backend.prefix.split("/")  # Flow/run/step/task/traincard
+        if len(parts) < 5:
+            raise ValueError(f"{backend.prefix!r} is not a task's traincard folder")
+        return MetaflowBackend(backend.ds_type, backend.ds_root, "/".join([*parts[:3], task_id, *parts[4:]]))
+    if isinstance(backend, LocalBackend):
+        root = Path(backend.root)
+        if root.name == "traincard":
+            return LocalBackend(root.parent.parent / task_id / "traincard")
+        return LocalBackend(root.parent / task_id)
+    raise TypeError(f"no sibling store for {type(backend).__name__}")

@@ -60,3 +60,10 @@ def parse(path: str) -> ObjectName | None:
     if m := _STATE.match(path):
         return ObjectName(int(m[1]), int(m[2]), m[3], "state")
     return None
+
+
+#: A @parallel gang's markers: ``gang.json`` in each node's store, and each node's entry in the
+#: control task's ``gang/`` folder; torchrun's elastic agent records under ``elastic/``.
+GANG_FILE = "gang.json"
+NODE_PREFIX = "gang/node-"
+ELASTIC_PREFIX = "elastic/"

@@ -13,10 +13,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 
-from .._reporter import Reporter
 from .._safety import internal_error
 from .._schema import Attr, Event
 from .._types import Foreign, Reported
+from .._write.report.reporter import Reporter
 
 #: Trainer classes that generate and score completions online, by name (any class of the MRO).
 ONLINE_RL_TRAINERS = frozenset(

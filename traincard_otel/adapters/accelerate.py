@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .._insights.flops import model_fields
+from .._analysis.flops import model_fields
 from .._optional import require
-from .._reporter import Reporter
 from .._safety import guarded
 from .._schema import Event
 from .._types import Foreign, Reported
+from .._write.report.reporter import Reporter
 from ..exceptions import TraincardError
 
 accelerate_tracking = require("accelerate.tracking", "accelerate")
@@ -48,7 +48,7 @@ class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name
     @property
     def reporter(self) -> Reporter:
         if self._reporter is None:
-            from .._reporter import configure
+            from .._configure import configure
 
             self._reporter = configure(**self._settings)
         return self._reporter

@@ -30,13 +30,13 @@ import time
 from collections.abc import Callable, Mapping
 from itertools import chain
 
-from .._insights.flops import training_fields
+from .._analysis.flops import training_fields
 from .._optional import require
-from .._reporter import Phase, Reporter
 from .._safety import guarded, internal_error
 from .._schema import Attr, Event
 from .._schema.records import LOOP_FIELD, RL_LOOP
 from .._types import Foreign, Reported
+from .._write.report.reporter import Phase, Reporter
 from ..exceptions import TraincardError
 from ._arguments import changed_arguments
 from ._rl import is_online_rl, tap_log

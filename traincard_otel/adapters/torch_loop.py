@@ -17,11 +17,11 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from .._insights.flops import model_fields
+from .._analysis.flops import model_fields
 from .._optional import require
-from .._reporter import Reporter
 from .._safety import guarded
 from .._types import Foreign, Reported
+from .._write.report.reporter import Reporter
 
 torch = require("torch", "torch")
 _AUTOCAST = {torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -129,7 +129,7 @@ def track(
     optimizer: Foreign, *, model: Foreign = None, grad_norm_every: int = 0, **settings: Reported
 ) -> LoopTracker:
     """Track a raw loop driven by ``optimizer`` (configures telemetry if needed)."""
-    from .._reporter import configure
+    from .._configure import configure
 
     return LoopTracker(optimizer, configure(**settings), model=model, grad_norm_every=grad_norm_every)
 

@@ -6,6 +6,6 @@ so ``OTEL_TRACES_EXPORTER=traincard`` (and metrics, logs) works under ``opentele
 
 from __future__ import annotations
 
-from .store import TraincardLogExporter, TraincardMetricExporter, TraincardSpanExporter
+from .._write.export.store import TraincardLogExporter, TraincardMetricExporter, TraincardSpanExporter
 
 __all__ = ["TraincardLogExporter", "TraincardMetricExporter", "TraincardSpanExporter"]

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 
 from metaflow.decorators import StepDecorator
 
-from .. import _pipeline
 from .._config import resolve
+from .._configure import active_reporter
 from .._identity import (
     ENV_CONTROL_TASK,
     ENV_LAUNCHER_PID,
@@ -30,14 +30,16 @@ from .._identity import (
     GangIdentity,
     MetaflowIdentity,
 )
-from .._pipeline import add_terminate_hook, shutdown
-from .._reporter import Reporter, active_reporter
+from .._read.load.gang import GangReader
 from .._safety import report_internal_error
-from .._store.backends import MetaflowBackend
-from .._store.gang import GangReader, sibling_backend, write_markers
+from .._store.backends import MetaflowBackend, sibling_backend
 from .._types import Foreign, JsonObject
+from .._write import pipeline as _pipeline
+from .._write.pipeline import add_terminate_hook, shutdown
+from .._write.report.reporter import Reporter
+from .._write.store.gang_markers import write_markers
 from .live_sweep import LiveSweep
-from .refresher import Refresher, traincard_cards
+from .refresher import Refresher, mark_driven, traincard_cards
 
 _ENV_SYSTEM_BEFORE = "TRAINCARD_LAUNCHER_SYSTEM_BEFORE"
 
@@ -172,6 +174,7 @@ class TraincardDecorator(StepDecorator):
         add_terminate_hook(_render_final_cards)
         pipeline_settings, pipeline = reporter.settings, _pipeline.active()
         if reporter.enabled and pipeline_settings is not None and pipeline is not None:
+            mark_driven(pipeline)
             control = gang is None or gang.node_index == 0  # one figure per gang
             self._refresher = Refresher(
                 backend,
@@ -180,7 +183,6 @@ class TraincardDecorator(StepDecorator):
                 hourly_cost=pipeline_settings.hourly_cost,
                 reader=reader,
                 emit=reporter.event if reader is not None and gang is not None and control else None,
-                publish=pipeline.insight_gauges.publish if control else None,
                 baseline=pipeline_settings.baseline,
                 pathspec=mf.pathspec,
                 publish_gang=pipeline.insight_gauges.publish_gang if gang is not None and control else None,

@@ -1,6 +1,6 @@
 """A task's summary kept in the store, and the Sweep section of its card.
 
-The refresher writes this task's summary (:mod:`traincard_otel._insights.summary`) at most every
+The refresher writes this task's summary (:mod:`traincard_otel._analysis.summary`) at most every
 :data:`SUMMARY_INTERVAL_S` and at the end, and, for a foreach branch or a join, reads its
 siblings' (or the joined branches') summaries at most every :data:`SIBLINGS_INTERVAL_S`: a sibling
 is a task of the same step whose summary places it in the same foreach split (the interval grows
@@ -13,15 +13,15 @@ import time
 from collections.abc import Sequence
 from typing import Final, cast
 
-from .._card.payload.contract import SweepSection
-from .._card.payload.sweep import sweep_section
-from .._card.sweep import branches
+from .._analysis.analysis import Insights
+from .._analysis.summary import task_summary
 from .._data.rundata import RunData
-from .._insights.analysis import Insights
-from .._insights.summary import task_summary
+from .._read.load.summaries import StepFolder, branches
+from .._read.payload.contract import SweepSection
+from .._read.payload.sweep import sweep_section
 from .._store.backends import Backend
-from .._store.summaries import StepFolder, write_summary
 from .._types import JsonObject
+from .._write.store.summary import write_summary
 
 SUMMARY_INTERVAL_S: Final = 10.0
 SIBLINGS_INTERVAL_S: Final = 5.0

@@ -12,22 +12,22 @@ and the refresher checks again shortly after rather than a whole interval later.
 
 from __future__ import annotations
 
-import os
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from .._card.payload import build_payload
+from .._analysis.analysis import analyse
+from .._analysis.baseline import Baseline
 from .._data.rundata import RunData
-from .._insights.analysis import Insights, analyse
-from .._insights.baseline import Baseline
-from .._load import load_baseline
+from .._read.baseline import load_baseline
+from .._read.load.reader import StoreReader
+from .._read.payload import build_payload
 from .._safety import report_internal_error
 from .._schema import Attr, Event
 from .._store.backends import Backend
-from .._store.reader import StoreReader
 from .._types import Foreign, JsonObject
-from ..environment_variables import TRAINCARD_BASELINE
+from .._write.pipeline import Pipeline
 from .live_sweep import LiveSweep
 
 
@@ -78,7 +78,6 @@ class Refresher:
         retry_s: float = 0.25,
         reader: Reader | None = None,
         emit: Callable[[str, JsonObject], None] | None = None,
-        publish: Callable[[Insights], None] | None = None,
         baseline: str = "none",
         pathspec: str | None = None,
         publish_gang: Callable[[JsonObject], None] | None = None,
@@ -91,7 +90,6 @@ class Refresher:
         # A gang's task reads every node's store (a GangReader); any other task, its own.
         self._reader: Reader = reader if reader is not None else StoreReader(backend, source=title)
         self._emit = emit  # gang events, from the control node only (one event per gang)
-        self._publish = publish  # the analysis the card draws, for the pipeline's gauges
         self._publish_gang = publish_gang  # a gang's failed and hung ranks, for its metrics
         self._told: set[tuple[str, int]] = set()
         self.sweep = sweep  # this task's summary, and its foreach siblings' for the Sweep section
@@ -114,10 +112,6 @@ class Refresher:
     def _find_baseline(self) -> None:
         try:
             self.baseline = load_baseline(self._pathspec, self._baseline_spec, slim=True)
-            if self._baseline_spec == "auto" and self.baseline is not None and self.baseline.data is not None:
-                # The card's later subprocesses (the final render among them) inherit this: they
-                # compare with the same run as the live card, and skip the search.
-                os.environ[TRAINCARD_BASELINE] = self.baseline.label
         except Exception as exc:  # load_baseline says why in a note; this is a bug of ours
             report_internal_error("finding the baseline run", exc)
 
@@ -147,8 +141,6 @@ class Refresher:
             )
             for card in cards:
                 card.refresh(payload)
-            if self._publish is not None:
-                self._publish(insights)
             if self._emit is not None and payload["gang"]:
                 self._gang_events(payload["gang"])  # the card's view of the analysis
             if self._publish_gang is not None and insights.gang:
@@ -201,3 +193,33 @@ class Refresher:
             self.sweep.update(data, analyse(data), force=True)
         except Exception as exc:
             report_internal_error("writing the task summary", exc)
+
+
+#: Pipelines whose live card is driven already (by ``@traincard``, or by :func:`drive_live_card`).
+_driven: weakref.WeakSet[Pipeline] = weakref.WeakSet()
+
+
+def mark_driven(pipeline: Pipeline) -> None:
+    """Say that ``pipeline``'s live card has its refresher (``@traincard`` starts its own)."""
+    _driven.add(pipeline)
+
+
+def drive_live_card(pipeline: Pipeline) -> None:
+    """Start the live card's refresher for code inside a Metaflow step that has
+    ``@card(type="traincard")`` but not ``@traincard`` (which drives its card itself); nothing
+    outside such a step, and nothing twice."""
+    if pipeline in _driven or pipeline.mf is None or pipeline.backend is None:
+        return
+    _driven.add(pipeline)
+    if not traincard_cards():
+        return
+    settings = pipeline.settings
+    refresher = Refresher(
+        pipeline.backend,
+        pipeline.mf.pathspec,
+        settings.refresh_interval_s,
+        hourly_cost=settings.hourly_cost,
+        baseline=settings.baseline,
+        pathspec=pipeline.mf.pathspec,
+    ).start()
+    pipeline.on_shutdown.append(refresher.stop)

@@ -29,8 +29,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ..._reporter import Reporter
 from ..._types import Foreign
+from ..._write.report.reporter import Reporter
 from ...exceptions import MissingDependencyError, TraincardError
 from .batches import batch_reader, flops_model, precision_dtype
 from .callback import callback_class

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple
 
-from ..._insights.flops import compute_dtype
+from ..._analysis.flops import compute_dtype
 from ..._types import Foreign
 
 
@@ -49,7 +49,7 @@ def precision_dtype(precision: str, module: Foreign) -> str:
     """The dtype of the matrix multiplications for a Trainer's ``precision`` ("bf16-mixed",
     "16-true", "transformer-engine", "64-true", "32-true", ...), as the peak table names it: bf16,
     fp16, fp8, fp64 (no table figure: an unknown peak, rather than a 32-bit one), and for 32-bit
-    precision what :func:`~traincard_otel._insights.flops.compute_dtype` reads from the module
+    precision what :func:`~traincard_otel._analysis.flops.compute_dtype` reads from the module
     (fp32, or tf32 where CUDA matmuls may use it)."""
     precision = str(precision)
     for prefix, dtype in (("bf16", "bf16"), ("16", "fp16"), ("transformer-engine", "fp8"), ("64", "fp64")):

@@ -9,11 +9,11 @@ import inspect
 import time
 from types import ModuleType
 
-from ..._insights.flops import training_fields
-from ..._reporter import Phase, Reporter
+from ..._analysis.flops import training_fields
 from ..._safety import guarded
 from ..._schema import Attr, Event
 from ..._types import Foreign, Reported
+from ..._write.report.reporter import Phase, Reporter
 from .batches import flops_model, precision_dtype
 from .steps import StepTaps
 

@@ -10,9 +10,9 @@ import os
 import time
 from collections.abc import Callable, Mapping
 
-from ..._reporter import Phase, Reporter
 from ..._safety import internal_error
 from ..._types import Foreign, Reported
+from ..._write.report.reporter import Phase, Reporter
 from .batches import batch_reader
 
 # The LightningModule's hooks wrapped on the instance while a fit runs.

@@ -1,3 +1,3 @@
-from traincard_otel._card.metaflow_card import CARDS
+from traincard_otel.metaflow.card import CARDS
 
 __all__ = ["CARDS"]

@@ -1,0 +1,581 @@
+"""The card payload's contract: one TypedDict per section, the shape the card's script reads.
+
+The builders return these types (mypy checks every literal against them), the end of
+``docs/card-payload.md`` is generated from them (``python -m traincard_otel._read.payload.contract``),
+and ``tests/unit/test_card_contract.py`` fails if that page is stale or if the card's script reads a
+field of a section that the section's type does not have. A field typed ``JsonObject`` is
+passed through as stored (its inner fields are not part of the contract yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypedDict
+
+from ..._types import JsonObject, JsonValue
+
+
+class Names(TypedDict):
+    """``names``: every wire name the page treats specially (the script keeps no copies)."""
+
+    sections: list[str]
+    banners: list[BannerKind]
+    levels: dict[str, int]
+    filter_levels: list[str]
+    warning_level: int
+    error_level: int
+    verdicts: dict[str, str]
+    ratio_metrics: list[str]
+    byte_metrics: list[str]
+    series_colors: dict[str, int]
+    groups: dict[str, str]
+    rl_groups: list[RlGroup]
+    axes: dict[str, str]
+
+
+class RlGroup(TypedDict):
+    """A section of the RL layout: the charts of ``group``, under ``title``."""
+
+    group: str
+    title: str
+
+
+class CompletionRow(TypedDict):
+    """One sampled completion: its step, texts (cut), each reward function's score (in
+    ``completions.rewards`` order) and its advantage."""
+
+    step: int | None
+    prompt: str
+    completion: str
+    rewards: list[float | None]
+    advantage: float | None
+
+
+class CompletionsSection(TypedDict):
+    """``completions``: an RL run's sampled completions, newest first; ``kept`` of the ``seen``
+    rows are stored (the rest were sampled away), ``rows`` the ones shown."""
+
+    rewards: list[str]
+    rows: list[CompletionRow]
+    kept: int
+    seen: int
+
+
+class BannerKind(TypedDict):
+    kind: str
+    title: str
+    icon: str
+    alert: bool
+
+
+class Cost(TypedDict):
+    hourly: float
+    nodes: int
+    so_far: float
+    at_eta: float
+
+
+class RunStatus(TypedDict):
+    """``run``: the header and status bar."""
+
+    title: str
+    status: str
+    phase: str
+    step: int | None
+    max_steps: int | None
+    epoch: float | None
+    num_epochs: float | None
+    started_at: float
+    updated_at: float
+    elapsed_s: float
+    eta_s: float | None
+    batch_size: int | None
+    world_size: int | None
+    attempt: int
+    restarts: int
+    heartbeat_age_s: float | None
+    cost: Cost | None
+    kind: str
+    unit: str
+    metrics_title: str
+
+
+class Banner(TypedDict):
+    """One line of ``banners`` (and of ``gang.headline``); ``kind`` is one of ``names.banners``."""
+
+    kind: str
+    text: str
+
+
+class _SeriesPoints(TypedDict):
+    label: str
+    x: Sequence[float]
+    y: Sequence[float | None]
+
+
+class ChartSeries(_SeriesPoints, total=False):
+    """One line of a chart; a live series may also carry a coarse picture of its whole history
+    (``head_x``, ``head_y``) that the page back-fills from."""
+
+    head_x: Sequence[float]
+    head_y: Sequence[float | None]
+    band: str  # "hi" or "lo": an edge of the band around the chart's first series (mean +/- std)
+
+
+class Chart(TypedDict):
+    """One of ``charts``: training curves (by step or item), MFU, then system figures (by time)."""
+
+    id: str
+    title: str
+    group: str
+    unit: str
+    x: str
+    series: list[ChartSeries]
+
+
+class SummaryRow(TypedDict):
+    """One row of ``summary``: a figure reported once or a few times."""
+
+    name: str
+    value: float | None
+    unit: str
+    step: int | None
+    count: int
+    min: float | None
+    max: float | None
+
+
+class Marker(TypedDict):
+    """One of ``markers``: a vertical line on the step charts."""
+
+    x: int
+    label: str
+    kind: str
+
+
+class Anomaly(TypedDict):
+    step: int | None
+    kind: str
+    label: str
+    metric: str
+    text: str
+    time: float | None
+    rank: int
+    attempt: int
+
+
+class GoodputCategory(TypedDict):
+    key: str
+    label: str
+    seconds: float
+
+
+class Goodput(TypedDict):
+    wall_s: float
+    seconds: dict[str, float]
+    ratio: float | None
+    badput_s: float | None
+    rank: int | None
+    attempts: int
+    running: bool
+    categories: list[GoodputCategory]
+
+
+class RankEfficiency(TypedDict):
+    rank: int
+    tokens_per_s: float | None
+    seq_len: float | None  # tokens per sample
+    flops_per_token: float | None
+    achieved_flops: float | None
+    mfu: float | None
+
+
+class Efficiency(TypedDict):
+    flops_per_token: float | None
+    seq_len: float | None  # tokens per sample
+    achieved_flops: float | None
+    accelerators: int
+    peak_flops: float | None
+    peak_source: str
+    dtype: str
+    mfu: float | None
+    ranks: list[RankEfficiency]
+
+
+class RunCost(TypedDict):
+    hourly: float
+    nodes: int
+    so_far: float
+    tokens: float
+    per_1k_tokens: float | None
+    badput: float | None
+
+
+class Insights(TypedDict):
+    """``insights``: what needs attention, where the time went, how well the hardware is used."""
+
+    attention: list[Anomaly]
+    attention_total: int
+    goodput: Goodput | None
+    efficiency: Efficiency | None
+    cost: RunCost | None
+
+
+class BaselineSeries(TypedDict):
+    chart: str
+    role: str
+    label: str
+    x: Sequence[float]
+    y: Sequence[float | None]
+
+
+class BaselineFigure(TypedDict):
+    kind: str
+    name: str
+    step: int | None
+    verdict: str
+    value: float | None
+    baseline: float | None
+    relative: float | None
+    text: str
+
+
+class BaselineSection(TypedDict):
+    """``baseline``: an earlier run overlaid on the charts and compared in the status bar."""
+
+    label: str
+    run_id: str | None
+    name: str
+    note: str | None
+    notes: list[str]
+    series: list[BaselineSeries]
+    status: list[BaselineFigure]
+
+
+class Checkpoint(TypedDict):
+    """One row of ``checkpoints``; ``best`` marks only the latest best-so-far save."""
+
+    step: int | None
+    path: str | None
+    size_bytes: int | None
+    time: float | None
+    best: bool
+    metric: str | None
+    value: float | None
+    attempt: int
+    rank: int
+
+
+class _LogLineFields(TypedDict):
+    time: float
+    level: str
+    rank: int
+    message: str
+    traceback: str | None
+
+
+class LogLine(_LogLineFields, total=False):
+    """One of ``logs``; ``stream`` (stdout, stderr) for captured console output, where the two go to
+    different places (where they share a terminal or a file, one pipe keeps their order and no
+    stream is known)."""
+
+    stream: str
+
+
+class LogInfo(TypedDict):
+    total: int
+    shown: int
+    trimmed: int
+    tail: int
+    ranks: list[int]
+
+
+class Tile(TypedDict):
+    """One of ``system.latest``: a latest reading."""
+
+    name: str
+    label: str
+    value: float
+    unit: str
+
+
+class SystemSection(TypedDict):
+    notes: list[str]
+    latest: list[Tile]
+    units: dict[str, str]
+
+
+class EmptyReasons(TypedDict):
+    """``empty``: why a section has nothing to show."""
+
+    training: str
+    system: str
+    checkpoints: str
+    logs: str
+
+
+class StoreHealth(TypedDict, total=False):
+    """The ranks' store health added up (absent when no rank recorded one)."""
+
+    write_errors: int
+    pending_rows: int
+    retrying: bool
+    last_error: str
+    last_error_at: float
+
+
+class Health(StoreHealth, total=False):
+    """``health``: the loss counters; keys other than ``dropped*`` are absent when not recorded."""
+
+    dropped: dict[str, int]
+    dropped_total: int
+    rejected_total: int
+    rejected_top: list[list[str | int]]  # [reason, count], most frequent first
+
+
+class StackFrame(TypedDict):
+    """One frame of a recorded stack (innermost first): a code location, no locals."""
+
+    file: str
+    line: int
+    func: str
+
+
+class StackThread(TypedDict):
+    """One thread of a rank's stack dump: its innermost frames (``depth``: the whole stack's)."""
+
+    name: str
+    main: bool
+    daemon: bool
+    depth: int
+    frames: list[StackFrame]
+
+
+class StackGroup(TypedDict):
+    """Ranks whose training thread has the same stack: where they are, and that stack."""
+
+    ranks: list[int]
+    label: str
+    where: str
+    collective: str | None
+    culprit: bool
+    reason: str | None
+    time: float | None
+    threads: list[StackThread]
+
+
+class FlightRecorder(TypedDict):
+    """``gang.stacks.flight_recorder``: from PyTorch's flight recorder, the collective the most
+    advanced ranks entered last (``pending``) and the ranks that have not joined it."""
+
+    pending: JsonObject
+    not_joined: list[int]
+    ranks: list[JsonObject]
+    text: str
+
+
+class Stacks(TypedDict):
+    """``gang.stacks``: where each rank is, grouped by stack; the culprits stuck outside a
+    collective and the ranks waiting for them in one."""
+
+    groups: list[StackGroup]
+    summary: str
+    culprits: list[int]
+    waiting: list[int]
+    collective: str | None
+    flight_recorder: FlightRecorder | None
+
+
+class Gang(TypedDict):
+    """``gang``: a multi-node or multi-rank run's nodes, ranks, stragglers and failures."""
+
+    world_size: int
+    num_nodes: int
+    nodes: list[JsonObject]
+    ranks: list[JsonObject]
+    stragglers: JsonObject
+    first_failure: JsonObject | None
+    hung: list[JsonObject]
+    waiting: list[JsonObject]
+    waits: list[str]
+    aggregates: JsonObject
+    failure: JsonObject | None
+    headline: list[Banner]
+    stacks: Stacks | None
+
+
+class SweepRow(TypedDict):
+    """One branch of a sweep: its varying hyperparameters and where its main metric stands."""
+
+    id: str
+    pathspec: str
+    status: str
+    step: int | None
+    hp: dict[str, str | int | float | bool | None]
+    latest: float | None
+    best: float | None
+    best_step: float | None
+    duration_s: float | None
+    goodput: float | None
+    mfu: float | None
+    failure: str | None
+    self: bool
+    is_best: bool
+
+
+class SweepCurve(TypedDict):
+    """A branch's main metric, averaged into a few points ([step, value])."""
+
+    id: str
+    points: list[list[float]]
+    best: bool
+    self: bool
+
+
+class SweepSection(TypedDict):
+    """``sweep``: the branches of this task's foreach (or the runs compared), from their summaries."""
+
+    title: str
+    metric: str | None
+    higher_is_better: bool
+    varying: list[str]
+    constant: dict[str, str | int | float | bool | None]
+    rows: list[SweepRow]
+    curves: list[SweepCurve]
+    best: str | None
+    total: int
+    hidden_rows: int
+    hidden_curves: int
+    standalone: bool
+    notes: list[str]
+
+
+class Stats(TypedDict):
+    dropped: dict[str, int]
+    corrupt_segments: int
+    segments: int
+    points: int
+
+
+class AgentEpisode(TypedDict):
+    """One episode (a root ``invoke_agent`` span) and what it called."""
+
+    trace: str
+    agent: str
+    start: float
+    duration_s: float
+    model_calls: int
+    tool_calls: int
+    input_tokens: int
+    output_tokens: int
+    errors: int
+    cost: float | None
+
+
+class AgentTool(TypedDict):
+    """Calls of one tool (``gen_ai.tool.name``)."""
+
+    name: str
+    calls: int
+    errors: int
+    error_share: float
+    p50_s: float | None
+    p95_s: float | None
+
+
+class AgentModel(TypedDict):
+    """Calls of one model, with their tokens and latency percentiles."""
+
+    model: str
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    p50_s: float | None
+    p90_s: float | None
+    p99_s: float | None
+    cost: float | None
+
+
+class AgentFailure(TypedDict):
+    """A failed call: its operation, tool or model, error type and episode's trace."""
+
+    time: float
+    operation: str
+    target: str
+    error_type: str
+    trace: str
+
+
+class AgentsSection(TypedDict):
+    """``agents``: the agent loop of the GenAI spans the run captured (the ``genai`` setting);
+    episodes newest first."""
+
+    episode_count: int
+    spans: int
+    priced: bool
+    failure_count: int
+    episodes: list[AgentEpisode]
+    tools: list[AgentTool]
+    models: list[AgentModel]
+    failures: list[AgentFailure]
+
+
+class CardPayload(TypedDict):
+    """The whole payload: what ``build_payload`` returns and the card's script draws."""
+
+    v: int
+    final: bool
+    live: bool
+    generated_at: float
+    names: Names
+    run: RunStatus
+    banners: list[Banner]
+    charts: list[Chart]
+    summary: list[SummaryRow]
+    markers: list[Marker]
+    insights: Insights
+    baseline: BaselineSection | None
+    checkpoints: list[Checkpoint]
+    logs: list[LogLine]
+    log_info: LogInfo
+    failure: JsonValue
+    system: SystemSection
+    empty: EmptyReasons
+    health: Health
+    gang: Gang | None
+    completions: CompletionsSection | None
+    agents: AgentsSection | None
+    sweep: SweepSection | None
+    stats: Stats
+
+
+def render_markdown() -> str:
+    """The reference part of ``docs/card-payload.md``: every section type and its fields."""
+    import typing
+
+    out = [
+        "## The contract (generated)",
+        "",
+        "Generated from `traincard_otel/_read/payload/contract.py` (everything below this heading is",
+        "`python -m traincard_otel._read.payload.contract`; `tests/unit/test_card_contract.py` fails if it",
+        "is stale, or if the card's script reads a field these types do not declare). A field marked",
+        "optional may be absent.",
+        "",
+    ]
+    for name, tp in list(globals().items()):
+        if name.startswith("_") or not (isinstance(tp, type) and typing.is_typeddict(tp)):
+            continue
+        hints = {k: getattr(v, "__forward_arg__", v) for k, v in tp.__annotations__.items()}
+        doc = " ".join((tp.__doc__ or "").split()).replace("``", "`")
+        out += [f"### `{name}`", ""] + ([doc, ""] if doc else [])
+        out += ["| field | type |", "|---|---|"]
+        for field, hint in hints.items():
+            optional = " (optional)" if field in getattr(tp, "__optional_keys__", ()) else ""
+            out.append(f"| `{field}`{optional} | `{hint}` |".replace(" | None", " \\| None"))
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")
