@@ -218,6 +218,7 @@ class Insights(TypedDict):
     attention_total: int
     goodput: Goodput | None
     efficiency: Efficiency | None
+    mfu_hint: str | None  # how to get MFU, where a training run lacks the model's FLOPs per token
     cost: RunCost | None
 
 

@@ -273,7 +273,9 @@ class Reporter:
 
     def progress(self, **fields: Reported) -> None:
         """Update status fields: ``step``, ``epoch``, ``max_steps``, ``num_epochs``,
-        ``batch_size``, ``world_size`` (shown in the card's status panel, used for the ETA)."""
+        ``batch_size``, ``world_size`` (shown in the card's status panel, used for the ETA);
+        ``flops_per_token`` and ``peak_flops`` (the model's FLOPs per trained token and one
+        accelerator's peak FLOP/s: the card's MFU, where no model was handed to ``instrument()``)."""
         if self._on:
             if fields.get("step") is not None:
                 self._queue.step = fields["step"]
