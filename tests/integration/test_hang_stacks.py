@@ -175,7 +175,9 @@ def test_the_rank_stuck_outside_the_collective_is_the_first_failure(
         assert "system.cpu.utilization" in section["failure"]["last_system"]
     by_rank = {r["rank"]: r for r in section["ranks"]}
     assert by_rank[gang.culprit]["where"].startswith(where)
-    main = next(t for t in culprit_group["threads"] if t["main"])
+    main = culprit_group["threads"][0]  # the user's threads, the main one first; traincard's apart
+    assert main["main"] and not any(t["name"].startswith("traincard-") for t in culprit_group["threads"])
+    assert {"traincard-watchdog", "traincard-store"} <= {t["name"] for t in culprit_group["own_threads"]}
     assert all(set(f) == {"file", "line", "func"} for f in main["frames"])  # code locations only
     # PyTorch's flight recorder (gloo here), on by default: the culprit has not joined
     recorded = stacks["flight_recorder"]

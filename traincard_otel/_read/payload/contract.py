@@ -353,7 +353,8 @@ class StackThread(TypedDict):
 
 
 class StackGroup(TypedDict):
-    """Ranks whose training thread has the same stack: where they are, and that stack."""
+    """Ranks whose training thread has the same stack: where they are, and that stack
+    (``threads``: the user's, the main one first; ``own_threads``: traincard's background ones)."""
 
     ranks: list[int]
     label: str
@@ -363,6 +364,7 @@ class StackGroup(TypedDict):
     reason: str | None
     time: float | None
     threads: list[StackThread]
+    own_threads: list[StackThread]
 
 
 class FlightRecorder(TypedDict):
