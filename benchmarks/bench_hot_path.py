@@ -2,8 +2,9 @@
 
     python -m benchmarks.bench_hot_path [--quick] [--json out.json]
 
-Compared in the same run with the floor (build and append an 8-entry dict) and, when installed
-(``pip install -e '.[bench]'``), wandb offline, TensorBoard and MLflow.
+Compared in the same run with the floor (build and append an 8-entry dict), the same report with
+the NaN check that ``stop_on="nan"`` arms and, when installed (``pip install -e '.[bench]'``),
+wandb offline, TensorBoard and MLflow.
 """
 
 from __future__ import annotations
@@ -100,10 +101,14 @@ def _cases(tmp: str, stack: contextlib.ExitStack, *, peers: bool) -> dict[str, C
     os.environ.setdefault("TRAINCARD_SYSTEM", "false")
     reporter = traincard_otel.configure(store=f"file://{tmp}/store")
     stack.callback(traincard_otel.shutdown)
+    # One pipeline per process: a reporter of the same one, with the check stop_on="nan" arms.
+    armed = traincard_otel.Reporter._bound(reporter._pipeline)
+    armed._nonfinite = armed._guards
     floor: list[Any] = []
     return {
         FLOOR: lambda s: floor.append((s, {n: 0.5 for n in NAMES})),
         "traincard Reporter.metrics": lambda s: reporter.metrics({n: 0.5 for n in NAMES}, step=s),
+        "traincard Reporter.metrics, stop_on=nan": lambda s: armed.metrics({n: 0.5 for n in NAMES}, step=s),
         # a raw loop's step end (the reporter times the step) and an adapter's (it passes its own)
         "traincard Reporter.step_end(step)": lambda s: reporter.step_end(s),
         "traincard Reporter.step_end(step, duration_s)": lambda s: reporter.step_end(s, 0.01),

@@ -177,7 +177,7 @@ def _stacks(args: argparse.Namespace) -> int:
     print(f"{len(answers)} of {len(live)} running ranks answered" + (f"; not: {missing}" if missing else ""))
     for group in located["groups"]:
         print(f"{group['label']}: {group['where']}")
-        for thread in group["threads"] if args.all_threads else group["threads"][:1]:
+        for thread in group["threads"] + group["own_threads"] if args.all_threads else group["threads"][:1]:
             print(f"  thread {thread['name']}{' (main)' if thread['main'] else ''}, innermost first:")
             for f in thread["frames"]:
                 print(f"    {f['file']}:{f['line']} in {f['func']}")

@@ -23,12 +23,17 @@ HOSTILE = "<img src=x onerror=window.__pwned=1>"
 def _dump(rank: int, frames: list[tuple[str, int, str]], seq: int) -> dict[str, Any]:
     fs = [{"file": f, "line": line, "func": fn} for f, line, fn in frames]
     thread = {"name": "MainThread", "main": True, "daemon": False, "depth": len(fs) + 40, "frames": fs}
+    wait = [{"file": "/usr/lib/python3.12/threading.py", "line": 355, "func": "wait"}]
+    own = [
+        {"name": f"traincard-{n}", "main": False, "daemon": True, "depth": 3, "frames": wait}
+        for n in ("console-1-2", "siblings", "watchdog", "store", "schedule")
+    ]
     last = {"seq": seq, "op": "all_reduce", "backend": "gloo", "state": "scheduled", "sizes": []}
     return {
         "reason": "stall",
         "time": 1.7e9,
         "rank": rank,
-        "threads": [thread],
+        "threads": [own[0], thread, *own[1:]],
         "collectives": {"last": last},
     }
 
@@ -81,7 +86,7 @@ def test_where_each_rank_is_grouped_with_the_culprit_first(browser: Any, tmp_pat
     open_html(browser, assemble_html(payload, live=False), tmp_path)
     WebDriverWait(browser, 30).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
     assert browser.execute_script("return document.body.dataset.error || ''") == ""
-    groups = browser.find_elements(By.CSS_SELECTOR, "#tc-gang-stacks details")
+    groups = browser.find_elements(By.CSS_SELECTOR, "#tc-gang-stacks > details")
     assert [g.get_attribute("data-ranks") for g in groups] == ["1", "0,2,3"]
     assert [g.get_attribute("data-culprit") for g in groups] == ["1", "0"]
     culprit = groups[0].find_element(By.TAG_NAME, "summary")
@@ -92,8 +97,18 @@ def test_where_each_rank_is_grouped_with_the_culprit_first(browser: Any, tmp_pat
         .text.startswith("ranks 0, 2, 3: waiting in all_reduce at train.py:88")
     )
     culprit.click()
-    stack = groups[0].find_element(By.CSS_SELECTOR, "pre.tc-stack").text
+    stacks = groups[0].find_elements(By.CSS_SELECTOR, ":scope > pre.tc-stack")  # the user's threads
+    assert len(stacks) == 1 and stacks[0].text.startswith("thread MainThread (main)")
+    stack = stacks[0].text
     assert f"/job/{HOSTILE}.py:41 in {HOSTILE}" in stack and "40 outer frames" in stack
+    own = groups[0].find_element(By.CSS_SELECTOR, "details.tc-gang-own-threads")  # traincard's: one line
+    summary = own.find_element(By.TAG_NAME, "summary")
+    assert summary.text == "+ 5 traincard threads: console-1-2, siblings, watchdog, store, schedule"
+    assert not own.find_element(By.CSS_SELECTOR, "pre.tc-stack").is_displayed()  # folded
+    summary.click()
+    shown = own.find_elements(By.CSS_SELECTOR, "pre.tc-stack")
+    assert len(shown) == 5 and shown[0].is_displayed()
+    assert shown[0].text.startswith("thread traincard-console")
     assert browser.execute_script("return window.__pwned === undefined")  # drawn as text, never as HTML
     recorder = browser.find_element(By.ID, "tc-gang-flight-recorder")
     assert recorder.get_attribute("data-not-joined") == "1" and "all_reduce #31" in recorder.text

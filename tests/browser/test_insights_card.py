@@ -144,6 +144,29 @@ def test_goodput_bar_and_efficiency_facts(browser: Any, tmp_path: Path, run: Run
     screenshot(browser, "card-insights-goodput")
 
 
+def test_a_loop_without_its_model_flops_is_told_how_to_get_mfu(
+    browser: Any, tmp_path: Path, run: RunData
+) -> None:
+    import dataclasses
+
+    from selenium.webdriver.common.by import By
+
+    states = [
+        {**s, "progress": {k: v for k, v in s.get("progress", {}).items() if k != "flops_per_token"}}
+        for s in run.states
+    ]
+    without = dataclasses.replace(run, states=states)  # as if no model had been handed over
+    payload = build_payload(without, final=True)
+    assert payload["insights"]["efficiency"] is None and payload["insights"]["mfu_hint"]
+    _open(browser, tmp_path, payload)
+    hint = browser.find_element(By.ID, "tc-mfu-hint")
+    assert hint.is_displayed() and "instrument(optimizer, model=model)" in hint.text
+    assert not browser.find_elements(By.ID, "tc-mfu")  # no MFU figure to show
+    assert browser.find_element(By.CSS_SELECTOR, "#tc-cost-tokens dd").text.startswith("$")
+    _open(browser, tmp_path, build_payload(run, final=True))
+    assert not browser.find_elements(By.ID, "tc-mfu-hint")  # the model's FLOPs were reported
+
+
 def test_a_live_update_replaces_the_panel(browser: Any, tmp_path: Path, run: RunData) -> None:
     from selenium.webdriver.common.by import By
 
@@ -153,6 +176,7 @@ def test_a_live_update_replaces_the_panel(browser: Any, tmp_path: Path, run: Run
         "attention_total": 0,
         "goodput": None,
         "efficiency": None,
+        "mfu_hint": None,
         "cost": None,
     }
     _open(browser, tmp_path, first, live=True)

@@ -226,14 +226,17 @@ def test_a_metaflow_step_keeps_its_task_logs_and_its_card_gets_the_lines(tmp_pat
         assert text in got["stdout"]
     assert "written to fd 2 by the train step" in got["stderr"] and "200/200" in got["stderr"]
     assert "a warning from the train step" in got["stderr"]
+    assert "UserWarning: careful at step 30 of the bar" in got["stderr"]  # not ignored by Metaflow
     by_text = {line["message"]: line for line in got["logs"] if line["attributes"].get("log.iostream")}
     assert by_text["printed by the train step"]["level"] == "INFO"
     assert by_text["written to fd 1 by the train step"]["attributes"]["log.iostream"] == "stdout"
     fd2 = by_text["written to fd 2 by the train step"]
     assert fd2["level"] == "ERROR" and fd2["attributes"]["log.iostream"] == "stderr"
     assert any(v["level"] == "WARNING" and "a warning from the train step" in k for k, v in by_text.items())
-    bars = [k for k in by_text if "200/200" in k or "it/s]" in k]
-    assert len(bars) == 1
+    warned = [k for k, v in by_text.items() if v["level"] == "WARNING" and "careful at step 30" in k]
+    assert any("30/40" in k and "UserWarning: careful at step 30 of the bar" in k for k in warned)
+    bars = [k for k in by_text if "/200" in k]
+    assert len(bars) == 1 and "200/200" in bars[0] and any("40/40" in k for k in by_text)
     assert any(k.startswith("zzzz") and k.endswith(f"[truncated {50_000 - 4096} chars]") for k in by_text)
     assert "train step done" in by_text
 

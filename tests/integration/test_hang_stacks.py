@@ -28,7 +28,9 @@ STACKS_COMMAND: dict[str, Any] = {}  # `traincard stacks` run against the live d
 class Gang:
     """A running torchrun gang and its store."""
 
-    def __init__(self, tmp: Path, scenario: str, nproc: int, culprit: int, backend: str = "gloo") -> None:
+    def __init__(
+        self, tmp: Path, scenario: str, nproc: int, culprit: int, backend: str = "gloo", system: bool = False
+    ) -> None:
         torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
         if torchrun is None:
             pytest.skip("torchrun is not installed next to this interpreter")
@@ -38,7 +40,8 @@ class Gang:
             [torchrun, f"--nproc_per_node={nproc}", "--max-restarts=0", "--monitor-interval=1", str(SCRIPT)],
             env=subprocess_env(
                 TRAINCARD_DIR=str(self.store),
-                TRAINCARD_SYSTEM="false",
+                TRAINCARD_SYSTEM=str(system).lower(),  # (sampled by local rank 0 for the node)
+                TRAINCARD_SYSTEM_INTERVAL="0.5",
                 TRAINCARD_STALL_TIMEOUT="2",
                 TRAINCARD_RANK_TIMEOUT="3",
                 TRAINCARD_FLUSH_INTERVAL="0.5",
@@ -85,8 +88,12 @@ def gangs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[
     """Three gangs started together (most of their time is the stall timeouts), each stopped as
     soon as its verdict is in the store."""
     started = {
-        scenario: Gang(tmp_path_factory.mktemp(scenario), scenario, nproc, culprit)
-        for scenario, nproc, culprit in (("sleep", 2, 1), ("deadlock", 2, 1), ("skip", 4, 2))
+        scenario: Gang(tmp_path_factory.mktemp(scenario), scenario, nproc, culprit, system=system)
+        for scenario, nproc, culprit, system in (
+            ("sleep", 2, 1, True),
+            ("deadlock", 2, 1, False),
+            ("skip", 4, 2, False),
+        )
     }
     out: dict[str, tuple[Gang, Any]] = {}
     try:
@@ -164,9 +171,13 @@ def test_the_rank_stuck_outside_the_collective_is_the_first_failure(
     banner = next(b["text"] for b in section["headline"] if b["text"].startswith("Where each rank is"))
     assert f"rank {gang.culprit}: {where}" in banner
     assert section["failure"]["verdict"]["text"].startswith("Hung outside a collective")
+    if scenario == "sleep":  # the hung rank samples nothing; its node's sampler (rank 0) did
+        assert "system.cpu.utilization" in section["failure"]["last_system"]
     by_rank = {r["rank"]: r for r in section["ranks"]}
     assert by_rank[gang.culprit]["where"].startswith(where)
-    main = next(t for t in culprit_group["threads"] if t["main"])
+    main = culprit_group["threads"][0]  # the user's threads, the main one first; traincard's apart
+    assert main["main"] and not any(t["name"].startswith("traincard-") for t in culprit_group["threads"])
+    assert {"traincard-watchdog", "traincard-store"} <= {t["name"] for t in culprit_group["own_threads"]}
     assert all(set(f) == {"file", "line", "func"} for f in main["frames"])  # code locations only
     # PyTorch's flight recorder (gloo here), on by default: the culprit has not joined
     recorded = stacks["flight_recorder"]

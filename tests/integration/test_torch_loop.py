@@ -82,3 +82,46 @@ def test_a_model_hint_that_is_no_model_costs_nothing_and_a_bad_peak_fails_at_sta
     monkeypatch.setenv("TRAINCARD_PEAK_FLOPS", "fast")
     with pytest.raises(ConfigError, match="TRAINCARD_PEAK_FLOPS='fast': give FLOP/s"):
         traincard_otel.instrument(torch.optim.SGD(model.parameters(), lr=0.1), model=model)
+
+
+def _card_insights(store: Path, model: object = None, *, tokens: bool = True) -> dict[str, object]:
+    """A raw loop instrumented with or without ``model=``: its card's insights, through load()."""
+    from traincard_otel._read.payload import build_payload
+
+    net = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Flatten(), torch.nn.Linear(8 * 6, 1))
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    tracker = traincard_otel.instrument(opt, model=net if model else None, store=str(store))
+    for _ in range(5):
+        ids = torch.randint(0, 16, (4, 6))
+        loss = net(ids).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        tracker.log(loss=loss.detach(), batch={"input_ids": ids} if tokens else ids.float())
+    tracker.close()
+    traincard_otel.shutdown()
+    return dict(build_payload(traincard_otel.load(store))["insights"])
+
+
+def test_a_loop_without_its_model_is_told_on_the_card_how_to_get_mfu(tmp_path: Path) -> None:
+    without = _card_insights(tmp_path / "without")
+    assert without["efficiency"] is None
+    hint = str(without["mfu_hint"])
+    assert "instrument(optimizer, model=model)" in hint and "reporter.progress(flops_per_token=" in hint
+    assert "tokens of each step" not in hint  # they were counted
+    no_tokens = str(_card_insights(tmp_path / "no-tokens", tokens=False)["mfu_hint"])
+    assert no_tokens.startswith(hint) and "tokens of each step" in no_tokens
+    given = _card_insights(tmp_path / "given", model=True)
+    assert given["mfu_hint"] is None and given["efficiency"] is not None
+
+
+def test_an_evaluation_loop_gets_no_mfu_hint(tmp_path: Path) -> None:
+    from traincard_otel._read.payload import build_payload
+
+    reporter = traincard_otel.configure(store=str(tmp_path / "eval"))
+    with reporter.phase("eval"), reporter.meter() as meter:
+        for _ in range(60):
+            meter.item(0.01, tokens=32)
+    traincard_otel.shutdown()
+    insights = build_payload(traincard_otel.load(tmp_path / "eval"))["insights"]
+    assert insights["efficiency"] is None and insights["mfu_hint"] is None

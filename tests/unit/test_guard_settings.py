@@ -126,3 +126,59 @@ def test_a_rank_started_by_a_gang_node_sends_only_what_it_alone_sees() -> None:
     assert notified_kinds(settings, under_launcher=True) == {"nan", "stopped_early"}
     assert notified_kinds(Settings(), under_launcher=False) is None
     assert "run_end" not in notified_kinds(Settings(), under_launcher=True)  # type: ignore[operator]
+
+
+def _loop(reporter: traincard_otel.Reporter, steps: int, report: Any) -> int | None:
+    """A raw loop of 20 ms steps; the first step after whose step_end ``should_stop`` is true."""
+    for step in range(1, steps + 1):
+        time.sleep(0.02)
+        report(step)
+        reporter.step_end(step)
+        if reporter.should_stop:
+            return step
+    return None
+
+
+def test_a_nan_float_stops_a_raw_loop_at_its_own_step_end_and_the_guard_trips_once(store_dir: Any) -> None:
+    nan_at = 6
+    with receiver() as hook:
+        reporter = traincard_otel.configure(stop_on="nan", notify=hook.url)
+        loss = lambda step: float("nan") if step == nan_at else 1.0 / step  # noqa: E731
+        assert _loop(reporter, 20, lambda step: reporter.metric("loss", loss(step), step)) == nan_at
+        assert reporter.stop_reason == f"nan: loss is nan at step {nan_at}"
+        reporter.flush()  # the rule judges the same NaN on the converter's thread: no second trip
+        traincard_otel.shutdown()
+        assert hook.wait_for("nan")["step"] == nan_at  # the notice still comes from the rule
+        assert hook.kinds().count("nan") == 1
+    run = traincard_otel.load(store_dir)
+    guards = run.status["guards"]
+    assert guards["trigger"]["kind"] == "nan" and guards["trigger"]["step"] == nan_at
+    assert guards["trigger"]["message"] == f"loss is nan at step {nan_at}"
+    assert [a["action"] for a in guards["actions"]] == ["stop requested", "stopped early"]
+    (stop,) = [e for e in run.events if e["name"] == Event.GUARD_STOP_REQUESTED]
+    assert stop["attributes"][Attr.GUARD_TRIGGER] == "nan" and stop["attributes"][Attr.STEP] == nan_at
+    (anomaly,) = [e for e in run.events if e["name"] == Event.ANOMALY]
+    assert anomaly["body"] == guards["trigger"]["message"] and run.status["status"] == "stopped_early"
+
+
+def test_several_values_stop_on_the_one_the_nan_rule_judges() -> None:
+    reporter = traincard_otel.configure(stop_on="nan", store="off", system=False)
+    nan, inf = float("nan"), float("inf")
+
+    def report(step: int) -> None:
+        values = {"lr": nan, "eval_loss": nan, "loss": 0.5}  # NaN where the rule does not look
+        if step == 4:
+            values["grad_norm"] = inf
+        reporter.metrics(values, step=step, tags={"split": "a"})
+
+    assert _loop(reporter, 10, report) == 4
+    assert reporter.stop_reason == "nan: grad_norm{split=a} is inf at step 4"
+
+
+def test_a_nan_stops_nothing_where_stop_on_does_not_name_it_or_the_rules_are_off() -> None:
+    for settings in ({"stop_on": "loss_spike"}, {"stop_on": "nan", "anomalies": "off"}):
+        reporter = traincard_otel.configure(store="off", system=False, **settings)  # type: ignore[arg-type]
+        assert _loop(reporter, 3, lambda step, r=reporter: r.metric("loss", float("nan"), step)) is None
+        reporter.flush()
+        assert not reporter.should_stop
+        traincard_otel.shutdown()

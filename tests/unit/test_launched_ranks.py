@@ -166,10 +166,13 @@ def test_the_exit_status_of_an_ended_process_is_read_before_it_is_reaped() -> No
 
 
 # -- the reader: a rank that left no terminal record ---------------------------------------------
-def _run(root: Path, states: dict[int, dict[str, Any]]) -> Path:
+def _run(
+    root: Path, states: dict[int, dict[str, Any]], records: dict[int, list[dict[str, Any]]] | None = None
+) -> Path:
     """Two ranks of one launch in one folder, as plain torchrun's ranks write them."""
     for rank, state in states.items():
         writer = StoreWriter(LocalBackend(root), attempt=0, rank=rank)
+        writer.add_many((records or {}).get(rank, []))
         writer.set_state(
             {
                 "status": "running",
@@ -280,3 +283,38 @@ def test_a_sibling_that_saw_the_rank_end_without_a_failing_status_still_ends_it(
     first = traincard_otel.load(_run(tmp_path, states)).gang["summary"]["first_failure"]
     assert first["rank"] == 1 and first["how"] == "vanished without a terminal record"
     assert first["evidence"][0].startswith("rank 0 saw its process (pid 101) end")
+
+
+def test_a_hung_ranks_failure_shows_the_last_readings_its_node_sampler_took(tmp_path: Path) -> None:
+    now = time.time()
+    # rank 1 hangs in a data fetch, rank 0 waits in all_reduce; only rank 0 samples the node
+    # (local rank 0), and it wrote its readings as system series, not into its state
+    readings = [
+        {"k": "x", "t": now - 40 + i, "n": name, "u": unit, "v": value * (i + 1), "a": attrs}
+        for i in range(3)
+        for name, unit, value, attrs in (
+            ("system.cpu.utilization", "1", 0.2, {}),
+            ("system.memory.utilization", "1", 0.25, {"system.memory.state": "used"}),
+            ("hw.gpu.utilization", "1", 0.3, {"hw.id": "gpu1", "hw.name": "H100"}),
+        )
+    ]
+    states = {
+        0: {"step": 50, "heartbeat_at": now - 30, "updated_at": now - 1, "rank_timeout_s": 10},
+        1: {"step": 49, "heartbeat_at": now - 31, "updated_at": now - 1, "rank_timeout_s": 10},
+    }
+    run = traincard_otel.load(_run(tmp_path, states, {0: readings}))
+    section = gang_section(analyse(run, now=now).gang)
+    assert section is not None and section["first_failure"]["rank"] == 1
+    assert run.failure is not None and run.failure["rank"] == 1
+    assert run.failure["last_system"] == pytest.approx(
+        {
+            "system.cpu.utilization": 0.6,
+            "system.memory.utilization{system.memory.state=used}": 0.75,
+            "hw.gpu.utilization[gpu1]": 0.9,
+        }
+    )
+    assert section["nodes"][0]["system"]["cpu_utilization"] == pytest.approx(0.6)
+    # where the sampling rank wrote its readings into its state too, those are the ones shown
+    states[0]["last_system"] = {"system.cpu.utilization": 0.5}
+    run = traincard_otel.load(_run(tmp_path / "state", states, {0: readings}))
+    assert run.failure is not None and run.failure["last_system"] == {"system.cpu.utilization": 0.5}

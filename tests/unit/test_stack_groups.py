@@ -10,6 +10,7 @@ from typing import Any
 
 from traincard_otel._analysis.gang.first_failure import first_failure, panel_failure
 from traincard_otel._analysis.gang.stacks import collective, locate, rank_list, where
+from traincard_otel._read.payload.contract import Gang
 from traincard_otel._read.payload.gang import gang_section
 from traincard_otel._write.telemetry import stacks
 
@@ -135,6 +136,27 @@ def test_a_crash_before_the_hang_stays_the_first_failure() -> None:
     assert first is not None and first["rank"] == 1
 
 
+def _section(located: dict[str, Any], world_size: int) -> Gang:
+    """The gang panel of ``world_size`` ranks on one node with nothing known but their stacks."""
+    section = gang_section(
+        {
+            "world_size": world_size,
+            "num_nodes": 1,
+            "nodes": [],
+            "ranks": [],
+            "stragglers": {},
+            "first_failure": None,
+            "hung": [],
+            "waiting": [],
+            "waits": [],
+            "aggregates": {},
+            "stacks": located,
+        }
+    )
+    assert section is not None
+    return section
+
+
 def test_a_dump_is_bounded_and_escaped_whatever_the_code_looks_like() -> None:
     hostile = "\udcff" + "/very/long\x1b" * 400 + "\n.py"
     code = compile("def f(n):\n    return f(n - 1) if n else g()\n", hostile, "exec")
@@ -155,22 +177,8 @@ def test_a_dump_is_bounded_and_escaped_whatever_the_code_looks_like() -> None:
     assert all(len(n) <= stacks.MAX_TEXT and "\u202e" not in n for n in funcs)
     located = locate({3: dump})
     assert located is not None
-    section = gang_section(
-        {
-            "world_size": 1,
-            "num_nodes": 1,
-            "nodes": [],
-            "ranks": [],
-            "stragglers": {},
-            "first_failure": None,
-            "hung": [],
-            "waiting": [],
-            "waits": [],
-            "aggregates": {},
-            "stacks": located,
-        }
-    )
-    assert section is not None and section["stacks"] is not None
+    section = _section(located, world_size=1)
+    assert section["stacks"] is not None
 
 
 def test_many_threads_and_deep_stacks_fit_the_byte_budget() -> None:
@@ -293,3 +301,63 @@ def test_a_request_in_the_store_is_answered_once_and_a_stale_one_not_at_all(tmp_
     assert watch.dump("stall", stalled=True)["answered"] == "abc"  # a later refresh still answers it
     watch.forget_stall()
     assert watch.latest is None
+
+
+OWN = tuple(f"traincard-{n}" for n in ("console-1-2", "siblings", "watchdog", "store", "schedule"))
+
+
+def test_the_users_threads_come_first_and_traincards_own_are_apart() -> None:
+    dump = _in_fetch(1)
+    main = dump["threads"][0]
+    worker = {"name": "pin_memory", "main": False, "daemon": True, "depth": 2, "frames": main["frames"][:1]}
+    own = [{**worker, "name": name} for name in OWN]
+    dump["threads"] = [own[0], worker, *own[1:], main]  # as an older dump ordered them: by thread id
+    located = locate({1: dump, 0: _in_all_reduce(0)})
+    assert located is not None
+    section = _section(located, world_size=2)
+    assert section["stacks"] is not None
+    group = section["stacks"]["groups"][0]
+    assert group["ranks"] == [1]
+    assert [t["name"] for t in group["threads"]] == ["MainThread", "pin_memory"]
+    assert [t["name"] for t in group["own_threads"]] == list(OWN)
+    assert section["stacks"]["groups"][1]["own_threads"] == []
+
+
+def test_a_dump_keeps_the_users_threads_before_traincards_own() -> None:
+    stop = threading.Event()
+    started = [
+        threading.Thread(target=stop.wait, name=f"{who}-{i}", daemon=True)
+        for i in range(5)
+        for who in ("traincard-helper", "user-loader")
+    ]
+    for t in started:
+        t.start()
+    try:
+        names = [t["name"] for t in stacks.capture("request", 0)["threads"]]
+    finally:
+        stop.set()
+    assert names[0] == threading.main_thread().name
+    assert {f"user-loader-{i}" for i in range(5)} <= set(names)
+    own = [n.startswith("traincard-") for n in names]
+    assert own == sorted(own)  # none of the user's after one of traincard's
+
+
+def test_every_thread_the_package_starts_is_named_as_its_own() -> None:
+    import ast
+    from pathlib import Path
+
+    import traincard_otel
+
+    unnamed = []
+    for path in Path(traincard_otel.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+                "Thread",
+                "ThreadPoolExecutor",
+            ):
+                named = {k.arg: k.value for k in node.keywords}
+                name = named.get("name", named.get("thread_name_prefix"))
+                text = ast.unparse(name) if name is not None else ""
+                if not text.strip("'\"f").startswith("traincard-"):
+                    unnamed.append(f"{path.name}:{node.lineno} {text}")
+    assert unnamed == []

@@ -209,6 +209,9 @@ def direction(name: str) -> Literal[-1, 1] | None:
 
 
 Role = Literal["loss", "grad", "eval", "finite", "kl", "spread", "std", "none"]
+#: The roles whose NaN or infinity the ``nonfinite`` rule flags (those :meth:`AnomalyDetector.observe`
+#: hands to its rolling rules).
+NONFINITE_ROLES: Final[frozenset[Role]] = frozenset({"loss", "grad", "finite", "kl"})
 _ZERO_SPREAD: Final = "frac_reward_zero_std"
 
 
@@ -289,6 +292,11 @@ class _Best:
         self.value, self.step, self.flagged = value, step, False
 
 
+def nonfinite_message(name: str, value: float, step: int | None) -> str:
+    """What a ``nonfinite`` anomaly says: ``"loss is nan at step 12"``."""
+    return f"{name} is {_fmt(value)} at step {step}"
+
+
 def _fmt(v: float) -> str:
     if not math.isfinite(v):
         return str(v)
@@ -329,7 +337,7 @@ class AnomalyDetector:
             found = self._collapsed(step, name, value, kind)
         elif kind == "eval":
             found = self._eval(step, name, value)
-        else:
+        else:  # (NONFINITE_ROLES)
             found = self._rolling(step, name, value, kind)
         for a in found:
             self.counts[a.kind] += 1
@@ -344,7 +352,7 @@ class AnomalyDetector:
             if w.nonfinite:
                 return []
             w.nonfinite = True
-            return [Anomaly("nonfinite", step, name, value, None, f"{name} is {_fmt(value)} at step {step}")]
+            return [Anomaly("nonfinite", step, name, value, None, nonfinite_message(name, value, step))]
         w.nonfinite = False
         if kind == "finite":
             return []

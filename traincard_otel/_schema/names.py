@@ -8,6 +8,10 @@ from typing import Final
 RUN_SPAN: Final = "training.run"
 PHASE_SPAN_PREFIX: Final = "training."  # + the phase name: training.train, training.eval ...
 
+# -- thread names ------------------------------------------------------------------------------
+#: Every thread this package starts is named ``traincard-...``: stack dumps tell them from the user's.
+OWN_THREAD_PREFIX: Final = "traincard-"
+
 
 # -- attribute keys ----------------------------------------------------------------------------
 class Attr:

@@ -40,6 +40,7 @@ from .._write.report.reporter import Reporter
 from .._write.store.gang_markers import write_markers
 from .live_sweep import LiveSweep
 from .refresher import Refresher, mark_driven, traincard_cards
+from .step_warnings import StepWarnings
 
 _ENV_SYSTEM_BEFORE = "TRAINCARD_LAUNCHER_SYSTEM_BEFORE"
 
@@ -76,6 +77,7 @@ class TraincardDecorator(StepDecorator):
     ) -> None:
         self._flow_datastore = flow_datastore
         self._refresher: Refresher | None = None
+        self._warnings = StepWarnings()
         if self.attributes["stop_on"] is not None:  # an unknown kind fails before the run starts
             resolve({"stop_on": self.attributes["stop_on"]}, environ={})
         has_card = any(
@@ -104,6 +106,7 @@ class TraincardDecorator(StepDecorator):
     ) -> None:
         from metaflow import current
 
+        self._warnings.lift()  # first: before this process starts threads of its own
         fds = self._flow_datastore
         mf = MetaflowIdentity(
             flow_name=str(current.flow_name),
@@ -203,6 +206,7 @@ class TraincardDecorator(StepDecorator):
         retry_count: int,
         max_user_code_retries: int,
     ) -> None:
+        self._warnings.restore()
         reporter = active_reporter()
         if reporter is not None:
             reporter.failure(exception)
@@ -210,6 +214,7 @@ class TraincardDecorator(StepDecorator):
     def task_post_step(
         self, step_name: str, flow: object, graph: object, retry_count: int, max_user_code_retries: int
     ) -> None:
+        self._warnings.restore()
         reporter = active_reporter()
         if reporter is not None:
             reporter.flush()

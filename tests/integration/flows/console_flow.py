@@ -2,6 +2,7 @@
 
 import os
 import sys
+import warnings
 
 from metaflow import FlowSpec, current, step, traincard
 
@@ -22,6 +23,9 @@ class ConsoleFlow(FlowSpec):
         print("Warning: a warning from the train step", file=sys.stderr)
         for s in tqdm(range(1, 201), mininterval=0, file=sys.stderr):
             current.traincard.metric("loss", 1.0 / s, step=s)
+        for s in tqdm(range(40), mininterval=0, file=sys.stderr):
+            if s == 30:
+                warnings.warn("careful at step 30 of the bar", stacklevel=1)
         print("z" * 50_000)
         print("train step done", flush=True)
         self.next(self.end)

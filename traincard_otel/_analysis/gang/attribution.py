@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..._types import JsonObject
 from .first_failure import CLEAN_ENDS, OPEN, VANISHED, first_failure, panel_failure, sibling_ends
-from .node_readings import aggregates, host_oom_evidence, node_system
+from .node_readings import aggregates, host_oom_evidence, node_last_readings, node_system
 from .ranks import hung_ranks, rank_table, stragglers
 from .stacks import locate
 from .torchrun_report import REPORT_MARK, agent_records
@@ -130,10 +130,10 @@ def analyze(data: RunData, now: float | None = None) -> JsonObject | None:
     nodes_last_system: dict[int, JsonObject] = {}
     for n in raw_nodes:
         index = int(n["node_index"])
-        last_system = n.get("last_system") or {}
+        mine = [r for r in rows if int(r["node"] or 0) == index]
+        last_system = n.get("last_system") or node_last_readings(mine, data.system)
         node_memory[index] = host_oom_evidence(last_system)
         nodes_last_system[index] = last_system
-        mine = [r for r in rows if int(r["node"] or 0) == index]
         launcher = n.get("launcher") or {}
         nodes.append(
             {

@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from ..._data.rundata import Series
 from ..._schema import Attr, SystemMetric
-from ..._schema.keys import series_key, split_reading_key
+from ..._schema.keys import reading_key, series_key, split_reading_key
 from ..._types import JsonObject, JsonValue
 
 NEAR_LIMIT = 0.9
@@ -29,6 +30,25 @@ def host_oom_evidence(last_system: Mapping[str, JsonValue]) -> str | None:
     if isinstance(util, (int, float)) and util >= NEAR_LIMIT:
         return f"host memory {util:.0%} used in the last sample"
     return None
+
+
+def node_last_readings(rows: list[JsonObject], system: Mapping[str, Series]) -> JsonObject:
+    """The last readings of the node whose rank ``rows`` are given, where no launcher record of
+    the node carries them (plain torchrun: one process of the node samples it for all): the
+    ``last_system`` of the first of them, by local rank, that has one, else the latest value of
+    each system series those ranks wrote."""
+    for row in sorted(rows, key=lambda r: r.get("local_rank") or 0):
+        if row.get("last_system"):
+            return dict(row["last_system"])
+    ranks = {row["rank"] for row in rows}
+    out: JsonObject = {}
+    for series in system.values():
+        for value, rank in zip(reversed(series.values), reversed(series.ranks), strict=False):
+            if rank in ranks and value == value:
+                tags = {k: v for k, v in series.tags.items() if k not in ("unit", "node")}
+                out[reading_key(series.name, tags)] = value
+                break
+    return out
 
 
 _GPU_FIELDS = {

@@ -5,7 +5,10 @@ one: ``torch.distributed`` (``all_reduce``, ``barrier``, ``monitored_barrier``, 
 FSDP's internals, DeepSpeed's ``comm`` and engine reductions, Accelerate's gather, reduce and
 ``wait_for_everyone`` helpers. When some stalled ranks wait in a collective and others are stuck
 outside one, the latter are the culprits and the former wait for them: heartbeats alone cannot
-tell, since every rank of a hung gang stops at the same step. Pure functions of the stored dumps.
+tell, since every rank of a hung gang stops at the same step. Each group's stacks are the user's
+threads (``threads``, the main one first), apart from this package's own background threads
+(``own_threads``: console capture, watchdog, store writer ..., named ``traincard-...``), which the
+card folds under one line. Pure functions of the stored dumps.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..._schema.names import OWN_THREAD_PREFIX
 from ..._types import JsonObject
 
 # (path fragment, function pattern): a frame in that file whose function matches is a collective.
@@ -105,6 +109,16 @@ def _signature(dump: JsonObject) -> tuple[tuple[object, ...], ...]:
     return tuple((f.get("file"), f.get("line"), f.get("func")) for f in thread.get("frames") or [])
 
 
+def _users_and_own(threads: Sequence[JsonObject]) -> tuple[list[JsonObject], list[JsonObject]]:
+    """A dump's threads: the user's (the main one first) and this package's own."""
+    users: list[JsonObject] = []
+    own: list[JsonObject] = []
+    for t in threads:
+        (own if str(t.get("name", "")).startswith(OWN_THREAD_PREFIX) else users).append(t)
+    users.sort(key=lambda t: not t.get("main"))
+    return users, own
+
+
 def locate(dumps: dict[int, JsonObject]) -> JsonObject | None:
     """Where each rank is (``groups``: ranks with the same training-thread stack together, the
     culprits first), the ``culprits`` (stuck outside a collective while others wait in one) and
@@ -126,6 +140,7 @@ def locate(dumps: dict[int, JsonObject]) -> JsonObject | None:
     for ranks in by_sig.values():
         first = dumps[ranks[0]]
         place = places[ranks[0]]
+        users, own = _users_and_own(first.get("threads") or [])
         groups.append(
             {
                 "ranks": ranks,
@@ -135,7 +150,8 @@ def locate(dumps: dict[int, JsonObject]) -> JsonObject | None:
                 "culprit": ranks[0] in culprits,
                 "reason": first.get("reason"),
                 "time": first.get("time"),
-                "threads": first.get("threads") or [],
+                "threads": users,
+                "own_threads": own,
             }
         )
     groups.sort(key=lambda g: (not g["culprit"], g["collective"] is not None, g["ranks"][0]))

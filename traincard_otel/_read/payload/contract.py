@@ -218,6 +218,7 @@ class Insights(TypedDict):
     attention_total: int
     goodput: Goodput | None
     efficiency: Efficiency | None
+    mfu_hint: str | None  # how to get MFU, where a training run lacks the model's FLOPs per token
     cost: RunCost | None
 
 
@@ -352,7 +353,8 @@ class StackThread(TypedDict):
 
 
 class StackGroup(TypedDict):
-    """Ranks whose training thread has the same stack: where they are, and that stack."""
+    """Ranks whose training thread has the same stack: where they are, and that stack
+    (``threads``: the user's, the main one first; ``own_threads``: traincard's background ones)."""
 
     ranks: list[int]
     label: str
@@ -362,6 +364,7 @@ class StackGroup(TypedDict):
     reason: str | None
     time: float | None
     threads: list[StackThread]
+    own_threads: list[StackThread]
 
 
 class FlightRecorder(TypedDict):

@@ -6,8 +6,10 @@ Everything here draws the run's analysis (:class:`traincard_otel._analysis.analy
 explanation), newest last; :func:`anomaly_markers` puts the same on the step charts.
 ``goodput``: :func:`traincard_otel._analysis.goodput.goodput` as seconds per category.
 ``efficiency``: :func:`traincard_otel._analysis.efficiency.efficiency` (model FLOPs per token,
-achieved FLOP/s and MFU against the peak the adapter found). ``cost``: from an hourly price per
-node, the cost per 1k training tokens and the cost of the non-productive time.
+achieved FLOP/s and MFU against the peak the adapter found); ``mfu_hint``: where a training run
+has no efficiency for want of the model's FLOPs per token (a hand-written loop instrumented
+without ``model=``), how to get it. ``cost``: from an hourly price per node, the cost per 1k
+training tokens and the cost of the non-productive time.
 Every field is read defensively: a run without them has an empty panel, never an error.
 """
 
@@ -112,6 +114,28 @@ def mfu_charts(data: RunData, e: EfficiencyFigures | None, mode: Mode) -> list[C
     return [chart] if series else []
 
 
+MFU_HINT: Final = (
+    "MFU is not shown: the model's FLOPs per token are not known. Hand the model over, "
+    "instrument(optimizer, model=model) (or instrument(accelerator, model=model)), or report them: "
+    "reporter.progress(flops_per_token=..., peak_flops=...), the FLOPs of training on one token "
+    "(about 6 x the parameters for a dense model) and one accelerator's peak FLOP/s."
+)
+MFU_TOKENS_HINT: Final = (
+    " MFU also needs the tokens of each step: tracker.log(batch=batch) or "
+    "reporter.step_end(step, tokens=...)."
+)
+
+
+def mfu_hint(data: RunData) -> str | None:
+    """How to get MFU, where a run timed training steps (an evaluation or inference loop times
+    none) but no one reported its model's FLOPs per token."""
+    progress = data.status.get("progress") or {}
+    if _number(progress.get("flops_per_token")) or not any(len(s) for s in data.step_times.values()):
+        return None
+    tokens = any(len(s) for k, s in data.throughput.items() if k.startswith("tokens_per_second"))
+    return MFU_HINT if tokens else MFU_HINT + MFU_TOKENS_HINT
+
+
 def _tokens(data: RunData) -> float:
     """Training tokens of every rank: each timed step's rate times its duration."""
     total = 0.0
@@ -198,5 +222,6 @@ def insights_section(data: RunData, insights: Insights, hourly_cost: float | Non
         "attention_total": len(found),
         "goodput": None if g is None else _goodput(g),
         "efficiency": _efficiency(insights.efficiency) if insights.efficiency else None,
+        "mfu_hint": mfu_hint(data),
         "cost": cost(data, wall or 0.0, g.badput_s if g is not None else None, hourly),
     }

@@ -6,18 +6,26 @@ failures), on the converter's thread. An event whose kind ``stop_on`` names trip
 to save a checkpoint and stop through the trainer's own control flow; the run then ends *stopped
 early*. Each event of a kind ``notify_on`` names goes to the :class:`~.notify.Notifier`. Every
 action (a stop asked for, the checkpoint saved after it, the run's end) is kept for the card.
+
+A NaN judged on the converter's thread is found a drain later (up to ``JUDGE_PERIOD_S``: several
+steps of a fast loop). So where ``stop_on`` names ``nan``, the reporter also hands a float it sees
+NaN or infinite to :meth:`Guards.nonfinite`, on the training thread: where the ``nonfinite`` rule
+would flag it, the guard trips there and then (the anomaly's notice still comes from the rule).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Final, NamedTuple
 
 from opentelemetry.util.types import AnyValue
 
+from ..._analysis.anomalies import NONFINITE_ROLES, AnomalyRules, nonfinite_message, role
 from ..._config import STOP_KINDS, Settings
 from ..._schema import Attr, Event
+from ..._schema.keys import series_key
 from ..._types import JsonObject, Reported
 from .notify import Notifier
 
@@ -31,6 +39,7 @@ _EVENT_KINDS: Final = {
 }
 _ANOMALY_KINDS: Final = {"nonfinite": "nan"}  # the detector's name -> the setting's
 _MAX_ACTIONS: Final = 50
+_MAX_JUDGED_NAMES: Final = 1000
 
 
 # What a training rank sends where a Metaflow gang node's step process (the launcher) started it:
@@ -80,6 +89,10 @@ class Guards:
         self.notifier = notifier
         self._emit, self._rank, self._run, self._card = emit, rank, run, card
         self.trigger: Trigger | None = None  # set once; read by the training thread
+        # The reporter checks floats for NaN on the training thread only where the rule would judge them.
+        self.stops_on_nonfinite = "nan" in self.stop_on and AnomalyRules.parse(settings.anomalies) is not None
+        self._judged: dict[tuple[str, str | None], bool] = {}  # (name, phase) -> the rule judges it
+        self._trip_lock = threading.Lock()  # the training thread and the converter's may trip at once
         self.checkpoint: str | None = None
         self.actions: list[JsonObject] = []
         self._told_ranks: set[tuple[str, int]] = set()
@@ -117,6 +130,44 @@ class Guards:
         if kind in self.stop_on and self.trigger is None:
             self._trip(Trigger(kind, step, value, message, t))
 
+    def nonfinite(
+        self, name: str, value: float, step: int | None, phase: str | None, tags: Mapping[str, str] | None
+    ) -> None:
+        """A float reported NaN or infinite (the training thread, while :attr:`stops_on_nonfinite`):
+        trip now where the ``nonfinite`` rule judges the metric, as it would a drain later."""
+        if self.trigger is not None:
+            return
+        key = (name, phase)
+        judged = self._judged.get(key)
+        if judged is None:
+            judged = isinstance(name, str) and role(name, phase) in NONFINITE_ROLES
+            if len(self._judged) < _MAX_JUDGED_NAMES:
+                self._judged[key] = judged
+        if judged:
+            try:
+                series = series_key(name, tags)  # as the rule names it
+            except (TypeError, AttributeError):  # tags the converter rejects
+                series = name
+            message = nonfinite_message(series, value, step)
+            self._trip(Trigger("nan", step, float(value), message, time.time()))
+
+    def reported(
+        self,
+        values: Mapping[str, Reported],
+        step: int | None,
+        phase: str | None,
+        tags: Mapping[str, str] | None,
+    ) -> None:
+        """Scalars reported together (the training thread, while :attr:`stops_on_nonfinite`)."""
+        try:
+            items = values.items() if isinstance(values, dict) else dict(values).items()
+        except (TypeError, ValueError):  # not a mapping: the converter counts and reports it
+            return
+        for name, value in items:
+            # NaN and infinity minus themselves are NaN, which is true; a finite float gives 0.0
+            if isinstance(value, float) and value - value:
+                self.nonfinite(name, value, step, phase, tags)
+
     def rank_ended(self, rank: int, step: int | None, how: str) -> None:
         """Another rank of this node ended badly (seen by the sibling watch)."""
         if ("failure", rank) not in self._told_ranks:
@@ -129,7 +180,10 @@ class Guards:
             self._trip(Trigger(kind, step, None, message, time.time()))
 
     def _trip(self, trigger: Trigger) -> None:
-        self.trigger = trigger
+        with self._trip_lock:
+            if self.trigger is not None:
+                return
+            self.trigger = trigger
         self._act("stop requested", trigger.t, step=trigger.step, detail=trigger.message)
         attrs: dict[str, Reported] = {Attr.GUARD_TRIGGER: trigger.kind, Attr.STEP: trigger.step or -1}
         if trigger.value is not None:

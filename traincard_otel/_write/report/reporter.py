@@ -105,7 +105,9 @@ class Reporter:
         self._q = self._queue.items
         self._cap = self._queue.cap
         self._report_metrics = self._on and self._queue.report_metrics
-        self._guards = pipeline.guards if pipeline is not None else None
+        guards = self._guards = pipeline.guards if pipeline is not None else None
+        # stop_on=nan: floats are checked here, so that should_stop is true before the next step
+        self._nonfinite = guards if guards is not None and guards.stops_on_nonfinite else None
 
     @property
     def settings(self) -> Settings | None:
@@ -178,6 +180,9 @@ class Reporter:
             else:
                 q.step = step
             q.put(MetricsReport(time.time(), step, None, {name: value}, tags))
+            # (NaN and infinity minus themselves are NaN, which is true; a finite float gives 0.0)
+            if self._nonfinite is not None and isinstance(value, float) and value - value:
+                self._nonfinite.nonfinite(name, value, step, None, tags)
 
     def metrics(
         self,
@@ -198,6 +203,8 @@ class Reporter:
                 self._q.append(MetricsReport(time.time(), step, phase, dict(values), tags))
             else:
                 q.overflow += 1
+            if self._nonfinite is not None:
+                self._nonfinite.reported(values, step, phase, tags)
 
     def add_metric_source(self, source: MetricSource) -> None:
         """Read metrics that a framework records anyway, off the training thread.
@@ -266,7 +273,9 @@ class Reporter:
 
     def progress(self, **fields: Reported) -> None:
         """Update status fields: ``step``, ``epoch``, ``max_steps``, ``num_epochs``,
-        ``batch_size``, ``world_size`` (shown in the card's status panel, used for the ETA)."""
+        ``batch_size``, ``world_size`` (shown in the card's status panel, used for the ETA);
+        ``flops_per_token`` and ``peak_flops`` (the model's FLOPs per trained token and one
+        accelerator's peak FLOP/s: the card's MFU, where no model was handed to ``instrument()``)."""
         if self._on:
             if fields.get("step") is not None:
                 self._queue.step = fields["step"]

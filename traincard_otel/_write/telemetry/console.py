@@ -212,8 +212,9 @@ class _FdTee:
         for fd in fds:
             os.dup2(write, fd)
         os.close(write)
-        name = "traincard-console-" + "-".join(map(str, fds))
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name="traincard-console-" + "-".join(map(str, fds)), daemon=True
+        )
         self._thread.start()
 
     def _run(self) -> None:

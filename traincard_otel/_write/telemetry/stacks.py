@@ -17,6 +17,7 @@ import threading
 import time
 from types import FrameType
 
+from ..._schema.names import OWN_THREAD_PREFIX
 from ..._types import JsonObject
 
 MAX_THREADS = 16
@@ -59,13 +60,20 @@ def _frames(frame: FrameType | None, skip_own: bool) -> tuple[list[JsonObject], 
 
 
 def capture(reason: str, rank: int, *, request: str | None = None) -> JsonObject:
-    """Every thread's innermost frames now (``threads``, the main thread first), with why it was
-    taken (``stall``, ``request``, ``sigterm``, ``exit``), the time and the rank."""
+    """Every thread's innermost frames now (``threads``, the main thread first, this package's own
+    last: the bounds drop those first), with why it was taken (``stall``, ``request``,
+    ``sigterm``, ``exit``), the time and the rank."""
     names = {t.ident: t for t in threading.enumerate()}
     main = threading.main_thread().ident
     me = threading.get_ident()
     frames = sys._current_frames()
-    order = sorted(frames, key=lambda ident: (ident != main, names.get(ident) is None, ident))
+
+    def order_key(ident: int) -> tuple[bool, bool, bool, int]:
+        t = names.get(ident)
+        own = t is not None and t.name.startswith(OWN_THREAD_PREFIX)
+        return (ident != main, own, t is None, ident)
+
+    order = sorted(frames, key=order_key)
     threads = []
     for ident in order[:MAX_THREADS]:
         stack, depth = _frames(frames[ident], skip_own=ident == me)

@@ -45,6 +45,13 @@
     return box;
   }
 
+  function threadStack(t) {
+    var lines = (t.frames || []).map(function (f) { return "  " + str(f.file) + ":" + str(f.line) + " in " + str(f.func); });
+    var more = isNum(t.depth) && t.depth > lines.length ? ["  \u2026 " + (t.depth - lines.length) + " outer frames"] : [];
+    return el("pre", "tc-stack", "thread " + str(t.name) + (t.main ? " (main)" : "") +
+      " \u2014 innermost first\n" + lines.concat(more).join("\n"));
+  }
+
   function renderGangStacks(st) {
     var box = el("div", "tc-gang-stacks", null, { id: "tc-gang-stacks" });
     box.appendChild(el("h3", null, "Where each rank is"));
@@ -59,12 +66,15 @@
       var head = str(g.label) + ": " + str(g.where) + (g.culprit ? " (the others wait for it)" : "") +
         (has(g.time) ? " \u00b7 " + str(g.reason) + " dump at " + fmtClock(g.time) : "");
       d.appendChild(el("summary", null, head));
-      (g.threads || []).forEach(function (t) {
-        var lines = (t.frames || []).map(function (f) { return "  " + str(f.file) + ":" + str(f.line) + " in " + str(f.func); });
-        var more = isNum(t.depth) && t.depth > lines.length ? ["  \u2026 " + (t.depth - lines.length) + " outer frames"] : [];
-        d.appendChild(el("pre", "tc-stack", "thread " + str(t.name) + (t.main ? " (main)" : "") +
-          " \u2014 innermost first\n" + lines.concat(more).join("\n")));
-      });
+      (g.threads || []).forEach(function (t) { d.appendChild(threadStack(t)); });
+      var own = g.own_threads || [];
+      if (own.length) {  // traincard's background threads: folded, the user's code comes first
+        var o = el("details", "tc-gang-own-threads", null, { "data-count": String(own.length) });
+        o.appendChild(el("summary", null, "+ " + own.length + " traincard thread" + (own.length > 1 ? "s" : "") +
+          ": " + own.map(function (t) { return str(t.name).replace(/^traincard-/, ""); }).join(", ")));
+        own.forEach(function (t) { o.appendChild(threadStack(t)); });
+        d.appendChild(o);
+      }
       box.appendChild(d);
     });
     return box;

@@ -68,8 +68,9 @@
   function renderEfficiency(ins) {
     var e = ins.efficiency && typeof ins.efficiency === "object" ? ins.efficiency : null;
     var c = ins.cost && typeof ins.cost === "object" ? ins.cost : null;
+    var hint = e ? "" : str(ins.mfu_hint);
     var box = clear(S.dom.efficiency);
-    box.hidden = !e && !c;
+    box.hidden = !e && !c && !hint;
     if (box.hidden) return 0;
     var facts = el("dl", "tc-facts tc-efficiency-facts");
     if (e) {
@@ -86,8 +87,9 @@
       if (isNum(c.badput)) facts.appendChild(fact("tc-cost-badput", "badput cost", fmtMoney(c.badput),
         "the cost of the time that was not productive training" + (c.nodes > 1 ? ", " + c.nodes + " nodes" : "")));
     }
-    box.appendChild(facts);
+    if (facts.childNodes.length) box.appendChild(facts);
     if (e && !isNum(e.mfu) && e.peak_source) box.appendChild(el("p", "tc-note", "MFU: " + str(e.peak_source), { id: "tc-mfu-note" }));
+    if (hint) box.appendChild(el("p", "tc-note", hint, { id: "tc-mfu-hint" }));
     return 1;
   }
 
