@@ -135,11 +135,11 @@ def test_gpu_memory_chart_shows_the_driver_and_the_torch_allocator_views() -> No
 
 
 def test_latest_reading_tiles_name_the_device_and_carry_the_recorded_units() -> None:
-    from fakes.nvml import FakeNvml
-
     from traincard_otel._schema.keys import split_reading_key
     from traincard_otel._write.telemetry import Sample
     from traincard_otel._write.telemetry.gpu import GpuSampler
+
+    from tests.support.fakes.nvml import FakeNvml
 
     gpu = GpuSampler(FakeNvml(devices=2))
     gpu.start()
