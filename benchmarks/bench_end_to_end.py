@@ -126,9 +126,9 @@ def hf_trainer(
     mode: str, out: str, steps: int, callbacks: list[Any], device: str = "cpu", batch: int = 4
 ) -> Any:
     """A Trainer on a tiny GPT-2 logging every step, reporting to ``mode`` if it is a peer."""
-    sys.path.insert(0, str(REPO / "examples"))
-    from tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
     from transformers import Trainer
+
+    from examples.tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
 
     args = training_args(
         out,

@@ -1,7 +1,7 @@
 """Step pairs: the whole tracker, its background threads included, switched on and off per step.
 
     python -m benchmarks.bench_step_pairs [--steps 24000] [--processes 8] [--framework hf lightning raw]
-                                          [--intervals scaled default] [--control] [--before]
+                                          [--intervals scaled default] [--control] [--before DIR]
                                           [--batch N] [--quick] [--json F]
     python -m benchmarks.bench_step_pairs --pool RUN.json [RUN.json ...] [--json F]
 
@@ -39,15 +39,16 @@ over pairs is shown beside it (the steady per-step cost, without the bursts; as 
 µs), with the training thread's CPU time (the mean and the median of the pairs' differences)
 and the other threads' CPU per step. ``--control`` adds runs that switch the
 same way with no tracker behind the switch: what the harness reads when nothing differs.
-``--before`` adds, for Lightning, the adapter as it was before 2026-11-25 (a frozen copy in
-``benchmarks/_lightning_before.py``: a Callback with batch hooks and a Lightning Logger), run in
-turn with the current one in every process, so that before and after come from one run.
+``--before DIR`` adds, for each framework, the ``traincard_otel`` of another checkout (``git
+worktree add DIR REV``), run in turn with this one's in every process, so that before and after
+come from one run; the harness, the training scripts and the switch stay this checkout's.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import random
@@ -72,6 +73,8 @@ from benchmarks.bench_end_to_end import (
 )
 
 WARMUP_STEPS = 200
+# The trackers a child instruments with: this checkout's traincard_otel, or an older one's.
+TRACKED = ("traincard", "before")
 # The tracker's threads that loop on Event.wait: traincard's own and the OTel SDK's metric reader.
 BACKGROUND_THREADS = ("traincard-", "OtelPeriodicExportingMetricReader")
 
@@ -216,7 +219,7 @@ def child_hf(tracker: str, steps: int, batch: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as out:
         trainer = hf_trainer("none", out, WARMUP_STEPS + steps + 2, [], batch=batch)
         handler: Any = trainer.callback_handler
-        if tracker == "traincard":
+        if tracker in TRACKED:
             import traincard_otel
             from traincard_otel.adapters.huggingface import TAPPED_EVENTS
 
@@ -257,37 +260,25 @@ def lightning_tracker(tracker: str, trainer: Any) -> Callable[[bool], None]:
     """Instrument ``trainer`` as ``tracker`` says and return the switch that takes the tracker's
     per-step taps in ("on") and out ("off"):
 
-    * "traincard": the adapter's callback (from the Trainer's list), its wrappers of the logger
-      connector's ``log_metrics`` and of the module's batch hooks (from the instances; the latter
-      exist once the fit has started, so they are collected at the first switch);
-    * "before": the adapter as it was before 2026-11-25 (``benchmarks/_lightning_before.py``), its
-      callback and its Lightning Logger;
+    * "traincard" and "before": the adapter's callback (from the Trainer's list), any Logger it
+      added (from the Trainer's loggers), and its wrappers on the Trainer's instances
+      (:func:`lightning_wrappers`; collected at the first switch, once the fit has started);
     * "none", or a peer's name: only the Trainer's loggers (a peer's, or none: the control).
     """
     callback: Any = None
-    if tracker == "traincard":
+    if tracker in TRACKED:
         import traincard_otel
 
         callback = cast(Any, traincard_otel.instrument(trainer)).callback
-    elif tracker == "before":
-        import traincard_otel
-        from benchmarks._lightning_before import attach
-
-        callback = attach(trainer, traincard_otel.configure()).callback
     loggers = list(trainer.loggers)
     on_callbacks = list(trainer.callbacks)
     off_callbacks = [cb for cb in on_callbacks if cb is not callback]
-    taps: list[tuple[Any, str, Any]] = []  # (object, attribute, traincard's wrapper)
+    taps: list[tuple[Any, str, Any]] | None = None  # (object, attribute, traincard's wrapper)
 
     def switch(on: bool) -> None:
-        if tracker == "traincard" and not taps:
-            from traincard_otel.adapters.lightning import CONNECTOR_METHOD, MODULE_HOOKS
-
-            for obj, names in (
-                (trainer._logger_connector, (CONNECTOR_METHOD,)),
-                (trainer.lightning_module, MODULE_HOOKS),
-            ):
-                taps.extend((obj, name, vars(obj)[name]) for name in names)
+        nonlocal taps
+        if taps is None:
+            taps = lightning_wrappers(trainer) if tracker in TRACKED else []
         trainer.loggers = loggers if on else []
         trainer.callbacks = on_callbacks if on else off_callbacks
         for obj, name, wrapper in taps:  # in vars(): nn.Module.__setattr__ costs µs
@@ -297,6 +288,21 @@ def lightning_tracker(tracker: str, trainer: Any) -> Callable[[bool], None]:
                 vars(obj).pop(name, None)
 
     return switch
+
+
+def lightning_wrappers(trainer: Any) -> list[tuple[Any, str, Any]]:
+    """The adapter's wrappers on the Trainer's instances, as (object, attribute, wrapper): of the
+    logger connector's ``log_metrics`` and of the module's batch hooks (there once the fit has
+    started). An adapter from before 2026-11-25 (a Callback with batch hooks and a Logger, both
+    taken out with the Trainer's lists) has none."""
+    adapter = importlib.import_module("traincard_otel.adapters.lightning")
+    if not hasattr(adapter, "MODULE_HOOKS"):
+        return []
+    held = (
+        (trainer._logger_connector, (adapter.CONNECTOR_METHOD,)),
+        (trainer.lightning_module, adapter.MODULE_HOOKS),
+    )
+    return [(obj, name, vars(obj)[name]) for obj, names in held for name in names]
 
 
 def child_lightning(tracker: str, steps: int, batch: int) -> dict[str, Any]:
@@ -324,7 +330,7 @@ def child_raw(tracker: str, steps: int, batch: int) -> dict[str, Any]:
     plain_opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     tracked_opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     handle: Any = None
-    if tracker == "traincard":
+    if tracker in TRACKED:
         import traincard_otel
 
         handle = traincard_otel.instrument(tracked_opt)
@@ -348,17 +354,33 @@ CHILDREN = {"hf": child_hf, "lightning": child_lightning, "raw": child_raw}
 BATCH = {"hf": 16, "lightning": 384, "raw": 384}
 
 
+def package_of(checkout: Path, folder: str) -> str:
+    """``folder``, made to hold only ``checkout``'s ``traincard_otel`` (a link to it). As a child's
+    working folder it comes first on the child's path, ahead of ``PYTHONPATH``: the child imports
+    that package, and this checkout's benchmarks and examples."""
+    os.makedirs(folder)
+    os.symlink(checkout.resolve() / "traincard_otel", f"{folder}/traincard_otel")
+    return folder
+
+
 def _run(
-    framework: str, tracker: str, intervals: str, steps: int, batch: int | None, tmp: str
+    framework: str,
+    tracker: str,
+    intervals: str,
+    steps: int,
+    batch: int | None,
+    tmp: str,
+    before: Path | None = None,
 ) -> dict[str, Any]:
     run_dir = f"{tmp}/{framework}-{tracker}-{intervals}"
     os.makedirs(run_dir)
     env = child_environment(run_dir)
     if intervals == "scaled":
         env.update({name: str(2 * seconds) for name, seconds in TIMERS.items()})
+    cwd = package_of(before, f"{run_dir}/code") if tracker == "before" and before is not None else str(REPO)
     cmd = [sys.executable, "-m", "benchmarks.bench_step_pairs", "--child", framework, tracker]
     cmd += ["--steps", str(steps), *(["--batch", str(batch)] if batch else [])]
-    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -433,9 +455,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--intervals", choices=["scaled", "default"], nargs="*", default=["scaled"])
     parser.add_argument("--control", action="store_true", help="also a run that switches nothing")
     parser.add_argument(
-        "--before",
-        action="store_true",
-        help="Lightning: also the adapter as it was before 2026-11-25 (benchmarks/_lightning_before.py)",
+        "--before", type=Path, default=None, help="another checkout's traincard_otel, as one more case"
     )
     parser.add_argument("--batch", type=int, default=None, help="batch size (default: steps of 5-10 ms)")
     parser.add_argument("--quick", action="store_true")
@@ -445,7 +465,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.child:
         framework, tracker = args.child
-        print(json.dumps(CHILDREN[framework](tracker, args.steps, args.batch or BATCH[framework])))
+        result = CHILDREN[framework](tracker, args.steps, args.batch or BATCH[framework])
+        package = sys.modules.get("traincard_otel")  # the code measured (none in the control)
+        result["code"] = os.path.realpath(os.path.dirname(package.__file__ or "")) if package else None
+        print(json.dumps(result))
         return {}
     if args.pool:
         pooled: dict[str, list[dict[str, Any]]] = {}
@@ -461,15 +484,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     frameworks = ["raw"] if args.quick else args.framework
     cases = [(fw, "traincard", intervals) for fw in frameworks for intervals in args.intervals]
     cases += [(fw, "none", "scaled") for fw in frameworks] if args.control or args.quick else []
-    if args.before and "lightning" in frameworks:  # beside the current adapter, in the same run
-        cases += [("lightning", "before", intervals) for intervals in args.intervals]
+    if args.before and not (args.before / "traincard_otel" / "__init__.py").is_file():
+        raise SystemExit(f"--before {args.before}: no traincard_otel package there (a checkout's root?)")
+    if args.before:  # beside this checkout's code, in the same run
+        cases += [(fw, "before", intervals) for fw in frameworks for intervals in args.intervals]
     raw: dict[str, list[dict[str, Any]]] = {"/".join(case): [] for case in cases}
     with tempfile.TemporaryDirectory() as tmp:
         # Process by process, every case in turn: drift over the minutes falls on all of them.
         # Every other process takes them in reverse order (ABBA over processes).
         for n in range(processes):
             for case in cases if n % 2 == 0 else cases[::-1]:
-                raw["/".join(case)].append(_run(*case, steps // processes, args.batch, f"{tmp}/{n}"))
+                result = _run(*case, steps // processes, args.batch, f"{tmp}/{n}", args.before)
+                raw["/".join(case)].append(result)
     rows = [row(*case, raw["/".join(case)]) for case in cases]
     return report(
         "step_pairs",

@@ -9,15 +9,16 @@ does not end waiting on one.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "examples"))
-sys.path.insert(0, str(REPO / "tests"))
+#: The headless Chromium fixtures (``browser``), for the browser tests and the flows whose card is
+#: looked at in a browser.
+pytest_plugins = ["tests.support.chromium"]
+
+TESTS = Path(__file__).resolve().parent
 os.environ.setdefault("USER", "traincard")
 if os.environ["USER"] in ("", "root"):  # Metaflow takes no user name from these (a root container's)
     os.environ.setdefault("METAFLOW_USER", "traincard")
@@ -32,14 +33,14 @@ _FIRST = ("slow", "browser")
 #: worker that picked one of them up late would leave the other idle at the end of the run.
 _LONGEST = (
     "integration/test_gang_flow.py",
-    "unit/test_benchmarks_run.py",
+    "benchmarks/test_benchmarks_run.py",
     "integration/test_baseline_flow.py",
     "integration/test_sweep_flow.py",
 )
 
 
 def _weight(item: pytest.Item) -> int:
-    module = item.path.relative_to(REPO / "tests")
+    module = item.path.relative_to(TESTS)
     if module.as_posix() in _LONGEST:
         return _LONGEST.index(module.as_posix()) - len(_LONGEST)
     if item.get_closest_marker("slow"):

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import open_html, screenshot
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -24,6 +23,8 @@ from traincard_otel._read.card.page import assemble_html
 from traincard_otel._read.payload import build_payload
 from traincard_otel._read.run import LoadedRun
 from traincard_otel.testing import capture
+
+from tests.support.browser_helpers import open_html, screenshot
 
 # Attribute keys as an instrumentation spells them (the GenAI conventions).
 OP, MODEL, TOOL, AGENT = (

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import open_html, screenshot
 
 from traincard_otel._analysis.baseline import Baseline
 from traincard_otel._read.card.page import assemble_html
 from traincard_otel._read.load.reader import RunData
 from traincard_otel._read.payload import build_payload
 from traincard_otel.testing import capture
+
+from tests.support.browser_helpers import open_html, screenshot
 
 pytestmark = pytest.mark.browser
 

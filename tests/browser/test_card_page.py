@@ -7,13 +7,14 @@ import time
 from pathlib import Path
 
 import pytest
-from browser_helpers import open_html, screenshot
 
 import traincard_otel
 from traincard_otel._read.card.page import assemble_html
 from traincard_otel._read.card.render import render_data
 from traincard_otel._read.load.reader import RunData, Series
 from traincard_otel._read.payload import build_payload
+
+from tests.support.browser_helpers import open_html, screenshot
 
 pytestmark = pytest.mark.browser
 XSS_LOG = '<script>window.__xss=1</script>"><img src=x onerror="window.__xss=2">'

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import screenshot
-from helpers import HF_BOOKKEEPING, series
 
 from traincard_otel._read.card.page import assemble_html
 from traincard_otel._read.load.reader import RunData
 from traincard_otel._read.payload import build_payload
+
+from tests.support.browser_helpers import screenshot
+from tests.support.helpers import HF_BOOKKEEPING, series
 
 pytestmark = pytest.mark.browser
 
@@ -66,8 +67,7 @@ def _hf_like_run() -> RunData:
 def test_unencodable_and_hostile_text_renders_inert(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
-    from test_card_unencodable_text import write_hostile_store
+    from tests.support.runs import write_hostile_store
 
     store, out = tmp_path / "store", tmp_path / "card.html"
     write_hostile_store(store)

@@ -1,4 +1,4 @@
-"""The card front end in real headless Chromium, driven by hand-built payloads (tests/browser/payloads.py).
+"""The card front end in real headless Chromium, driven by hand-built payloads (tests/support/payloads.py).
 
 Covers every section of docs/card-payload.md, the log controls, escaping of hostile strings, the live
 merge through ``metaflow_card_update``, themes and a 100k-point run. Full-page screenshots go to
@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import payloads as P
 import pytest
-from browser_helpers import SCREENSHOTS, open_html
 
 from traincard_otel._read.card.page import assemble_html
+
+from tests.support import payloads as P
+from tests.support.browser_helpers import SCREENSHOTS, open_html
 
 pytestmark = pytest.mark.browser
 

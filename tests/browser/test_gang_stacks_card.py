@@ -6,14 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import payloads as P
 import pytest
-from browser_helpers import open_html
 
 from traincard_otel._analysis.gang.first_failure import first_failure
 from traincard_otel._analysis.gang.stacks import locate
 from traincard_otel._read.card.page import assemble_html
 from traincard_otel._read.payload.gang import gang_section
+
+from tests.support import payloads as P
+from tests.support.browser_helpers import open_html
 
 pytestmark = pytest.mark.browser
 TORCH = "/venv/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py"

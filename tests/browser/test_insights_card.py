@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import open_html, screenshot
 
 from traincard_otel._analysis.flops import training_fields
 from traincard_otel._read.card.page import assemble_html
 from traincard_otel._read.load.reader import RunData, read_store
 from traincard_otel._read.payload import build_payload
 from traincard_otel.testing import capture
+
+from tests.support.browser_helpers import open_html, screenshot
 
 pytestmark = pytest.mark.browser
 

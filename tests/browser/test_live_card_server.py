@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from browser_helpers import screenshot
-from helpers import REPO, subprocess_env
-from otlp_receiver import free_port
+
+from tests.support.browser_helpers import screenshot
+from tests.support.helpers import REPO, subprocess_env
+from tests.support.otlp_receiver import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

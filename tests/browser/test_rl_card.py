@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import open_html, screenshot
 
 import traincard_otel
 from traincard_otel._read.card.page import assemble_html
@@ -20,6 +19,8 @@ from traincard_otel._read.payload import LIVE_MAX_BYTES, Mode, build_payload
 from traincard_otel._read.payload.rl import rl_charts
 from traincard_otel._read.payload.training import chart_name
 from traincard_otel._read.run import LoadedRun
+
+from tests.support.browser_helpers import open_html, screenshot
 
 WORDS = ["<pad>", "<unk>", "star", "moon", "sun", "sky", "<b>", "&amp;", "go", "stop"]
 
@@ -41,9 +42,10 @@ class Trained:
 def grpo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trained]:
     trl = pytest.importorskip("trl")
     datasets = pytest.importorskip("datasets")
-    from tiny_gpt2 import tiny_gpt2
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
+
+    from examples.tiny_gpt2 import tiny_gpt2
 
     tmp = tmp_path_factory.mktemp("grpo")
     vocab = {w: i for i, w in enumerate(WORDS)}

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import open_html, screenshot
 
 from traincard_otel._read.card.page import assemble_html
 from traincard_otel._read.card.render import render_comparison
@@ -17,6 +16,8 @@ from traincard_otel._read.payload import build_payload
 from traincard_otel._read.payload.sweep import sweep_section
 from traincard_otel._types import JsonObject
 from traincard_otel.testing import capture
+
+from tests.support.browser_helpers import open_html, screenshot
 
 pytestmark = pytest.mark.browser
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, card_payload, metaflow_client, subprocess_env
+
+from tests.support.helpers import REPO, card_payload, metaflow_client, subprocess_env
 
 pytest.importorskip("metaflow")
 FLOW = REPO / "tests" / "integration" / "flows" / "baseline_flow.py"
@@ -165,7 +166,8 @@ def test_an_unreadable_named_baseline_is_a_note_and_the_card_still_renders(root:
 def test_on_the_s3_datastore_the_second_run_is_compared_with_the_first(tmp_path: Path) -> None:
     pytest.importorskip("moto")
     import boto3
-    from s3_server import BUCKET, _boto_kwargs, metaflow_s3_env, s3_server
+
+    from tests.support.s3_server import BUCKET, _boto_kwargs, metaflow_s3_env, s3_server
 
     shutil.copy(FLOW, tmp_path / "baseline_flow.py")
     with s3_server() as endpoint:

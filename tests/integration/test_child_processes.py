@@ -17,11 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, subprocess_env
 
 import traincard_otel
 from traincard_otel._schema import Event
 from traincard_otel._store import layout, segment
+
+from tests.support.helpers import REPO, subprocess_env
 
 pytest.importorskip("torch")
 
@@ -137,7 +138,7 @@ def test_hf_trainer_with_dataloader_workers_stores_one_clean_system_stream(
 ) -> None:
     """The reported case: HF Trainer with ``dataloader_num_workers=2`` (fork, the default)."""
     pytest.importorskip("transformers")
-    from tiny_gpt2 import trainer as make_trainer
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     monkeypatch.setenv("TRAINCARD_SYSTEM", "true")
     monkeypatch.setenv("TRAINCARD_SYSTEM_INTERVAL", str(INTERVAL_S))

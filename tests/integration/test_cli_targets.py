@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import card_payload, subprocess_env
 
 import traincard_otel
+
+from tests.support.helpers import card_payload, subprocess_env
 
 FLOW = textwrap.dedent(
     """

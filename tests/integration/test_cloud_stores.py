@@ -15,9 +15,10 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
-from helpers import REPO, card_payload, metaflow_client, subprocess_env
-from storage_emulators import BUCKET, azurite, gcs_emulator
-from test_store_faults import Child, assert_whole_run, child_env, load_in_child
+
+from tests.support.helpers import REPO, card_payload, metaflow_client, subprocess_env
+from tests.support.storage_emulators import BUCKET, azurite, gcs_emulator
+from tests.support.store_faults import Child, assert_whole_run, child_env, exit_without_close, load_in_child
 
 pytest.importorskip("metaflow")
 
@@ -80,8 +81,6 @@ def test_store_live_read_card_and_load_on_an_emulated_cloud_store(
 def test_exit_without_close_keeps_everything_on_an_emulated_cloud_store(
     tmp_path: Path, cloud: tuple[str, dict[str, str]]
 ) -> None:
-    from test_store_faults import exit_without_close
-
     root, emulator_env = cloud
     env = child_env(**emulator_env, TRAINCARD_DIR=root, TRAINCARD_RUN_NAME="r")
     exit_without_close(env, f"{root}/r", tmp_path)

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import REPO
-from schema_names import prometheus_name, prometheus_names
+
+from tests.support.helpers import REPO
+from tests.support.schema_names import prometheus_name, prometheus_names
 
 CFG = REPO / "collector-config"
 PROMTOOL = shutil.which("promtool")

@@ -11,9 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import REPO, metaflow_client, subprocess_env
 
 import traincard_otel
+
+from tests.support.helpers import REPO, metaflow_client, subprocess_env
 
 SCRIPT = textwrap.dedent(
     """

@@ -11,14 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import subprocess_env
-from s3_server import s3_server
 
 import traincard_otel
 from traincard_otel._read.payload import build_payload
 from traincard_otel._store import segment
 from traincard_otel._store.backends import LocalBackend
 from traincard_otel._write.store.writer import StoreWriter
+
+from tests.support.helpers import subprocess_env
+from tests.support.s3_server import s3_server
 
 FLUSH = 0.2
 LOOP = textwrap.dedent(
@@ -122,7 +123,7 @@ def test_failed_writes_are_retried_under_the_same_name(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_exit_is_bounded_when_the_s3_store_dies_mid_run(tmp_path: Path) -> None:
-    from s3_server import metaflow_s3_env
+    from tests.support.s3_server import metaflow_s3_env
 
     script = tmp_path / "s3loop.py"
     script.write_text(

@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser.conftest import _chromium, browser  # noqa: F401  (the headless Chromium fixtures)
-from browser_helpers import open_html, screenshot
-from helpers import REPO, card_payload, metaflow_client, subprocess_env
-from otlp_receiver import Received, http_receiver
 
 import traincard_otel
 from traincard_otel._read.payload.gang import gang_section
 from traincard_otel.exceptions import ConfigError
+
+from tests.support.browser_helpers import open_html, screenshot
+from tests.support.helpers import REPO, card_payload, metaflow_client, subprocess_env
+from tests.support.otlp_receiver import Received, http_receiver
 
 pytest.importorskip("metaflow")
 pytest.importorskip("torch")
@@ -174,7 +174,7 @@ def _wait(proc: subprocess.Popen[str], timeout: float) -> str:
 
 
 @pytest.mark.slow
-def test_healthy_gang_with_a_slow_rank(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_healthy_gang_with_a_slow_rank(browser: Any, tmp_path: Path) -> None:
     root, proc = _start(tmp_path, "healthy")
     out = _wait(proc, 240)
     assert proc.returncode == 0, out[-4000:]
@@ -204,7 +204,7 @@ def test_healthy_gang_with_a_slow_rank(browser: Any, tmp_path: Path) -> None:  #
 
 
 @pytest.mark.slow
-def test_a_rank_killed_on_node_1_is_the_first_failure(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_a_rank_killed_on_node_1_is_the_first_failure(browser: Any, tmp_path: Path) -> None:
     with http_receiver() as (endpoint, got):
         root, proc = _start(tmp_path, "kill", **_otlp(endpoint))
         out = _wait(proc, 240)
@@ -268,7 +268,7 @@ def test_a_rank_killed_on_node_1_is_the_first_failure(browser: Any, tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_a_hung_rank_is_named_within_one_rank_timeout(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_a_hung_rank_is_named_within_one_rank_timeout(browser: Any, tmp_path: Path) -> None:
     receiver = http_receiver()
     endpoint, got = receiver.__enter__()
     root, proc = _start(tmp_path, "hang", TRAINCARD_STALL_TIMEOUT="2", **_otlp(endpoint))
@@ -383,7 +383,8 @@ def test_the_same_gang_on_the_s3_datastore(tmp_path: Path) -> None:
     task through Metaflow's client gathers the whole gang from the bucket."""
     pytest.importorskip("moto")
     import boto3
-    from s3_server import BUCKET, _boto_kwargs, metaflow_s3_env, s3_server
+
+    from tests.support.s3_server import BUCKET, _boto_kwargs, metaflow_s3_env, s3_server
 
     for name in ("gang_flow.py", "gang_train.py"):
         shutil.copy(FLOWS / name, tmp_path / name)

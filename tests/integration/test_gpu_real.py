@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import subprocess_env
 
 import traincard_otel
 from traincard_otel._read.load.reader import RunData, Series
 from traincard_otel._read.payload import build_payload
 from traincard_otel._write.telemetry.gpu import GpuSampler
+
+from tests.support.helpers import subprocess_env
 
 
 def _nvml_ready() -> bool:
@@ -72,7 +73,7 @@ def test_real_gpu_figures_are_plausible() -> None:
 def test_hf_trainer_on_the_gpu_records_its_gpu_and_allocator_and_charts_them(
     store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cuda: Any
 ) -> None:
-    from tiny_gpt2 import trainer as make_trainer
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     monkeypatch.setenv("TRAINCARD_SYSTEM", "true")
     monkeypatch.setenv("TRAINCARD_SYSTEM_INTERVAL", "0.2")
@@ -207,9 +208,8 @@ def test_mfu_of_a_tiny_gpt2_on_the_gpu_matches_a_hand_calculation(tmp_path: Path
     script.write_text(
         textwrap.dedent(
             """
-            import json, sys, time, torch, traincard_otel
-            sys.path.insert(0, sys.argv[1])
-            from tiny_gpt2 import tiny_gpt2
+            import json, time, torch, traincard_otel
+            from examples.tiny_gpt2 import tiny_gpt2
 
             model = tiny_gpt2(vocab=512, n_layer=4, n_embd=256, n_head=4, n_positions=128).cuda()
             model = model.to(torch.bfloat16)
@@ -234,11 +234,8 @@ def test_mfu_of_a_tiny_gpt2_on_the_gpu_matches_a_hand_calculation(tmp_path: Path
             """
         )
     )
-    examples = Path(__file__).resolve().parents[2] / "examples"
     env = subprocess_env(TRAINCARD_DIR=str(store), TRAINCARD_SYSTEM="false")
-    proc = subprocess.run(
-        [sys.executable, str(script), str(examples)], capture_output=True, text=True, timeout=300, env=env
-    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     hand = json.loads(proc.stdout.strip().splitlines()[-1])
     peak = peak_flops(hand["device"], "bf16").flops

@@ -33,8 +33,9 @@ def _no_secret(store: Path, secret: str) -> None:
 def test_hf_trainer_stops_on_a_nan_with_a_checkpoint(store_dir: Path, tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     import torch
-    from tiny_gpt2 import trainer as make_trainer
     from transformers import TrainerCallback
+
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     nan_at = 3
 
@@ -237,7 +238,7 @@ def test_a_gang_notifies_once_naming_the_failed_rank(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from helpers import REPO, subprocess_env
+    from tests.support.helpers import REPO, subprocess_env
 
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
     if torchrun is None:

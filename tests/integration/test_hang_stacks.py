@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, kill_processes_with_env, subprocess_env
 
 import traincard_otel
 from traincard_otel._analysis.analysis import analyse
 from traincard_otel._read.payload.gang import gang_section
+
+from tests.support.helpers import REPO, kill_processes_with_env, subprocess_env
 
 SCRIPT = REPO / "tests" / "integration" / "scripts" / "hung_gang.py"
 STACKS_COMMAND: dict[str, Any] = {}  # `traincard stacks` run against the live deadlocked gang

@@ -20,7 +20,7 @@ def _dir_size(path: Path) -> int:
 
 @pytest.mark.slow
 def test_store_holds_exactly_what_the_trainer_logged(store_dir: Path, tmp_path: Path) -> None:
-    from tiny_gpt2 import trainer as make_trainer
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     trainer = make_trainer(str(tmp_path / "out"), max_steps=30, logging_steps=2, eval_steps=10, save_steps=15)
     handle = traincard_otel.instrument(trainer)
@@ -75,8 +75,9 @@ def test_store_holds_exactly_what_the_trainer_logged(store_dir: Path, tmp_path: 
 @pytest.mark.slow
 def _train_raising_at_step_6(tmp_path: Path, exc: BaseException) -> Any:
     """A tiny trainer whose callback raises ``exc`` at the end of step 6, trained (``exc`` caught)."""
-    from tiny_gpt2 import trainer as make_trainer
     from transformers import TrainerCallback
+
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     class Raise(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
@@ -117,8 +118,9 @@ def test_an_interrupted_trainer_ends_terminated_by_sigint(store_dir: Path, tmp_p
 
 @pytest.mark.slow
 def test_eval_metrics_logged_before_a_failure_are_kept(store_dir: Path, tmp_path: Path) -> None:
-    from tiny_gpt2 import trainer as make_trainer
     from transformers import TrainerCallback
+
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     class FailAfterEval(TrainerCallback):
         def on_evaluate(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
@@ -142,9 +144,9 @@ def test_eval_metrics_logged_before_a_failure_are_kept(store_dir: Path, tmp_path
 def test_resume_from_checkpoint_is_a_rewind_and_both_stretches_are_kept(
     store_dir: Path, tmp_path: Path
 ) -> None:
-    from tiny_gpt2 import trainer as make_trainer
-
     from traincard_otel._read.payload import build_payload
+
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     out = str(tmp_path / "out")
     first = make_trainer(out, max_steps=30, logging_steps=2, eval_steps=100, save_steps=15)
@@ -175,8 +177,8 @@ def test_time_spent_waiting_for_batches_is_measured_and_flags_input_bound_traini
 ) -> None:
     import time
 
-    from tiny_gpt2 import ProgressionDataset
-    from tiny_gpt2 import trainer as make_trainer
+    from examples.tiny_gpt2 import ProgressionDataset
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     class SlowDataset(ProgressionDataset):
         def __getitem__(self, i: int) -> dict[str, object]:
@@ -198,7 +200,7 @@ def test_time_spent_waiting_for_batches_is_measured_and_flags_input_bound_traini
 
 @pytest.mark.slow
 def test_closing_the_handle_puts_the_trainer_back_as_it_was(store_dir: Path, tmp_path: Path) -> None:
-    from tiny_gpt2 import trainer as make_trainer
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     trainer = make_trainer(
         str(tmp_path / "out"), max_steps=6, logging_steps=1, eval_steps=100, save_steps=100
@@ -220,7 +222,7 @@ def test_closing_the_handle_puts_the_trainer_back_as_it_was(store_dir: Path, tmp
 
 
 def test_logged_dicts_are_read_with_their_numbers_only(store_dir: Path, tmp_path: Path) -> None:
-    from tiny_gpt2 import trainer as make_trainer
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     trainer = make_trainer(str(tmp_path / "out"), max_steps=2, logging_steps=1)
     handle = traincard_otel.instrument(trainer)

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, metaflow_client, subprocess_env
-from otlp_receiver import http_receiver
+
+from tests.support.helpers import REPO, metaflow_client, subprocess_env
+from tests.support.otlp_receiver import http_receiver
 
 pytest.importorskip("metaflow")
 pytest.importorskip("transformers")

@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 
 @pytest.mark.slow
 def test_a_healthy_run_raises_no_anomaly(store_dir: Path, tmp_path: Path) -> None:
-    from tiny_gpt2 import trainer as make_trainer
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     trainer = make_trainer(
         str(tmp_path / "out"), max_steps=120, logging_steps=1, eval_steps=20, save_steps=1000
@@ -60,8 +60,8 @@ def test_a_healthy_run_raises_no_anomaly(store_dir: Path, tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_goodput_of_a_run_with_slow_data_loading_shows_the_data_wait(store_dir: Path, tmp_path: Path) -> None:
 
-    from tiny_gpt2 import ProgressionDataset
-    from tiny_gpt2 import trainer as make_trainer
+    from examples.tiny_gpt2 import ProgressionDataset
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     class SlowDataset(ProgressionDataset):
         def __getitem__(self, i: int) -> dict[str, object]:
@@ -107,7 +107,7 @@ def test_goodput_of_a_run_with_slow_data_loading_shows_the_data_wait(store_dir: 
 @pytest.mark.slow
 def test_goodput_of_a_retried_run_counts_what_the_retry_recomputes(store_dir: Path, tmp_path: Path) -> None:
     """Attempt 0 trains to step 30 and dies; attempt 1 resumes from the checkpoint at step 15."""
-    from tiny_gpt2 import trainer as make_trainer
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     out = str(tmp_path / "out")
     first = make_trainer(out, max_steps=30, logging_steps=5, eval_steps=100, save_steps=15)

@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, subprocess_env
 
 import traincard_otel
 from traincard_otel._analysis.analysis import analyse
 from traincard_otel._read.payload import build_payload
 from traincard_otel._read.payload.gang import gang_section
+
+from tests.support.helpers import REPO, subprocess_env
 
 pytest.importorskip("torch")
 

@@ -152,7 +152,8 @@ def test_lightning_interrupted_ends_terminated_by_sigint(store_dir: Path) -> Non
 
 def _gpt2_module(pl):  # type: ignore[no-untyped-def]
     import torch
-    from tiny_gpt2 import tiny_gpt2
+
+    from examples.tiny_gpt2 import tiny_gpt2
 
     class CausalLM(pl.LightningModule):
         """The tiny GPT-2 held as ``self.model``, as Lightning users wrap HF models."""
@@ -180,11 +181,12 @@ def test_lightning_gpt2_reports_model_flops_tokens_and_mfu(
     pl = pytest.importorskip("lightning.pytorch")
     pytest.importorskip("transformers")
     import torch
-    from tiny_gpt2 import ProgressionDataset
 
     from traincard_otel._analysis.analysis import analyse
     from traincard_otel._read.payload.insights import insights_section
     from traincard_otel._schema import Event
+
+    from examples.tiny_gpt2 import ProgressionDataset
 
     monkeypatch.setenv("TRAINCARD_PEAK_FLOPS", "1e12")  # a CPU has no known peak: name one
     module = _gpt2_module(pl)

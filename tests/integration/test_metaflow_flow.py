@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, card_payload, metaflow_client, subprocess_env
+
+from tests.support.helpers import REPO, card_payload, metaflow_client, subprocess_env
 
 pytest.importorskip("metaflow")
 pytest.importorskip("transformers")

@@ -8,11 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, subprocess_env
-from otlp_receiver import grpc_receiver, http_receiver
-from schema_names import otel_metric_names
 
 import traincard_otel
+
+from tests.support.helpers import REPO, subprocess_env
+from tests.support.otlp_receiver import grpc_receiver, http_receiver
+from tests.support.schema_names import otel_metric_names
 
 STEPS = 60
 

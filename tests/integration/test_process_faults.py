@@ -8,10 +8,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-from helpers import card_payload, subprocess_env
-
 import traincard_otel
 from traincard_otel._read.card.render import render_data
+
+from tests.support.helpers import card_payload, subprocess_env
 
 
 def _run(tmp_path: Path, code: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, subprocess_env
-from otlp_receiver import free_port
-from prometheus_server import prometheus, wait_for
+
+from tests.support.helpers import REPO, subprocess_env
+from tests.support.otlp_receiver import free_port
+from tests.support.prometheus_server import prometheus, wait_for
 
 pytestmark = pytest.mark.skipif(
     shutil.which("prometheus") is None, reason="Debian's prometheus is not installed"

@@ -11,10 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, subprocess_env
 
 import traincard_otel
 from traincard_otel._read.payload import build_payload
+
+from tests.support.helpers import REPO, subprocess_env
 
 SCRIPT = REPO / "tests" / "integration" / "scripts" / "rank_health.py"
 

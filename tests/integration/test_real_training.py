@@ -36,7 +36,7 @@ def _per_step(run: traincard_otel.RunData, kind: str) -> list[float]:
 def test_hf_gradient_accumulation_with_dataloader_workers_counts_optimizer_steps_and_every_micro_batch(
     store_dir: Path, tmp_path: Path
 ) -> None:
-    from tiny_gpt2 import trainer as make_trainer
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     trainer = make_trainer(
         str(tmp_path / "out"),
@@ -85,7 +85,7 @@ def _raw_loop(model: object, steps: int, *, autocast: bool = False) -> list[floa
 def test_a_compiled_model_has_the_model_flops_of_the_model_it_compiles(
     store_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tiny_gpt2 import tiny_gpt2
+    from examples.tiny_gpt2 import tiny_gpt2
 
     monkeypatch.setenv("TRAINCARD_PEAK_FLOPS", str(PEAK))
     torch.manual_seed(0)
@@ -116,7 +116,7 @@ def test_a_compiled_model_has_the_model_flops_of_the_model_it_compiles(
 def test_bf16_autocast_in_a_raw_loop_is_the_precision_of_the_mfu(
     store_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tiny_gpt2 import tiny_gpt2
+    from examples.tiny_gpt2 import tiny_gpt2
 
     monkeypatch.setenv("TRAINCARD_PEAK_FLOPS", str(PEAK))
     torch.manual_seed(0)
@@ -136,7 +136,7 @@ def test_bf16_autocast_in_a_raw_loop_is_the_precision_of_the_mfu(
 def test_hf_bf16_on_the_cpu_is_the_precision_of_the_mfu(
     store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tiny_gpt2 import trainer as make_trainer
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     monkeypatch.setenv("TRAINCARD_PEAK_FLOPS", str(PEAK))
     trainer = make_trainer(

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, metaflow_client, subprocess_env
+
+from tests.support.helpers import REPO, metaflow_client, subprocess_env
 
 pytest.importorskip("metaflow")
 

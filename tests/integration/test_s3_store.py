@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, card_payload, metaflow_client, subprocess_env
-from s3_server import BUCKET, _boto_kwargs, metaflow_s3_env, s3_server
+
+from tests.support.helpers import REPO, card_payload, metaflow_client, subprocess_env
+from tests.support.s3_server import BUCKET, _boto_kwargs, metaflow_s3_env, s3_server
 
 pytest.importorskip("moto")
 pytest.importorskip("metaflow")

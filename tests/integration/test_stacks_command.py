@@ -11,10 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, subprocess_env
-from s3_server import BUCKET, metaflow_s3_env, s3_server
 
 import traincard_otel
+
+from tests.support.helpers import REPO, subprocess_env
+from tests.support.s3_server import BUCKET, metaflow_s3_env, s3_server
 
 pytest.importorskip("moto")
 pytest.importorskip("metaflow")

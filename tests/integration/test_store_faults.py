@@ -6,104 +6,18 @@ from __future__ import annotations
 import errno
 import json
 import os
-import queue
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers import REPO, subprocess_env
 
 import traincard_otel
 from traincard_otel._store import segment
 from traincard_otel._store.backends import LocalBackend
 from traincard_otel._write.store.writer import StoreWriter
 
-CHILD = str(REPO / "tests" / "store_child.py")
-
-
-class Child:
-    """``store_child.py report``: its stdout read on a thread, its health lines kept in order."""
-
-    def __init__(self, env: dict[str, str], flag: Path) -> None:
-        self.flag = flag
-        self.proc = subprocess.Popen(
-            [sys.executable, CHILD, "report", str(flag)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.health: list[dict[str, Any]] = []
-        self.step = 0
-        self.last: int | None = None
-        self.err: list[str] = []
-        self._readers = [
-            threading.Thread(target=self._read, daemon=True),
-            threading.Thread(target=self._read_err, daemon=True),
-        ]
-        for reader in self._readers:
-            reader.start()
-
-    def _read_err(self) -> None:
-        assert self.proc.stderr is not None
-        self.err.extend(self.proc.stderr)
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            kind, _, rest = line.strip().partition(" ")
-            if kind == "health":
-                self.health.append(json.loads(rest))
-            elif kind == "step":
-                self.step = int(rest)
-            elif kind == "last":
-                self.last = int(rest)
-
-    def wait_for(self, what: str, cond: Callable[[], bool], timeout: float) -> float:
-        t0 = time.monotonic()
-        while not cond():
-            if self.proc.poll() is not None:
-                raise AssertionError(f"child exited while waiting for {what}: {''.join(self.err)[-3000:]}")
-            if time.monotonic() - t0 > timeout:
-                raise AssertionError(f"no {what} within {timeout} s; health: {self.health[-3:]}")
-            time.sleep(0.05)
-        return time.monotonic() - t0
-
-    def finish(self, timeout: float = 60) -> tuple[int, str]:
-        """Let the script return (no close()); its exit code and stderr."""
-        self.flag.touch()
-        code = self.proc.wait(timeout)
-        for reader in self._readers:
-            reader.join(10)
-        return code, "".join(self.err)
-
-
-def load_in_child(target: str, env: dict[str, str]) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, CHILD, "load", target], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    return subprocess_env(TRAINCARD_SYSTEM="false", TRAINCARD_FLUSH_INTERVAL="0.3", **extra)
-
-
-def assert_whole_run(got: dict[str, Any], last: int | None) -> None:
-    """Every step from 1 to the last one reported, once each, and the run marked finished."""
-    assert last is not None and last >= 100
-    steps = got["steps"]
-    assert len(steps) == len(set(steps)), "duplicate rows"
-    assert steps == list(range(1, last + 1)), (len(steps), steps[-3:], last)
-    assert got["status"] == "finished"
-    assert got["stats"]["corrupt_segments"] == 0
+from tests.support.helpers import subprocess_env
+from tests.support.store_faults import Child, assert_whole_run, child_env, exit_without_close, load_in_child
 
 
 # -- the S3 endpoint goes away and comes back --------------------------------------------------------
@@ -111,7 +25,7 @@ def assert_whole_run(got: dict[str, Any], last: int | None) -> None:
 def test_s3_outage_is_counted_live_and_everything_is_written_when_it_comes_back(tmp_path: Path) -> None:
     pytest.importorskip("moto")
     pytest.importorskip("metaflow")
-    from s3_server import BUCKET, CREDENTIALS, s3_server_process
+    from tests.support.s3_server import BUCKET, CREDENTIALS, s3_server_process
 
     with s3_server_process() as server:
         env = child_env(
@@ -156,9 +70,9 @@ def test_a_frozen_s3_endpoint_costs_one_bounded_attempt_and_no_step_time(tmp_pat
     pytest.importorskip("metaflow")
     import signal
 
-    from s3_server import BUCKET, CREDENTIALS, s3_server_process
-
     from traincard_otel._store.backends import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
+
+    from tests.support.s3_server import BUCKET, CREDENTIALS, s3_server_process
 
     # A read timeout set by the user (Metaflow's client parameters win key by key) bounds the
     # attempt as the default one does, in less of the test's time.
@@ -250,7 +164,7 @@ def test_a_read_only_store_is_a_counted_error_and_training_goes_on(tmp_path: Pat
 
 
 def test_a_real_full_disk_is_counted_live_and_nothing_is_lost_once_there_is_room(tmp_path: Path) -> None:
-    from tmpfs import tmpfs
+    from tests.support.tmpfs import tmpfs
 
     with tmpfs(tmp_path / "disk", "64k") as disk:
         child = Child(child_env(TRAINCARD_DIR=str(disk.path), TRAINCARD_RUN_NAME="r"), tmp_path / "done")
@@ -275,7 +189,7 @@ def test_a_real_full_disk_is_counted_live_and_nothing_is_lost_once_there_is_room
 
 
 def test_a_store_turned_read_only_is_a_counted_error_and_training_goes_on(tmp_path: Path) -> None:
-    from tmpfs import tmpfs
+    from tests.support.tmpfs import tmpfs
 
     with tmpfs(tmp_path / "disk", "16m") as disk:
         child = Child(child_env(TRAINCARD_DIR=str(disk.path), TRAINCARD_RUN_NAME="r"), tmp_path / "done")
@@ -320,18 +234,6 @@ def test_a_corrupt_and_a_truncated_segment_are_skipped_and_counted(tmp_path: Pat
 
 
 # -- exit without close() on every backend -----------------------------------------------------------
-def exit_without_close(env: dict[str, str], target: str, tmp_path: Path) -> None:
-    env = {**env, "TRAINCARD_FLUSH_INTERVAL": "3600"}  # nothing flushed before exit: the exit hook must
-    child = Child(env, tmp_path / "done")
-    child.wait_for("step 300", lambda: child.step >= 300, 60)
-    code, err = child.finish()
-    assert code == 0, err[-3000:]
-    assert "cannot schedule new futures" not in err and "could not be written" not in err, err[-3000:]
-    got = load_in_child(target, env)
-    assert_whole_run(got, child.last)
-    assert got["states"][0]["store_health"]["write_errors"] == 0
-
-
 def test_exit_without_close_keeps_everything_on_a_local_store(tmp_path: Path) -> None:
     env = child_env(TRAINCARD_DIR=str(tmp_path / "store"), TRAINCARD_RUN_NAME="r")
     exit_without_close(env, str(tmp_path / "store" / "r"), tmp_path)
@@ -341,7 +243,7 @@ def test_exit_without_close_keeps_everything_on_a_local_store(tmp_path: Path) ->
 def test_exit_without_close_keeps_everything_on_s3(tmp_path: Path) -> None:
     pytest.importorskip("moto")
     pytest.importorskip("metaflow")
-    from s3_server import BUCKET, CREDENTIALS, s3_server
+    from tests.support.s3_server import BUCKET, CREDENTIALS, s3_server
 
     with s3_server() as url:
         env = child_env(**CREDENTIALS, METAFLOW_S3_ENDPOINT_URL=url, TRAINCARD_DIR=f"s3://{BUCKET}/exit")

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, card_payload, metaflow_client, subprocess_env
+
+from tests.support.helpers import REPO, card_payload, metaflow_client, subprocess_env
 
 pytest.importorskip("metaflow")
 FLOW = REPO / "tests" / "integration" / "flows" / "sweep_flow.py"
@@ -164,7 +165,7 @@ def test_a_step_s_summaries_are_found_in_a_bucket(tmp_path: Path) -> None:
     """The S3 path of finding siblings (one delimited listing, one object per task), on the
     emulator; the flow itself runs on the local datastore above."""
     pytest.importorskip("moto")
-    from s3_server import BUCKET, metaflow_s3_env, s3_server
+    from tests.support.s3_server import BUCKET, metaflow_s3_env, s3_server
 
     with s3_server() as endpoint:
         env = subprocess_env(**metaflow_s3_env(endpoint))
@@ -185,7 +186,7 @@ def test_the_same_sweep_on_the_s3_datastore(tmp_path: Path) -> None:
     """The whole sweep on S3 (the local S3 emulator): each branch finds its siblings' summaries in
     the bucket, the join's card compares them, and ``sweep()`` reads them back from it."""
     pytest.importorskip("moto")
-    from s3_server import metaflow_s3_env, s3_server
+    from tests.support.s3_server import metaflow_s3_env, s3_server
 
     with s3_server() as endpoint:
         env = subprocess_env(TRAINCARD_SYSTEM="false", **metaflow_s3_env(endpoint))

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, subprocess_env
 
 import traincard_otel
+
+from tests.support.helpers import REPO, subprocess_env
 
 
 @pytest.mark.slow

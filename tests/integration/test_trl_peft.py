@@ -12,8 +12,9 @@ import traincard_otel
 @pytest.mark.slow
 def test_peft_lora_model_under_the_trainer(store_dir: Path, tmp_path: Path) -> None:
     peft = pytest.importorskip("peft")
-    from tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
     from transformers import Trainer
+
+    from examples.tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
 
     model = peft.get_peft_model(
         tiny_gpt2(), peft.LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True)
@@ -38,9 +39,10 @@ def test_peft_lora_model_under_the_trainer(store_dir: Path, tmp_path: Path) -> N
 def test_trl_sft_trainer(store_dir: Path, tmp_path: Path) -> None:
     trl = pytest.importorskip("trl")
     datasets = pytest.importorskip("datasets")
-    from tiny_gpt2 import tiny_gpt2
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
+
+    from examples.tiny_gpt2 import tiny_gpt2
 
     vocab = {ch: i for i, ch in enumerate(["<pad>", "<unk>", *"abcdefghijklmnopqrstuvwxyz "])}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))

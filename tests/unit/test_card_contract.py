@@ -201,7 +201,7 @@ def test_the_check_fails_on_a_field_no_type_declares() -> None:
 
 
 def test_the_payload_page_ends_with_the_generated_contract() -> None:
-    from helpers import REPO
+    from tests.support.helpers import REPO
 
     page = (REPO / "docs" / "card-payload.md").read_text(encoding="utf-8")
     assert page.endswith("\n\n" + contract.render_markdown()), (
@@ -212,12 +212,12 @@ def test_the_payload_page_ends_with_the_generated_contract() -> None:
 
 def test_every_section_of_a_real_payload_has_its_declared_keys() -> None:
     """A payload built from a stored run has exactly the keys its types declare (required ones)."""
-    from test_card_sections import _hf_run
-
     from traincard_otel._read.payload import build_payload
 
+    from tests.support.runs import hf_run
+
     for live in (False, True):
-        payload = build_payload(_hf_run(), live=live)
+        payload = build_payload(hf_run(), live=live)
         assert set(payload) == set(typing.get_type_hints(contract.CardPayload))
         for section in ("run", "names", "insights", "log_info", "system", "empty", "stats"):
             tp = typing.get_type_hints(contract.CardPayload)[section]
@@ -244,14 +244,7 @@ def _undeclared(value: object, tp: object, path: str) -> list[str]:
 def test_the_browser_tests_hand_made_payloads_fit_the_contract() -> None:
     """The page is tested in Chromium with hand-made payloads: they use only declared fields, so a
     field the tests draw is one the builders must produce."""
-    import importlib.util
-
-    from helpers import REPO
-
-    spec = importlib.util.spec_from_file_location("payloads", REPO / "tests" / "browser" / "payloads.py")
-    assert spec is not None and spec.loader is not None
-    payloads = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(payloads)
+    from tests.support import payloads
 
     made = [
         payloads.running_payload(),

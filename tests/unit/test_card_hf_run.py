@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import HF_BOOKKEEPING
 
 import traincard_otel
+
+from tests.support.helpers import HF_BOOKKEEPING
 
 pytest.importorskip("transformers")
 
@@ -16,10 +17,11 @@ pytest.importorskip("transformers")
 def test_hf_run_with_max_steps_shows_real_epochs_and_one_summary_table(
     store_dir: Path, tmp_path: Path
 ) -> None:
-    from tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
     from transformers import Trainer
 
     from traincard_otel._read.payload import build_payload
+
+    from examples.tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
 
     # 128 samples / 16 per step = 8 steps per epoch: max_steps=30 ends at epoch 3.75, while the
     # Trainer's num_train_epochs keeps its default of 3 (the card used to say "Epoch 3.75 / 3").

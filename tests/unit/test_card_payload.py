@@ -75,20 +75,20 @@ def test_full_payload_is_downsampled_and_json_safe() -> None:
 
 
 def test_numpy_and_pure_python_downsampling_agree() -> None:
-    from traincard_otel._read.payload import _downsample_py
+    from traincard_otel._read.payload.series import downsample_py
 
     xs = list(range(10_007))
     ys = [math.sin(i / 37) * (5 if i % 997 == 0 else 1) for i in xs]
     ys[500] = float("nan")
     fast = downsample(xs, ys, max_points=400)
-    slow = _downsample_py(xs, ys, 400)
+    slow = downsample_py(xs, ys, 400)
     assert max(v for v in fast[1] if v is not None) == max(v for v in slow[1] if v is not None)
     assert min(v for v in fast[1] if v is not None) == min(v for v in slow[1] if v is not None)
     assert len(fast[0]) <= 400 and fast[0] == sorted(fast[0])
 
 
 def test_system_charts_per_node_and_total() -> None:
-    from traincard_otel._read.payload import _Mode, system_charts
+    from traincard_otel._read.payload import Mode, system_charts
 
     data = RunData(source="two nodes")
     data.states = [{"attempt": 0, "rank": 0, "host": "node-a"}, {"attempt": 0, "rank": 4, "host": "node-b"}]
@@ -101,7 +101,7 @@ def test_system_charts_per_node_and_total() -> None:
             cpu.attempts.append(0)
             cpu.ranks.append(rank)
     data.system["system.cpu.utilization"] = cpu
-    chart = next(c for c in system_charts(data, _Mode(live=False)) if c["id"] == "cpu")
+    chart = next(c for c in system_charts(data, Mode(live=False)) if c["id"] == "cpu")
     labels = [s["label"] for s in chart["series"]]
     assert labels == ["node-a system", "node-b system", "system all nodes (mean)"]
     mean = chart["series"][2]["y"]
@@ -109,7 +109,7 @@ def test_system_charts_per_node_and_total() -> None:
 
 
 def test_gpu_memory_chart_shows_the_driver_and_the_torch_allocator_views() -> None:
-    from traincard_otel._read.payload import _Mode, system_charts
+    from traincard_otel._read.payload import Mode, system_charts
 
     data = RunData(source="one gpu")
     gib, torch_kind = 2**30, "traincard.torch.memory.kind"
@@ -128,18 +128,18 @@ def test_gpu_memory_chart_shows_the_driver_and_the_torch_allocator_views() -> No
             series.attempts.append(0)
             series.ranks.append(0)
         data.system[f"{name}{tags}"] = series
-    chart = next(c for c in system_charts(data, _Mode(live=False)) if c["id"] == "gpu_mem")
+    chart = next(c for c in system_charts(data, Mode(live=False)) if c["id"] == "gpu_mem")
     got = {s["label"]: round(s["y"][-1], 6) for s in chart["series"]}
     assert got == {"gpu0": 30.0, "gpu0 limit": 80.0, "gpu0 torch reserved": 28.0, "gpu0 torch peak": 25.0}
     assert chart["unit"] == "GiB"  # as the tiles give bytes
 
 
 def test_latest_reading_tiles_name_the_device_and_carry_the_recorded_units() -> None:
-    from fakes.nvml import FakeNvml
-
     from traincard_otel._schema.keys import split_reading_key
     from traincard_otel._write.telemetry import Sample
     from traincard_otel._write.telemetry.gpu import GpuSampler
+
+    from tests.support.fakes.nvml import FakeNvml
 
     gpu = GpuSampler(FakeNvml(devices=2))
     gpu.start()

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import HF_BOOKKEEPING, REPO, series
 
 from traincard_otel._read.card.page import card_script
 from traincard_otel._read.load.reader import RunData
@@ -17,32 +16,8 @@ from traincard_otel._read.payload import build_payload
 from traincard_otel._read.payload.status import epoch_progress
 from traincard_otel._read.payload.system import readable_note
 
-
-def _hf_run() -> RunData:
-    """What an HF Trainer run stores: loss every 5 steps, eval every 40, the bookkeeping at the end."""
-    data = RunData(source="hf")
-    data.states = [
-        {
-            "attempt": 0,
-            "rank": 0,
-            "status": "finished",
-            "step": 150,
-            "started_at": 1000.0,
-            "updated_at": 1150.0,
-            # max_steps=150 over 40 steps per epoch, while num_train_epochs stayed at its default 3
-            "progress": {"epoch": 3.75, "num_epochs": 3, "max_steps": 150},
-        }
-    ]
-    data.metrics["loss"] = series("loss", list(range(5, 151, 5)))
-    data.metrics["learning_rate"] = series("learning_rate", list(range(5, 151, 5)), 1e-4)
-    data.metrics["eval_loss"] = series("eval_loss", [40, 80, 120])
-    for name in ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second"):
-        data.metrics[name] = series(name, [40, 80, 120], 3.0)
-    for name in ("total_flos", "train_runtime", "train_samples_per_second", "train_steps_per_second"):
-        data.metrics[name] = series(name, [150], 7.0)
-    data.metrics["train_loss"] = series("train_loss", [150], 0.9)
-    data.metrics["epoch"] = series("epoch", list(range(5, 151, 5)))
-    return data
+from tests.support.helpers import HF_BOOKKEEPING, REPO, series
+from tests.support.runs import hf_run
 
 
 def test_epoch_never_exceeds_the_total_and_follows_max_steps() -> None:
@@ -51,12 +26,12 @@ def test_epoch_never_exceeds_the_total_and_follows_max_steps() -> None:
     assert epoch_progress(0.5, 3.0, 20, 40) == (0.5, 1.0)  # max_steps stops the run after 1 epoch
     assert epoch_progress(5.0, 3, None, None) == (3.0, 3.0)  # no step figures: clamp to the total
     assert epoch_progress(None, 2, 10, 100) == (None, 2.0)
-    run = build_payload(_hf_run(), final=True)["run"]
+    run = build_payload(hf_run(), final=True)["run"]
     assert (run["epoch"], run["num_epochs"]) == (3.75, 3.75)
 
 
 def test_hf_bookkeeping_series_go_to_one_summary_table_not_charts() -> None:
-    payload = build_payload(_hf_run(), final=True)
+    payload = build_payload(hf_run(), final=True)
     chart_ids = [c["id"] for c in payload["charts"]]
     assert chart_ids == ["loss", "learning_rate"]
     loss = next(c for c in payload["charts"] if c["id"] == "loss")
@@ -70,7 +45,7 @@ def test_hf_bookkeeping_series_go_to_one_summary_table_not_charts() -> None:
 
 
 def test_a_figure_reported_once_beside_curves_is_a_summary_row_and_every_chart_has_a_unit() -> None:
-    data = _hf_run()
+    data = hf_run()
     data.metrics["final_accuracy"] = series("final_accuracy", [150], 0.8)
     data.step_times[0] = series("step_time", list(range(1, 151)), 0.02)
     payload = build_payload(data, final=True)
@@ -245,7 +220,7 @@ def test_card_js_keeps_no_copies_of_wire_names() -> None:
 @pytest.mark.parametrize("live", [False, True])
 def test_every_payload_key_is_documented(live: bool) -> None:
     doc = (REPO / "docs" / "card-payload.md").read_text(encoding="utf-8")
-    for key in build_payload(_hf_run(), live=live):
+    for key in build_payload(hf_run(), live=live):
         assert f'"{key}"' in doc, key
 
 

@@ -15,53 +15,8 @@ from traincard_otel import load
 from traincard_otel._cli import write_card
 from traincard_otel._read.card.render import render_data
 from traincard_otel._read.payload import build_payload
-from traincard_otel._store.backends import LocalBackend
-from traincard_otel._write.store.writer import StoreWriter
 
-HOSTILE = "bad \ud800 \x00\x07\x1b[31m <script>document.body.dataset.pwned='1'</script>"
-
-
-def write_hostile_store(root: Path) -> None:
-    """A store whose every text field holds a lone surrogate and control characters, written
-    straight through the store writer (as an older writer or another tool could leave it)."""
-
-    class FailsOnce(LocalBackend):
-        """A store whose first write fails with hostile text in the error message."""
-
-        failed = False
-
-        def write(self, name: str, data: bytes) -> None:
-            if not self.failed:
-                self.failed = True
-                raise OSError(f"err {HOSTILE}")
-            super().write(name, data)
-
-    writer = StoreWriter(FailsOnce(root), attempt=0, rank=0)
-    writer.set_state(
-        {
-            "status": "failed",
-            "step": 2,
-            "started_at": 1.0,
-            "updated_at": 3.0,
-            "notes": [f"note {HOSTILE}"],
-            "failure": {"type": "Error\ud800", "message": f"exc {HOSTILE}", "traceback": f"tb {HOSTILE}"},
-            "rejected": {"reason\udfff": 2},
-        }
-    )
-    for step in (1, 2):
-        writer.add({"k": "m", "t": float(step), "s": step, "v": {f"loss\ud800\x07{step}": 1.0, "ok": 0.5}})
-    writer.add({"k": "m", "t": 2.0, "s": 2, "v": {"tagged": 1.0}, "g": {"tag\udfff": "v\ud800"}})
-    writer.add({"k": "l", "t": 2.0, "lvl": "ERROR", "msg": f"log {HOSTILE}", "a": {}})
-    writer.add(
-        {
-            "k": "e",
-            "t": 2.0,
-            "n": "traincard.checkpoint.saved",
-            "a": {"traincard.checkpoint.path": f"/ckpt/{HOSTILE}", "traincard.step": 2},
-        }
-    )
-    assert writer.flush_now() is False  # the hostile error is counted; the next write succeeds
-    assert writer.flush_now() is True
+from tests.support.runs import write_hostile_store
 
 
 def test_traincard_render_writes_a_whole_card_from_unencodable_text(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import series, subprocess_env
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
 import traincard_otel
@@ -27,6 +26,8 @@ from traincard_otel._store.backends import LocalBackend
 from traincard_otel._write import pipeline as _pipeline
 from traincard_otel._write.pipeline import children
 from traincard_otel._write.pipeline.children import ParentOnlyPeriodicReader
+
+from tests.support.helpers import series, subprocess_env
 
 PARENT = {"TRAINCARD_DIR": "/data", "PATH": "/bin"}
 

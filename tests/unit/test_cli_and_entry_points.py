@@ -10,10 +10,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-from helpers import subprocess_env
-
 import traincard_otel
 from traincard_otel._cli import main
+
+from tests.support.helpers import subprocess_env
 
 
 def _record(store_dir: Path) -> None:

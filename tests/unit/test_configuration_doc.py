@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
-from helpers import REPO
-
 import traincard_otel
 from traincard_otel import environment_variables
 from traincard_otel._config import Settings
+
+from tests.support.helpers import REPO
 
 
 def test_every_traincard_variable_has_a_row_in_the_configuration_page() -> None:

@@ -16,7 +16,7 @@ from traincard_otel._analysis.flops import (
 
 def test_tiny_gpt2_flops_per_token_match_a_hand_count() -> None:
     pytest.importorskip("transformers")
-    from tiny_gpt2 import tiny_gpt2
+    from examples.tiny_gpt2 import tiny_gpt2
 
     model = tiny_gpt2()  # vocab 64, 2 layers, hidden 64, 64 positions, output layer tied to wte
     d, layers, vocab, positions = 64, 2, 64, 64
@@ -114,7 +114,7 @@ def test_mfu_is_achieved_over_peak_times_accelerators() -> None:
 
 def test_training_fields_on_a_cpu_have_the_flops_and_an_honest_unknown_peak() -> None:
     pytest.importorskip("transformers")
-    from tiny_gpt2 import tiny_gpt2
+    from examples.tiny_gpt2 import tiny_gpt2
 
     fields = training_fields(tiny_gpt2(), "fp32")
     assert fields == {

@@ -43,9 +43,9 @@ def test_no_price_no_cost() -> None:
 
 
 def test_a_gang_pays_for_every_node(tmp_path: Path) -> None:
-    from test_gang_store import _gang
+    from tests.support.runs import gang_store
 
-    run = traincard_otel.load(_gang(tmp_path, {r: {"status": "finished"} for r in range(4)}, []))
+    run = traincard_otel.load(gang_store(tmp_path, {r: {"status": "finished"} for r in range(4)}, []))
     ins = insights_section(run, analyse(run), hourly_cost=10.0)
     cost, g = ins["cost"], ins["goodput"]
     assert cost["nodes"] == 2

@@ -14,9 +14,9 @@ def test_unsupported_transformers_version_names_the_supported_range(
     store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("transformers")
-    from tiny_gpt2 import trainer as make_trainer
-
     from traincard_otel.adapters import huggingface
+
+    from examples.tiny_gpt2 import trainer as make_trainer
 
     trainer = make_trainer(str(tmp_path / "out"), max_steps=1)
     monkeypatch.setattr(huggingface.transformers, "__version__", "4.2.0")

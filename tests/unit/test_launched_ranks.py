@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import subprocess_env
 
 import traincard_otel
 from traincard_otel._analysis.analysis import analyse
@@ -27,6 +26,8 @@ from traincard_otel._store.backends import LocalBackend
 from traincard_otel._write.store.where import default_local_dir
 from traincard_otel._write.store.writer import StoreWriter
 from traincard_otel._write.telemetry.siblings import describe, exit_status
+
+from tests.support.helpers import subprocess_env
 
 SRUN = {
     "SLURM_JOB_ID": "77",

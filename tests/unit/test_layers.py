@@ -19,7 +19,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from helpers import REPO
+from tests.support.helpers import REPO
 
 PACKAGE = REPO / "traincard_otel"
 

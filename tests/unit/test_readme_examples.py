@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, subprocess_env
+
+from tests.support.helpers import REPO, subprocess_env
 
 _BLOCK = re.compile(r"^```python( skip)?\n(.*?)^```", re.S | re.M)
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import subprocess_env
 
 import traincard_otel
 from traincard_otel.testing import capture
+
+from tests.support.helpers import subprocess_env
 
 
 def test_metrics_phases_checkpoints_logs_round_trip(store_dir: Path, tmp_path: Path) -> None:

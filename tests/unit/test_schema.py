@@ -6,10 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import REPO
-from schema_names import otel_metric_names
 
 import traincard_otel
+
+from tests.support.helpers import REPO
+from tests.support.schema_names import otel_metric_names
 
 _CREATE = re.compile(
     r"create_(?:observable_)?(?:gauge|counter|up_down_counter|histogram)\(\s*\"([^\"]+)\"", re.S

@@ -10,11 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import subprocess_env
 
 import traincard_otel
 from traincard_otel._analysis.gang.attribution import analyze
 from traincard_otel.testing import capture
+
+from tests.support.helpers import subprocess_env
 
 
 def _durations(run: traincard_otel.RunData) -> dict[int, float]:

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import card_payload
 
 import traincard_otel
 from traincard_otel._analysis.summary import CURVE_POINTS, curve_points, hyperparameter_value, task_summary
@@ -25,6 +24,8 @@ from traincard_otel._store.backends import LocalBackend
 from traincard_otel._store.segment import metric_run
 from traincard_otel._write.store.summary import write_summary
 from traincard_otel._write.store.writer import StoreWriter
+
+from tests.support.helpers import card_payload
 
 
 def _run(values: list[float], name: str = "loss", hp: dict[str, str] | None = None) -> RunData:

@@ -11,12 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes.nvml import FakeNvml
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from traincard_otel._write.telemetry import SystemSampler, host, procfs, rates, register_system_instruments
 from traincard_otel._write.telemetry.gpu import GpuSampler, visible_devices
+
+from tests.support.fakes.nvml import FakeNvml
 
 
 def _value(snap, name, **attrs):  # type: ignore[no-untyped-def]

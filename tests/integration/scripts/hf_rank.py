@@ -2,14 +2,10 @@
 a tiny GPT-2 trained as the Trainer trains it, instrumented in one line."""
 
 import os
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples"))
-
-from tiny_gpt2 import trainer
 
 import traincard_otel
+
+from examples.tiny_gpt2 import trainer
 
 
 def main() -> None:

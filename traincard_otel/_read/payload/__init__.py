@@ -27,17 +27,13 @@ from .logs import log_lines
 from .markers import discontinuities
 from .names import wire_names
 from .rl import rl_charts
-from .series import LIVE_LOG_TAIL, LIVE_TAIL, MAX_POINTS, Mode, downsample, downsample_py
+from .series import LIVE_LOG_TAIL, LIVE_TAIL, MAX_POINTS, Mode, downsample
 from .status import run_status
 from .system import system_charts, system_section
 from .training import summary_table, training_charts
 
 SCHEMA_VERSION = 1
 LIVE_MAX_BYTES = 60_000  # live payloads must stay small: Metaflow stores and serves each one whole
-
-# Kept under their former names for callers of the single-module version.
-_Mode = Mode
-_downsample_py = downsample_py
 
 __all__ = [
     "LIVE_MAX_BYTES",

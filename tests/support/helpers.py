@@ -1,4 +1,4 @@
-"""Helpers shared by tests (importable as ``helpers`` thanks to conftest.py)."""
+"""Helpers shared by tests: child processes' environment, card payloads, Metaflow's client in a child."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:

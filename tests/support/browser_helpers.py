@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import REPO
+from tests.support.helpers import REPO
 
 SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
 

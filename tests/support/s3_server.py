@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from otlp_receiver import free_port
+from tests.support.otlp_receiver import free_port
 
 BUCKET = "traincard-test"
 CREDENTIALS = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from helpers import REPO
+from tests.support.helpers import REPO
 
 _ROW = re.compile(
     r"^\|\s*`([a-z][a-z0-9_.]+)`\s*\|\s*(gauge|counter|updowncounter|histogram)\s*\|\s*`([^`]*)`", re.M

@@ -1,4 +1,5 @@
-"""Headless Debian Chromium through chromedriver (installed by `make test`)."""
+"""The headless Chromium fixtures: Debian Chromium through chromedriver (installed by `make test`),
+one for the session, offered to every test as ``browser`` (``tests/conftest.py`` registers them)."""
 
 from __future__ import annotations
 

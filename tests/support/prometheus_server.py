@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from otlp_receiver import free_port
+from tests.support.otlp_receiver import free_port
 
 
 @contextmanager

@@ -3,7 +3,7 @@
 gcp-storage-emulator comes from PyPI (the ``dev`` extra), Azurite from npm (``make system-packages``
 installs it under ``node_modules/`` of the repository). Metaflow reaches them through its own
 datastore code and client factories; the credentials come from the client providers in
-``tests/mfext`` (Metaflow's extension mechanism), since the default chains need cloud accounts.
+``tests/support/mfext`` (Metaflow's extension mechanism), since the default chains need cloud accounts.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from otlp_receiver import free_port
 
-REPO = Path(__file__).resolve().parent.parent
-EXTENSIONS = str(REPO / "tests" / "mfext")
+from tests.support.helpers import REPO
+from tests.support.otlp_receiver import free_port
+
+EXTENSIONS = str(Path(__file__).resolve().parent / "mfext")
 BUCKET = "traincard-test"
 AZURITE_ACCOUNT = "devstoreaccount1"  # Azurite's published development account
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="

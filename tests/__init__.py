@@ -1,0 +1,1 @@
+"""The package's own test suite (``docs/testing.md``); its shared code is :mod:`tests.support`."""
