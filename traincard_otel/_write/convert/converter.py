@@ -30,7 +30,7 @@ from ..._schema import (
     PhaseEnd,
     PhaseStart,
     Report,
-    StatusSnapshot,
+    StatusSection,
     StepEnd,
     SystemReport,
 )
@@ -196,7 +196,7 @@ class Converter:
         with self._lock:
             self.spans.close_all(t)
 
-    def status_fields(self) -> StatusSnapshot:
+    def status_fields(self) -> StatusSection:
         """This converter's part of the rank's status snapshot."""
         return {
             "last_metrics": dict(self.rows.last_metrics),

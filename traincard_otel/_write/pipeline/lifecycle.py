@@ -34,7 +34,7 @@ from ..._schema import (
     LifecycleEvent,
     LogLine,
     Metric,
-    StatusSnapshot,
+    StatusSection,
     SystemMetric,
 )
 from ..._schema.records import GENAI_PRICES_FIELD
@@ -356,9 +356,9 @@ class Pipeline:
             self._own_reader = StoreReader(self.backend, source=self.mf.pathspec if self.mf else None)
         return analyse(self._own_reader.read())
 
-    def state(self) -> StatusSnapshot:
+    def state(self) -> StatusSection:
         q = self.queue
-        st: StatusSnapshot = {
+        st: StatusSection = {
             "status": self.status,
             "terminated_by": self.terminated_by,
             "started_at": self.started_at,
