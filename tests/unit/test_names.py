@@ -1,10 +1,14 @@
-"""Names say one thing: wire types are named by the place they fill, and no wire type shares a name
-with anything else in the package.
+"""Names say one thing: wire types are named by the place they fill, no wire type shares a name with
+anything else in the package, and each anomaly kind has one name, spelled in one place.
 
 A wire type is a TypedDict: the shape of JSON that reaches the page or the store (the card payload,
 the status snapshot, the task summary). Its name ends in ``Section`` (an object under a key) or
 ``Row`` (one element of a list); ``CardPayload`` is the whole payload. An analysis class, a queue
 record or a type alias never carries a wire type's name, so no module has to rename one on import.
+
+The anomaly kinds are defined once (``traincard_otel/_schema/anomaly_kinds.py``): the detector, the
+``stop_on``/``notify_on`` settings, the card's labels, ``docs/schema.md`` and the alert rules take
+them from there (``tests/integration/test_collector_config.py`` checks the rules).
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from helpers import REPO
+
+from traincard_otel._config import NOTIFY_KINDS, STOP_KINDS
+from traincard_otel._read.payload.insights import KIND_LABELS
+from traincard_otel._schema import ANOMALY_KIND_NAMES, ANOMALY_KINDS, AnomalyKind, render_markdown
 
 PACKAGE = REPO / "traincard_otel"
 WIRE_SUFFIXES = ("Section", "Row")
@@ -97,3 +105,57 @@ def test_no_module_renames_a_wire_type_on_import() -> None:
                     f"{path.relative_to(REPO)}: {a.name} as {a.asname}" for a in node.names if a.asname
                 ]
     assert renamed == []
+
+
+DEFINITION = PACKAGE / "_schema" / "anomaly_kinds.py"
+# Names a kind once had: nothing may use them again (``nan`` was ``nonfinite`` to the detector).
+RETIRED_KINDS = ("nonfinite",)
+
+
+def _float_arguments(tree: ast.Module) -> set[int]:
+    """The string constants passed to ``float(...)`` (``float("nan")`` is a number, not a kind)."""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    return {id(a) for c in calls if isinstance(c.func, ast.Name) and c.func.id == "float" for a in c.args}
+
+
+def test_each_anomaly_kind_is_defined_once_with_a_label_and_a_meaning() -> None:
+    constants = {v for k, v in vars(AnomalyKind).items() if k.isupper()}
+    assert sorted(constants) == sorted(ANOMALY_KIND_NAMES) and len(set(ANOMALY_KIND_NAMES)) == len(
+        ANOMALY_KINDS
+    )
+    assert all(k.label and k.meaning for k in ANOMALY_KINDS)
+    assert {k.name: k.label for k in ANOMALY_KINDS} == KIND_LABELS
+    assert set(ANOMALY_KIND_NAMES) < set(STOP_KINDS) < set(NOTIFY_KINDS)
+    page = render_markdown()
+    assert all(f"| `{k.name}` | {k.label} | {k.meaning} |" in page for k in ANOMALY_KINDS)
+
+
+def test_no_anomaly_kind_is_spelled_outside_its_definition() -> None:
+    """The package names a kind through ``AnomalyKind`` (or the tuples derived from it), never as a
+    string of its own; the card's script and styles never name one."""
+    kinds = set(ANOMALY_KIND_NAMES) | set(RETIRED_KINDS)
+    found = []
+    for path, tree in _modules():
+        if path == DEFINITION:
+            continue
+        numbers = _float_arguments(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in kinds and id(node) not in numbers:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} {node.value!r}")
+    for asset in sorted((PACKAGE / "_read" / "card" / "assets").rglob("*")):
+        if asset.suffix in (".js", ".css"):
+            text = asset.read_text()
+            found += [
+                f"{asset.relative_to(REPO)} {k!r}" for k in kinds if f'"{k}"' in text or f"'{k}'" in text
+            ]
+    assert found == [], f"use AnomalyKind (traincard_otel/_schema/anomaly_kinds.py): {found}"
+
+
+def test_no_page_or_rule_uses_a_retired_kind_name() -> None:
+    pages = [
+        REPO / "README.md",
+        *sorted((REPO / "docs").glob("*.md")),
+        *sorted((REPO / "collector-config").rglob("*.y*ml")),
+    ]
+    stale = [f"{p.relative_to(REPO)} {k}" for p in pages for k in RETIRED_KINDS if k in p.read_text()]
+    assert stale == []

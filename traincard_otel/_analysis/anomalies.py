@@ -3,7 +3,8 @@
 :class:`AnomalyDetector` is fed every accepted metric value (:meth:`~AnomalyDetector.observe`)
 and every timed step end (:meth:`~AnomalyDetector.observe_step`) in report order, and returns
 the anomalies each one reveals. It keeps a bounded window per watched metric, so its memory does
-not grow with the run. The rules, each with its :class:`AnomalyRules` field:
+not grow with the run. The rules, by the kind they flag (:mod:`traincard_otel._schema.anomaly_kinds`),
+each with its :class:`AnomalyRules` field:
 
 ``loss_spike``
     A training loss (a name containing ``loss``, reported outside any phase or in ``train``)
@@ -13,7 +14,7 @@ not grow with the run. The rules, each with its :class:`AnomalyRules` field:
     rounding-level wiggle is not a spike). Only upward jumps count: a loss falling fast is the
     point of training. Needs ``min_points`` values first; after a spike, ``cooldown`` further
     values of that metric are not flagged again (one divergence is one event, not fifty).
-``nonfinite``
+``nan``
     NaN or infinity in a loss or a gradient norm (``grad_norm``, ``gradient_norm``, ``grad-norm``:
     a name with ``grad`` and ``norm`` in it), in any phase. Flagged once when it starts; flagged
     again only after a finite value has been seen.
@@ -56,24 +57,8 @@ import math
 import re
 from typing import Final, Literal, NamedTuple
 
-Kind = Literal[
-    "loss_spike",
-    "nonfinite",
-    "grad_explosion",
-    "throughput_drop",
-    "eval_regression",
-    "reward_collapse",
-    "kl_blowup",
-]
-KINDS: Final[tuple[Kind, ...]] = (
-    "loss_spike",
-    "nonfinite",
-    "grad_explosion",
-    "throughput_drop",
-    "eval_regression",
-    "reward_collapse",
-    "kl_blowup",
-)
+from .._schema.anomaly_kinds import AnomalyKind
+
 MAD_SCALE: Final = 1.4826  # MAD x this estimates the standard deviation of normally distributed noise
 
 
@@ -151,7 +136,7 @@ class AnomalyRules:
 class Anomaly(NamedTuple):
     """One flagged point: what kind, at which step, on which metric, and why in one line."""
 
-    kind: Kind
+    kind: str  # an AnomalyKind
     step: int | None
     name: str
     value: float
@@ -274,12 +259,12 @@ class _Window:
 class _Watched:
     """A metric's state: its window, the cooldown left, whether it is non-finite now."""
 
-    __slots__ = ("cooldown", "nonfinite", "window")
+    __slots__ = ("cooldown", "not_finite", "window")
 
     def __init__(self, size: int) -> None:
         self.window = _Window(size)
         self.cooldown = 0
-        self.nonfinite = False
+        self.not_finite = False
 
 
 class _Best:
@@ -341,11 +326,13 @@ class AnomalyDetector:
         if w is None:
             w = self._watched[name] = _Watched(r.window)
         if not math.isfinite(value):
-            if w.nonfinite:
+            if w.not_finite:
                 return []
-            w.nonfinite = True
-            return [Anomaly("nonfinite", step, name, value, None, f"{name} is {_fmt(value)} at step {step}")]
-        w.nonfinite = False
+            w.not_finite = True
+            return [
+                Anomaly(AnomalyKind.NAN, step, name, value, None, f"{name} is {_fmt(value)} at step {step}")
+            ]
+        w.not_finite = False
         if kind == "finite":
             return []
         win = w.window
@@ -366,7 +353,7 @@ class AnomalyDetector:
                             n = excess / sigma if sigma > 0 else math.inf
                             out.append(
                                 Anomaly(
-                                    "loss_spike",
+                                    AnomalyKind.LOSS_SPIKE,
                                     step,
                                     name,
                                     value,
@@ -380,7 +367,7 @@ class AnomalyDetector:
             elif med > 0 and value > r.grad_factor * med:
                 out.append(
                     Anomaly(
-                        "grad_explosion",
+                        AnomalyKind.GRAD_EXPLOSION,
                         step,
                         name,
                         value,
@@ -410,7 +397,12 @@ class AnomalyDetector:
             return None
         expected = win.median() if len(win.sorted) else None
         return Anomaly(
-            "kl_blowup", step, name, value, expected, f"{name} {_fmt(value)} at step {step} is {why}"
+            AnomalyKind.KL_BLOWUP,
+            step,
+            name,
+            value,
+            expected,
+            f"{name} {_fmt(value)} at step {step} is {why}",
         )
 
     def _collapsed(self, step: int | None, name: str, value: float, kind: Role) -> list[Anomaly]:
@@ -426,7 +418,7 @@ class AnomalyDetector:
         shown = f"{value:.0%}" if kind == "spread" else _fmt(value)
         return [
             Anomaly(
-                "reward_collapse",
+                AnomalyKind.REWARD_COLLAPSE,
                 step,
                 name,
                 value,
@@ -438,7 +430,7 @@ class AnomalyDetector:
 
     def _eval(self, step: int | None, name: str, value: float) -> list[Anomaly]:
         if not math.isfinite(value):
-            return []  # an eval loss of NaN is judged by the nonfinite rule only if it is a loss
+            return []  # an eval loss of NaN is judged by the nan rule only if it is a loss
         sign = direction(name)
         assert sign is not None  # role() said so
         best = self._best.get(name)
@@ -451,7 +443,7 @@ class AnomalyDetector:
         best.flagged = True
         share = worse / abs(best.value) if best.value else math.inf
         found = Anomaly(
-            "eval_regression",
+            AnomalyKind.EVAL_REGRESSION,
             step,
             name,
             value,
@@ -487,7 +479,7 @@ class AnomalyDetector:
                     self._in_drop = True
                     out.append(
                         Anomaly(
-                            "throughput_drop",
+                            AnomalyKind.THROUGHPUT_DROP,
                             step,
                             basis,
                             rate,
@@ -497,7 +489,7 @@ class AnomalyDetector:
                             f"steps since step {self._slow_since}",
                         )
                     )
-                    self.counts["throughput_drop"] += 1
+                    self.counts[AnomalyKind.THROUGHPUT_DROP] += 1
                 # a slow stretch stays out of the window, so it cannot become the norm it is judged by
                 return out
             self._slow, self._in_drop = 0, False

@@ -159,9 +159,13 @@ class MarkerRow(TypedDict):
 
 
 class AnomalyRow(TypedDict):
+    """One of ``insights.attention``: an anomaly of ``kind`` (its ``label``; ``critical``: shown as an
+    error), the metric and step it was found at, and why in one line."""
+
     step: int | None
     kind: str
     label: str
+    critical: bool
     metric: str
     text: str
     time: float | None

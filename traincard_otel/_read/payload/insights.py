@@ -20,6 +20,7 @@ from ..._analysis.analysis import Insights, RecordedAnomaly
 from ..._analysis.efficiency import Efficiency
 from ..._analysis.goodput import CATEGORIES, Goodput
 from ..._data.rundata import RunData, Series
+from ..._schema import ANOMALY_KINDS, CRITICAL_ANOMALY_KINDS
 from .contract import (
     AnomalyRow,
     ChartRow,
@@ -35,15 +36,7 @@ from .series import Mode, xy
 
 MAX_ATTENTION: Final = 50  # the panel lists the newest; the count says how many there were
 MAX_MARKERS: Final = 40
-KIND_LABELS: Final = {
-    "loss_spike": "loss spike",
-    "nonfinite": "NaN/inf",
-    "grad_explosion": "grad norm explosion",
-    "throughput_drop": "throughput drop",
-    "eval_regression": "eval regression",
-    "reward_collapse": "reward collapse",
-    "kl_blowup": "KL blow-up",
-}
+KIND_LABELS: Final = {k.name: k.label for k in ANOMALY_KINDS}
 CATEGORY_LABELS: Final = {
     "productive": "productive steps",
     "data_wait": "data wait",
@@ -68,6 +61,7 @@ def _attention(a: RecordedAnomaly) -> AnomalyRow:
         "step": a.step,
         "kind": a.kind,
         "label": KIND_LABELS.get(a.kind, a.kind),
+        "critical": a.kind in CRITICAL_ANOMALY_KINDS,
         "metric": a.metric,
         "text": a.text,
         "time": a.time,

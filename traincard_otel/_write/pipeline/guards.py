@@ -29,7 +29,6 @@ _EVENT_KINDS: Final = {
     Event.GANG_FIRST_FAILURE: "failure",
     Event.RUN_FAILED: "failure",
 }
-_ANOMALY_KINDS: Final = {"nonfinite": "nan"}  # the detector's name -> the setting's
 _MAX_ACTIONS: Final = 50
 
 
@@ -88,8 +87,7 @@ class Guards:
     def observe(self, t: float, name: str | None, body: AnyValue, attributes: Mapping[str, AnyValue]) -> None:
         """An event the converter emitted (only the watched ones matter)."""
         if name == Event.ANOMALY:
-            raw = str(attributes.get(Attr.ANOMALY_KIND, ""))
-            kind = _ANOMALY_KINDS.get(raw, raw)
+            kind = str(attributes.get(Attr.ANOMALY_KIND, ""))
         else:
             found = _EVENT_KINDS.get(name or "")
             if found is None:
