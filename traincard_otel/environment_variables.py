@@ -86,7 +86,7 @@ wherever telemetry starts (``@traincard``, ``instrument()``, ``Reporter()`` and 
 
 TRAINCARD_ANOMALIES = "TRAINCARD_ANOMALIES"
 """The anomaly rules (loss spikes, NaN/inf, exploding gradient norms, throughput drops, eval
-regressions, an RL run's reward collapse and KL blow-up; ``traincard_otel/_analysis/anomalies.py``
+regressions, an RL run's reward collapse and KL blow-up; ``traincard_otel/_analysis/anomalies/``
 documents each): ``off``, or comma-separated ``field=value`` pairs overriding the defaults, for example
 ``spike_mads=8,window=100,throughput_steps=20``. Fields: ``window`` (50), ``min_points`` (20),
 ``spike_mads`` (6), ``spike_min_relative`` (0.1), ``cooldown`` (10), ``grad_factor`` (10),

@@ -90,7 +90,7 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
     (Event.GANG_RANK_HUNG, "a rank whose heartbeat stopped while nothing says it ended; same attributes"),
     (
         Event.ANOMALY,
-        "an anomaly of one of the kinds below (rules: `traincard_otel/_analysis/anomalies.py`, set by "
+        "an anomaly of one of the kinds below (rules: `traincard_otel/_analysis/anomalies/`, set by "
         "`TRAINCARD_ANOMALIES`); "
         f"body: the one-line explanation; `{Attr.ANOMALY_KIND}`, `{Attr.METRIC_NAME}`, `{Attr.STEP}`, "
         f"`{Attr.ANOMALY_VALUE}`, `{Attr.ANOMALY_EXPECTED}` (the median or best value it was judged "
