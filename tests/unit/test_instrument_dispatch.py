@@ -13,13 +13,11 @@ from traincard_otel.exceptions import TraincardError
 def test_unsupported_transformers_version_names_the_supported_range(
     store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("transformers")
+    transformers = pytest.importorskip("transformers")
     from tiny_gpt2 import trainer as make_trainer
 
-    from traincard_otel.adapters import huggingface
-
     trainer = make_trainer(str(tmp_path / "out"), max_steps=1)
-    monkeypatch.setattr(huggingface.transformers, "__version__", "4.2.0")
+    monkeypatch.setattr(transformers, "__version__", "4.2.0")
     with pytest.raises(TraincardError, match=r"transformers 4\.2\.0 is too old.*>= 4\.40"):
         traincard_otel.instrument(trainer)
 
