@@ -1,7 +1,7 @@
 """The card payload's contract: one TypedDict per section, the shape the card's script reads.
 
 The builders return these types (mypy checks every literal against them), the end of
-``docs/card-payload.md`` is generated from them (``python -m traincard_otel._read.payload.contract``),
+``docs/card-payload.md`` is generated from them (``python -m traincard_otel._read.payload.contract_doc``),
 and ``tests/unit/test_card_contract.py`` fails if that page is stale or if the card's script reads a
 field of a section that the section's type does not have. A field typed ``JsonObject`` is
 passed through as stored (its inner fields are not part of the contract yet).
@@ -557,34 +557,3 @@ class CardPayload(TypedDict):
     agents: AgentsSection | None
     sweep: SweepSection | None
     stats: StatsSection
-
-
-def render_markdown() -> str:
-    """The reference part of ``docs/card-payload.md``: every section type and its fields."""
-    import typing
-
-    out = [
-        "## The contract (generated)",
-        "",
-        "Generated from `traincard_otel/_read/payload/contract.py` (everything below this heading is",
-        "`python -m traincard_otel._read.payload.contract`; `tests/unit/test_card_contract.py` fails if it",
-        "is stale, or if the card's script reads a field these types do not declare). A field marked",
-        "optional may be absent.",
-        "",
-    ]
-    for name, tp in list(globals().items()):
-        if name.startswith("_") or not (isinstance(tp, type) and typing.is_typeddict(tp)):
-            continue
-        hints = {k: getattr(v, "__forward_arg__", v) for k, v in tp.__annotations__.items()}
-        doc = " ".join((tp.__doc__ or "").split()).replace("``", "`")
-        out += [f"### `{name}`", ""] + ([doc, ""] if doc else [])
-        out += ["| field | type |", "|---|---|"]
-        for field, hint in hints.items():
-            optional = " (optional)" if field in getattr(tp, "__optional_keys__", ()) else ""
-            out.append(f"| `{field}`{optional} | `{hint}` |".replace(" | None", " \\| None"))
-        out.append("")
-    return "\n".join(out)
-
-
-if __name__ == "__main__":
-    print(render_markdown(), end="")
