@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Final, TypeVar
 
 from . import environment_variables as ev
+from ._schema.anomaly_kinds import ANOMALY_KIND_NAMES
 from ._types import Reported
 from .exceptions import ConfigError
 
@@ -56,8 +57,8 @@ class Settings:
         return f"<{len(self.notify)} webhook URL(s), redacted>" if name == "notify" else value
 
 
-# What ``stop_on`` may name: the anomaly rules' kinds (``nan`` is NaN or infinity) and a stall.
-STOP_KINDS: Final = ("nan", "loss_spike", "grad_explosion", "throughput_drop", "eval_regression", "stall")
+# What ``stop_on`` may name: the anomaly kinds (``docs/schema.md``) and a stall.
+STOP_KINDS: Final = (*ANOMALY_KIND_NAMES, "stall")
 # What ``notify_on`` may name: the stop kinds, and what happens to the run or its ranks.
 NOTIFY_KINDS: Final = (*STOP_KINDS, "rank_lost", "rank_hung", "failure", "stopped_early", "run_end")
 

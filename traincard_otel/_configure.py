@@ -48,8 +48,8 @@ def configure(
     sampling), ``buffer_cap``, ``report_ranks`` (``"0"`` or ``"all"``), ``refresh_interval_s``,
     ``shutdown_timeout_s``, ``log_level``, ``stall_timeout_s``, ``rank_timeout_s``,
     ``hourly_cost``, ``capture_console``, ``anomalies`` (the rules' text, or ``"off"``),
-    ``baseline``, ``stop_on`` (anomaly kinds that stop training: ``nan``, ``loss_spike``,
-    ``grad_explosion``, ``throughput_drop``, ``eval_regression``, ``stall``), ``notify`` (webhook
+    ``baseline``, ``stop_on`` (what stops training: anomaly kinds such as ``nan`` or ``loss_spike``,
+    and ``stall``), ``notify`` (webhook
     URLs), ``notify_on`` (the kinds notified), ``attempt``, ``genai`` (capture agent loops from
     GenAI spans of the global tracer provider) and ``genai_prices`` (``model=input:output`` per
     million tokens). Calling it again with the same settings (or none) returns a reporter of the

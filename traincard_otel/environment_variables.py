@@ -86,7 +86,7 @@ wherever telemetry starts (``@traincard``, ``instrument()``, ``Reporter()`` and 
 
 TRAINCARD_ANOMALIES = "TRAINCARD_ANOMALIES"
 """The anomaly rules (loss spikes, NaN/inf, exploding gradient norms, throughput drops, eval
-regressions, an RL run's reward collapse and KL blow-up; ``traincard_otel/_analysis/anomalies.py``
+regressions, an RL run's reward collapse and KL blow-up; ``traincard_otel/_analysis/anomalies/``
 documents each): ``off``, or comma-separated ``field=value`` pairs overriding the defaults, for example
 ``spike_mads=8,window=100,throughput_steps=20``. Fields: ``window`` (50), ``min_points`` (20),
 ``spike_mads`` (6), ``spike_min_relative`` (0.1), ``cooldown`` (10), ``grad_factor`` (10),
@@ -120,9 +120,9 @@ beats it. A baseline that is missing or cannot be read is a note in the card, ne
 Default: auto."""
 
 TRAINCARD_STOP_ON = "TRAINCARD_STOP_ON"
-"""Anomaly kinds that stop training gracefully (comma-separated): ``nan`` (NaN or infinity in a
-loss or gradient norm), ``loss_spike``, ``grad_explosion``, ``throughput_drop``,
-``eval_regression``, ``stall``. The HF and Lightning adapters save a checkpoint and stop the
+"""What stops training gracefully (comma-separated, e.g. ``nan,loss_spike``): any anomaly kind
+(``docs/schema.md`` lists them; ``nan`` is NaN or infinity in a loss or gradient norm) and
+``stall``. The HF and Lightning adapters save a checkpoint and stop the
 trainer; a raw loop or Accelerate reads ``reporter.should_stop``. The run ends *stopped early*.
 Also ``@traincard(stop_on=...)``. An unknown kind fails at start. Default: none."""
 

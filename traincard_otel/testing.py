@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from ._identity import MetaflowIdentity
 from ._read.load.reader import read_store
 from ._read.run import LoadedRun
-from ._schema import StatusSnapshot
+from ._schema import StatusSection
 from ._types import Reported
 from ._write import pipeline as _pipeline
 from ._write.report.reporter import Reporter
@@ -118,7 +118,7 @@ class Capture:
         """The text log lines (records without an event name)."""
         return [str(r.log_record.body) for r in self.logs if not r.log_record.event_name]
 
-    def status(self) -> StatusSnapshot:
+    def status(self) -> StatusSection:
         """The status panel as the card would show it now."""
         return self.pipeline.state()
 

@@ -89,11 +89,17 @@ def test_attention_panel_lists_the_planted_anomalies_at_the_top(
     items = browser.find_elements(By.CSS_SELECTOR, "#tc-attention-list .tc-attention-item")
     rows = [(i.get_attribute("data-step"), i.get_attribute("data-kind"), i.text) for i in items]
     kinds = {(s, k) for s, k, _t in rows}
-    assert ("120", "loss_spike") in kinds and ("140", "nonfinite") in kinds, rows
+    assert ("120", "loss_spike") in kinds and ("140", "nan") in kinds, rows
     spike = next(t for s, k, t in rows if (s, k) == ("120", "loss_spike"))
     assert "step 120" in spike and "loss spike" in spike and "MADs above the median" in spike
-    nan = [t for s, k, t in rows if (s, k) == ("140", "nonfinite")]
+    nan = [t for s, k, t in rows if (s, k) == ("140", "nan")]
     assert any("loss is nan at step 140" in t for t in nan) and any("grad_norm is nan" in t for t in nan)
+    critical = {
+        i.get_attribute("data-kind")
+        for i in items
+        if "tc-attention-item--critical" in i.get_attribute("class")
+    }
+    assert critical == {"nan"}, "the critical kind (and only it) is shown as an error"
     count = browser.find_element(By.ID, "tc-attention-count").text
     assert count == str(payload["insights"]["attention_total"])
     # the panel comes before the charts

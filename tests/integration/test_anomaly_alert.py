@@ -49,10 +49,10 @@ def test_a_nan_loss_fires_the_alert_rule(tmp_path: Path) -> None:
     )
     try:
         with prometheus(tmp_path, exporter_port, rules=tmp_path / "alerts.yml") as base:
-            wait_for(base, 'traincard_anomalies_total{traincard_anomaly_kind="nonfinite"} == 0', timeout=60)
+            wait_for(base, 'traincard_anomalies_total{traincard_anomaly_kind="nan"} == 0', timeout=60)
             go.touch()
             counted = wait_for(
-                base, 'traincard_anomalies_total{traincard_anomaly_kind="nonfinite"} > 0', timeout=60
+                base, 'traincard_anomalies_total{traincard_anomaly_kind="nan"} > 0', timeout=60
             )
             assert float(counted[0]["value"][1]) == 1
             alert = wait_for(

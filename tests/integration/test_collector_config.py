@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from traincard_otel._schema import ANOMALY_KIND_NAMES, CRITICAL_ANOMALY_KINDS
+
 from tests.support.helpers import REPO
 from tests.support.schema_names import prometheus_name, prometheus_names
 
@@ -123,6 +125,40 @@ def test_every_metric_in_dashboards_and_alerts_is_in_the_schema() -> None:
     used = set().union(*(_metric_names_in(e) for e in _dashboard_exprs() + _rule_exprs()))
     assert used, "the expression parser found nothing"
     assert used - known == set(), f"names not in docs/schema.md: {sorted(used - known)}"
+
+
+_KIND_MATCHER = re.compile(r'traincard_anomaly_kind\s*(=~|!~|!=|=)\s*"([^"]*)"')
+
+
+def _selected(expr: str) -> set[str]:
+    """The anomaly kinds an expression's ``traincard_anomaly_kind`` matchers select."""
+    kinds = set(ANOMALY_KIND_NAMES)
+    for op, value in _KIND_MATCHER.findall(expr):
+        match = {k for k in ANOMALY_KIND_NAMES if re.fullmatch(value, k)} if "~" in op else {value}
+        kinds = kinds - match if op.startswith("!") else kinds & match
+    return kinds
+
+
+def test_anomaly_alert_rules_select_each_kind_once_with_its_severity() -> None:
+    """The anomaly rules name only the schema's kinds, alert on every kind once, and a critical
+    kind's rule is critical (docs/schema.md, "Anomaly kinds")."""
+    rules = yaml.safe_load((CFG / "prometheus" / "alerts.yml").read_text())
+    anomaly_rules = [r for g in rules["groups"] for r in g["rules"] if "traincard_anomalies" in r["expr"]]
+    assert len(anomaly_rules) >= 2
+    seen: list[str] = []
+    for rule in anomaly_rules:
+        named = {value for op, value in _KIND_MATCHER.findall(rule["expr"]) if "~" not in op}
+        assert named <= set(ANOMALY_KIND_NAMES), f"{rule['alert']} names an unknown kind: {named}"
+        critical = rule["labels"]["severity"] == "critical"
+        for kind in _selected(rule["expr"]):
+            assert (kind in CRITICAL_ANOMALY_KINDS) == critical, (
+                f"{rule['alert']}: {kind} has the wrong severity"
+            )
+            seen.append(kind)
+    assert sorted(seen) == sorted(ANOMALY_KIND_NAMES), "each kind should be alerted on by exactly one rule"
+    tests = (CFG / "prometheus" / "alerts_test.yml").read_text()
+    used = set(re.findall(r'traincard_anomaly_kind(?:="|: )(\w+)', tests))
+    assert used and used <= set(ANOMALY_KIND_NAMES), used - set(ANOMALY_KIND_NAMES)
 
 
 def test_prometheus_translation_examples() -> None:

@@ -79,15 +79,15 @@ def test_no_verdict_before_min_points_and_a_plateau_needs_a_real_jump() -> None:
 
 def test_nan_and_inf_are_flagged_when_they_start_and_again_after_a_finite_value() -> None:
     d = AnomalyDetector()
-    assert [a.kind for a in d.observe(1, "loss", math.nan, phase="infer")] == ["nonfinite"]
+    assert [a.kind for a in d.observe(1, "loss", math.nan, phase="infer")] == ["nan"]
     assert [
         a for i in range(2, 60) for a in d.observe(i, "loss", 1.0 if i % 2 else 50.0, phase="infer")
     ] == []
     seq = [1.0, math.nan, math.nan, 1.0, math.inf]
     found = [a for i, v in enumerate(seq) for a in d.observe(i, "grad_norm", v)]
     assert [(a.kind, a.step, a.name) for a in found] == [
-        ("nonfinite", 1, "grad_norm"),
-        ("nonfinite", 4, "grad_norm"),
+        ("nan", 1, "grad_norm"),
+        ("nan", 4, "grad_norm"),
     ]
     assert [a.message for a in found] == ["grad_norm is nan at step 1", "grad_norm is inf at step 4"]
 
@@ -179,7 +179,7 @@ def test_the_watch_counts_each_anomaly_by_kind_on_its_counter() -> None:
     }
     assert kinds == {
         "loss_spike": 1,
-        "nonfinite": 1,
+        "nan": 1,
         "grad_explosion": 0,
         "throughput_drop": 0,
         "eval_regression": 0,
@@ -229,7 +229,7 @@ def test_a_planted_loss_spike_and_nan_in_a_real_loop_become_events_in_the_store(
         for e in anomalies
     )
     assert (120, "loss_spike", "loss") in got, (got, losses[110:125])
-    assert (140, "nonfinite", "loss") in got and (140, "nonfinite", "grad_norm") in got
+    assert (140, "nan", "loss") in got and (140, "nan", "grad_norm") in got
     # no loss or gradient verdict where nothing was planted (throughput is the shared machine's)
     assert {s for s, k, _n in got if k != "throughput_drop"} <= {120, 140}, got
     spike = next(e for e in anomalies if e["attributes"][Attr.ANOMALY_KIND] == "loss_spike")

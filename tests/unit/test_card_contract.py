@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 
 from traincard_otel._read.card import page as _html
-from traincard_otel._read.payload import contract
+from traincard_otel._read.payload import contract, contract_doc
 
 _FUNCTION = re.compile(r"^  function (\w+)\(([\w, ]*)\)", re.M)
 _CALL = re.compile(r"(?<![\w.])(\w+)\((\w+)\)")
@@ -204,9 +204,9 @@ def test_the_payload_page_ends_with_the_generated_contract() -> None:
     from tests.support.helpers import REPO
 
     page = (REPO / "docs" / "card-payload.md").read_text(encoding="utf-8")
-    assert page.endswith("\n\n" + contract.render_markdown()), (
+    assert page.endswith("\n\n" + contract_doc.render_markdown()), (
         "docs/card-payload.md is stale: replace its last part with "
-        "`python -m traincard_otel._read.payload.contract`"
+        "`python -m traincard_otel._read.payload.contract_doc`"
     )
 
 

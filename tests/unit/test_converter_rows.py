@@ -17,6 +17,8 @@ from traincard_otel import _safety
 from traincard_otel._schema import Event
 from traincard_otel._write import queue as _queue
 from traincard_otel._write.convert.rows import RowBatcher
+from traincard_otel._write.report import metrics as _metrics
+from traincard_otel._write.report import phase as _phase
 from traincard_otel._write.report import reporter as _reporter
 from traincard_otel.testing import Capture, capture
 
@@ -86,7 +88,8 @@ def _translate(monkeypatch: pytest.MonkeyPatch, seed: int, step_ends: bool, at_o
     ticks = itertools.count()
     clock = types.SimpleNamespace(**{n: getattr(time, n) for n in ("time", "sleep", "monotonic")})
     clock.perf_counter = lambda: 1000.0 + next(ticks) * 0.001
-    monkeypatch.setattr(_reporter, "time", clock)
+    for module in (_reporter, _metrics, _phase):
+        monkeypatch.setattr(module, "time", clock)
     monkeypatch.setattr(_queue, "time", clock)
     _safety._seen.clear()  # warnings once per run, both runs alike
     with capture() as cap:

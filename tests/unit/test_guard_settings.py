@@ -61,7 +61,7 @@ def test_a_named_anomaly_trips_the_guard_once_and_the_run_ends_stopped_early() -
     spike = {Attr.ANOMALY_KIND: "loss_spike", Attr.STEP: 3, Attr.ANOMALY_VALUE: 9.0}
     guards.observe(1.0, Event.ANOMALY, "loss spiked", spike)
     assert guards.trigger is None and guards.end_status("finished") == "finished"
-    nan = {Attr.ANOMALY_KIND: "nonfinite", Attr.STEP: 5, Attr.ANOMALY_VALUE: float("nan")}
+    nan = {Attr.ANOMALY_KIND: "nan", Attr.STEP: 5, Attr.ANOMALY_VALUE: float("nan")}
     guards.observe(2.0, Event.ANOMALY, "loss is NaN", nan)
     guards.observe(3.0, Event.STALL_STARTED, None, {Attr.STEP: 6})  # the first trigger stays
     assert guards.trigger is not None and (guards.trigger.kind, guards.trigger.step) == ("nan", 5)
@@ -84,7 +84,7 @@ def test_notices_are_rate_limited_per_kind_narrowed_by_notify_on_and_name_the_ra
         notifier = Notifier([hook.url], frozenset({"nan", "failure", "rank_lost", "run_end"}), timeout_s=2.0)
         guards, _ = _guards((), notifier)
         for step in (1, 2, 3):  # one divergence, three events: one notice
-            guards.observe(1.0, Event.ANOMALY, "NaN", {Attr.ANOMALY_KIND: "nonfinite", Attr.STEP: step})
+            guards.observe(1.0, Event.ANOMALY, "NaN", {Attr.ANOMALY_KIND: "nan", Attr.STEP: step})
         guards.observe(1.0, Event.ANOMALY, "spike", {Attr.ANOMALY_KIND: "loss_spike", Attr.STEP: 4})
         guards.observe(1.0, Event.GANG_FIRST_FAILURE, None, {Attr.RANK: 3, Attr.STEP: 7})
         guards.rank_ended(3, 7, "exited with 1")  # the same rank's failure, seen again

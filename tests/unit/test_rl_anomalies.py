@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import random
 
-from traincard_otel._analysis.anomalies import KINDS, AnomalyDetector, AnomalyRules, role
-from traincard_otel._schema import Attr, Event
+from traincard_otel._analysis.anomalies import AnomalyDetector, AnomalyRules, role
+from traincard_otel._schema import ANOMALY_KIND_NAMES, Attr, Event
 from traincard_otel.testing import capture
 
 
@@ -16,7 +16,7 @@ def test_rl_names_have_their_roles() -> None:
     ] == ["kl", "kl", "spread", "std", "std"]
     assert role("rewards/star/std") == "none"  # one reward function may be constant by design
     assert role("reward") == "none" and role("rewards/star/mean") == "none" and role("kl", "eval") == "none"
-    assert {"reward_collapse", "kl_blowup"} <= set(KINDS)
+    assert {"reward_collapse", "kl_blowup"} <= set(ANOMALY_KIND_NAMES)
 
 
 def test_reward_collapse_is_flagged_once_per_stretch() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from traincard_otel._analysis.gang.first_failure import first_failure, panel_failure
 from traincard_otel._analysis.gang.stacks import collective, locate, rank_list, where
-from traincard_otel._read.payload.contract import Gang
+from traincard_otel._read.payload.contract import GangSection
 from traincard_otel._read.payload.gang import gang_section
 from traincard_otel._write.telemetry import stacks
 
@@ -136,7 +136,7 @@ def test_a_crash_before_the_hang_stays_the_first_failure() -> None:
     assert first is not None and first["rank"] == 1
 
 
-def _section(located: dict[str, Any], world_size: int) -> Gang:
+def _section(located: dict[str, Any], world_size: int) -> GangSection:
     """The gang panel of ``world_size`` ranks on one node with nothing known but their stacks."""
     section = gang_section(
         {

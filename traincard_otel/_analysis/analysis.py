@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from .._data.rundata import RunData
 from .._schema import Attr, Event
+from .._schema.anomaly_kinds import RENAMED
 from .._types import JsonObject, JsonValue
 from .agents import AgentLoop, agent_loop
 from .baseline import Baseline, Comparison, compare
@@ -54,6 +55,10 @@ def _int(value: JsonValue, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
+def _kind(name: str) -> str:
+    return RENAMED.get(name, name)  # an older store's name of a kind
+
+
 def recorded_anomalies(data: RunData) -> tuple[RecordedAnomaly, ...]:
     """Every anomaly recorded in ``data``'s events, oldest first."""
     out = []
@@ -66,7 +71,7 @@ def recorded_anomalies(data: RunData) -> tuple[RecordedAnomaly, ...]:
         out.append(
             RecordedAnomaly(
                 step=step if isinstance(step, int) and step >= 0 else None,
-                kind=str(a.get(Attr.ANOMALY_KIND, "")),
+                kind=_kind(str(a.get(Attr.ANOMALY_KIND, ""))),
                 metric=str(a.get(Attr.METRIC_NAME, "")),
                 text=str(e.get("body") or ""),
                 time=float(at) if isinstance(at, int | float) else None,

@@ -1,7 +1,7 @@
 """A task's summary: the few figures a comparison of many runs needs, small enough to read by the
 thousand (each task writes it next to its telemetry; :mod:`traincard_otel._read.load.summaries`).
 
-One JSON object per task (:class:`TaskSummary`): status, step, duration, goodput and MFU, the
+One JSON object per task (:class:`TaskSummarySection`): status, step, duration, goodput and MFU, the
 hyperparameters (every ``traincard.hyperparams`` event merged, later values winning, text that
 reads as a number turned back into one), the final and best value of each untagged metric, and the
 main metric's curve averaged into at most :data:`CURVE_POINTS` buckets. Pure: computed from a read
@@ -34,7 +34,7 @@ _NUMBER: Final = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 Hyperparameter = str | int | float | bool | None
 
 
-class MetricSummary(TypedDict):
+class MetricSummarySection(TypedDict):
     """One metric's final and best values (``best`` by :func:`higher_is_better`)."""
 
     last: float | None
@@ -44,7 +44,7 @@ class MetricSummary(TypedDict):
     points: int
 
 
-class TaskSummary(TypedDict, total=False):
+class TaskSummarySection(TypedDict, total=False):
     """``summary.json``: one task as a comparison reads it. ``sweep`` places a foreach branch among
     its siblings; ``joins`` lists the branches a join step joins (pathspecs)."""
 
@@ -58,7 +58,7 @@ class TaskSummary(TypedDict, total=False):
     goodput: float | None
     mfu: float | None
     hyperparameters: dict[str, Hyperparameter]
-    metrics: dict[str, MetricSummary]
+    metrics: dict[str, MetricSummarySection]
     main: str | None
     higher_is_better: bool
     curve: str  # the main metric: "step value step value ..." (:func:`curve_points` reads it)
@@ -119,7 +119,7 @@ def _int_or_none(value: JsonValue) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def metric_summary(series: Series, higher: bool) -> MetricSummary:
+def metric_summary(series: Series, higher: bool) -> MetricSummarySection:
     """``series``' last value and its best (highest when ``higher``), with their steps."""
     values = series.values
     n = len(values)
@@ -187,7 +187,7 @@ def task_summary(
     pathspec: str | None = None,
     sweep: JsonObject | None = None,
     joins: Sequence[str] = (),
-) -> TaskSummary:
+) -> TaskSummarySection:
     """The summary of the task that recorded ``data`` (analysed as ``insights``)."""
     status = data.status
     names = sorted(k for k in data.metrics if not is_tagged(k) and len(data.metrics[k]))[:MAX_METRICS]

@@ -8,7 +8,8 @@ here, and ``docs/schema.md`` is generated from it (``python -m traincard_otel._s
 docs/schema.md``; a test keeps it so).
 
 By role: ``names`` (spans, attribute keys, events), ``metrics`` (instruments), ``records`` (the
-typed reports, the status snapshot, the store's record codes), ``doc`` (the page).
+typed reports, the status snapshot, the store's record codes), ``anomaly_kinds`` (the anomaly
+kinds), ``doc`` (the page).
 
 Training has no OpenTelemetry semantic conventions, so our own names use the ``traincard.``
 prefix; host, process and GPU figures use the semconv names.
@@ -16,6 +17,13 @@ prefix; host, process and GPU figures use the semconv names.
 
 from __future__ import annotations
 
+from .anomaly_kinds import (
+    ANOMALY_KIND_NAMES,
+    ANOMALY_KINDS,
+    CRITICAL_ANOMALY_KINDS,
+    AnomalyKind,
+    AnomalyKindSpec,
+)
 from .doc import render_markdown
 from .metrics import (
     ALL_METRICS,
@@ -43,7 +51,7 @@ from .records import (
     PhaseStart,
     Report,
     SourcedReport,
-    StatusSnapshot,
+    StatusSection,
     StepEnd,
     StoreKind,
     SystemReport,
@@ -51,6 +59,9 @@ from .records import (
 
 __all__ = [
     "ALL_METRICS",
+    "ANOMALY_KINDS",
+    "ANOMALY_KIND_NAMES",
+    "CRITICAL_ANOMALY_KINDS",
     "GENAI_SEMCONV_VERSION",
     "GPU_PREFIXES",
     "GPU_TORCH_MEMORY",
@@ -60,6 +71,8 @@ __all__ = [
     "RUN_SPAN",
     "SYSTEM_METRICS",
     "TRAINING_METRICS",
+    "AnomalyKind",
+    "AnomalyKindSpec",
     "Attr",
     "CheckpointSaved",
     "Event",
@@ -77,7 +90,7 @@ __all__ = [
     "PhaseStart",
     "Report",
     "SourcedReport",
-    "StatusSnapshot",
+    "StatusSection",
     "StepEnd",
     "StoreKind",
     "SystemMetric",

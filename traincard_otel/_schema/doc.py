@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from .anomaly_kinds import ANOMALY_KINDS
 from .metrics import ALL_METRICS
 from .names import GENAI_SEMCONV_VERSION, PHASE_SPAN_PREFIX, RUN_SPAN, Attr, Event, GenAI
 
@@ -89,8 +90,8 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
     (Event.GANG_RANK_HUNG, "a rank whose heartbeat stopped while nothing says it ended; same attributes"),
     (
         Event.ANOMALY,
-        "a loss spike, a NaN/inf loss or gradient norm, an exploding gradient norm, a throughput drop or "
-        "an eval regression (rules: `traincard_otel/_analysis/anomalies.py`, set by `TRAINCARD_ANOMALIES`); "
+        "an anomaly of one of the kinds below (rules: `traincard_otel/_analysis/anomalies/`, set by "
+        "`TRAINCARD_ANOMALIES`); "
         f"body: the one-line explanation; `{Attr.ANOMALY_KIND}`, `{Attr.METRIC_NAME}`, `{Attr.STEP}`, "
         f"`{Attr.ANOMALY_VALUE}`, `{Attr.ANOMALY_EXPECTED}` (the median or best value it was judged "
         "against, when there is one)",
@@ -166,6 +167,21 @@ def render_markdown() -> str:
         f"| (none) | text log lines: severity, body = the line; `{Attr.EXCEPTION_STACKTRACE}` for a "
         f"traceback, `{Attr.LOG_STREAM}` (stdout, stderr) for captured console output where the two "
         f"go to different places |",
+        "",
+        "## Anomaly kinds",
+        "",
+        f"The values of `{Attr.ANOMALY_KIND}`, one name each for the detector, `stop_on` and `notify_on`,",
+        "the card and the alert rules in `collector-config/` (a critical kind is shown as an error and",
+        "alerted on as critical).",
+        "",
+        "| kind | card label | meaning | severity |",
+        "|---|---|---|---|",
+    ]
+    out += [
+        f"| `{k.name}` | {k.label} | {k.meaning} | {'critical' if k.critical else 'warning'} |"
+        for k in ANOMALY_KINDS
+    ]
+    out += [
         "",
         "## Resource attributes",
         "",

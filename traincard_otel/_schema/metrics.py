@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Final, Literal
 
+from .anomaly_kinds import ANOMALY_KIND_NAMES
 from .names import Attr
 
 # -- metric instruments ------------------------------------------------------------------------
@@ -86,8 +87,7 @@ class Metric:
         "traincard.anomalies",
         "counter",
         "{anomaly}",
-        "`traincard.anomaly.kind` (loss_spike, nonfinite, grad_explosion, throughput_drop, eval_regression, "
-        "reward_collapse, kl_blowup)",
+        f"`traincard.anomaly.kind` ({', '.join(ANOMALY_KIND_NAMES)})",
         "anomalies flagged in the reported rows (each also a `traincard.anomaly` event)",
     )
     GOODPUT_TIME: Final = MetricSpec(

@@ -119,7 +119,7 @@ class Heartbeat(NamedTuple):
     at: float
 
 
-#: The progress field (``StatusSnapshot.progress``) naming the kind of training loop when an adapter
+#: The progress field (``StatusSection.progress``) naming the kind of training loop when an adapter
 #: knows it: ``"rl"`` for an online RL trainer, which the card lays out by rewards and policy.
 LOOP_FIELD: Final = "loop"
 RL_LOOP: Final = "rl"
@@ -127,7 +127,7 @@ RL_LOOP: Final = "rl"
 GENAI_PRICES_FIELD: Final = "genai_prices"
 
 
-class StatusSnapshot(TypedDict, total=False):
+class StatusSection(TypedDict, total=False):
     """One rank's status panel: the body of ``traincard.status`` and the store's ``state.json``."""
 
     status: str

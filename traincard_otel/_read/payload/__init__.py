@@ -18,7 +18,7 @@ from .banners import all_banners, lost_ranks
 from .baseline import baseline_section
 from .checkpoints import checkpoint_rows
 from .completions import completions_section
-from .contract import CardPayload, EmptyReasons, SweepSection, SystemSection
+from .contract import CardPayload, EmptyReasonsSection, SweepSection, SystemSection
 from .gang import gang_section
 from .health import loss_counters
 from .insights import anomaly_markers, insights_section, mfu_charts
@@ -104,7 +104,7 @@ def build_payload(
     return scrubbed
 
 
-def _empty_reasons(data: RunData, system: SystemSection) -> EmptyReasons:
+def _empty_reasons(data: RunData, system: SystemSection) -> EmptyReasonsSection:
     """Why a section has nothing to show (the page shows it only when the section is empty)."""
     if not data.states:
         why_training = "No training metrics yet: nothing has been recorded for this run so far."

@@ -6,7 +6,7 @@ import time
 
 from ..._data.rundata import RunData
 from ..._types import JsonObject
-from .contract import Banner, RunStatus
+from .contract import BannerRow, RunSection
 from .health import store_health_banner
 
 
@@ -47,7 +47,7 @@ def lost_ranks(data: RunData, now: float | None = None) -> list[JsonObject]:
     return [found[r] for r in sorted(found)]
 
 
-def _resumed_text(data: RunData, status: RunStatus) -> str:
+def _resumed_text(data: RunData, status: RunSection) -> str:
     text = f"Attempt {status['attempt']}: restarted {status['restarts']} time(s); earlier attempts are kept"
     prev = data.status.get("previous_attempt") or {}
     end = prev.get("previous_end")
@@ -64,8 +64,8 @@ def _resumed_text(data: RunData, status: RunStatus) -> str:
     return text
 
 
-def _run_banners(data: RunData, status: RunStatus, now: float) -> list[Banner]:
-    out: list[Banner] = []
+def _run_banners(data: RunData, status: RunSection, now: float) -> list[BannerRow]:
+    out: list[BannerRow] = []
     st = data.status
     failure = st.get("failure")
     if failure:
@@ -96,12 +96,12 @@ def _run_banners(data: RunData, status: RunStatus, now: float) -> list[Banner]:
     return out
 
 
-def _guard_banners(data: RunData) -> list[Banner]:
+def _guard_banners(data: RunData) -> list[BannerRow]:
     """The armed guard rails (``stop_on``, ``notify``) and each action they took, with when."""
     guards = data.status.get("guards")
     if not guards:
         return []
-    out: list[Banner] = []
+    out: list[BannerRow] = []
     trigger = guards.get("trigger")
     if data.status.get("status") == "stopped_early" and trigger:
         where = (
@@ -129,8 +129,8 @@ def _guard_banners(data: RunData) -> list[Banner]:
     return out
 
 
-def _data_banners(data: RunData, status: RunStatus, now: float) -> list[Banner]:
-    out: list[Banner] = []
+def _data_banners(data: RunData, status: RunSection, now: float) -> list[BannerRow]:
+    out: list[BannerRow] = []
     share = data.status.get("input_bound_share")
     if share:
         out.append(
@@ -154,7 +154,7 @@ def _data_banners(data: RunData, status: RunStatus, now: float) -> list[Banner]:
     return out
 
 
-def all_banners(data: RunData, status: RunStatus, now: float | None = None) -> list[Banner]:
+def all_banners(data: RunData, status: RunSection, now: float | None = None) -> list[BannerRow]:
     """Every banner that applies, in the order the run's story reads (the page sorts by severity)."""
     now = time.time() if now is None else now
     return _run_banners(data, status, now) + _guard_banners(data) + _data_banners(data, status, now)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from ..._data.rundata import RunData
-from .contract import Checkpoint
+from .contract import CheckpointRow
 
 
-def checkpoint_rows(data: RunData, limit: int) -> list[Checkpoint]:
+def checkpoint_rows(data: RunData, limit: int) -> list[CheckpointRow]:
     """The latest ``limit`` saves. Each save says whether it was the best *so far*; the card marks
     only the latest such one."""
-    out: list[Checkpoint] = [
+    out: list[CheckpointRow] = [
         {
             "step": c.get("step"),
             "path": c.get("path"),

@@ -1,10 +1,15 @@
 """The card payload's contract: one TypedDict per section, the shape the card's script reads.
 
 The builders return these types (mypy checks every literal against them), the end of
-``docs/card-payload.md`` is generated from them (``python -m traincard_otel._read.payload.contract``),
+``docs/card-payload.md`` is generated from them (``python -m traincard_otel._read.payload.contract_doc``),
 and ``tests/unit/test_card_contract.py`` fails if that page is stale or if the card's script reads a
 field of a section that the section's type does not have. A field typed ``JsonObject`` is
 passed through as stored (its inner fields are not part of the contract yet).
+
+Wire types are named by the place they fill, here and for the store's JSON (the status snapshot,
+the task summary): ``...Section`` for an object under a key (a section of the payload, or an object
+inside one), ``...Row`` for one element of a list; :class:`CardPayload` is the whole. No wire type
+shares a name with an analysis class (``tests/unit/test_names.py`` keeps it so).
 """
 
 from __future__ import annotations
@@ -15,11 +20,11 @@ from typing import TypedDict
 from ..._types import JsonObject, JsonValue
 
 
-class Names(TypedDict):
+class NamesSection(TypedDict):
     """``names``: every wire name the page treats specially (the script keeps no copies)."""
 
     sections: list[str]
-    banners: list[BannerKind]
+    banners: list[BannerKindRow]
     levels: dict[str, int]
     filter_levels: list[str]
     warning_level: int
@@ -29,11 +34,11 @@ class Names(TypedDict):
     byte_metrics: list[str]
     series_colors: dict[str, int]
     groups: dict[str, str]
-    rl_groups: list[RlGroup]
+    rl_groups: list[RlGroupRow]
     axes: dict[str, str]
 
 
-class RlGroup(TypedDict):
+class RlGroupRow(TypedDict):
     """A section of the RL layout: the charts of ``group``, under ``title``."""
 
     group: str
@@ -61,21 +66,21 @@ class CompletionsSection(TypedDict):
     seen: int
 
 
-class BannerKind(TypedDict):
+class BannerKindRow(TypedDict):
     kind: str
     title: str
     icon: str
     alert: bool
 
 
-class Cost(TypedDict):
+class RunCostSection(TypedDict):
     hourly: float
     nodes: int
     so_far: float
     at_eta: float
 
 
-class RunStatus(TypedDict):
+class RunSection(TypedDict):
     """``run``: the header and status bar."""
 
     title: str
@@ -94,13 +99,13 @@ class RunStatus(TypedDict):
     attempt: int
     restarts: int
     heartbeat_age_s: float | None
-    cost: Cost | None
+    cost: RunCostSection | None
     kind: str
     unit: str
     metrics_title: str
 
 
-class Banner(TypedDict):
+class BannerRow(TypedDict):
     """One line of ``banners`` (and of ``gang.headline``); ``kind`` is one of ``names.banners``."""
 
     kind: str
@@ -113,7 +118,7 @@ class _SeriesPoints(TypedDict):
     y: Sequence[float | None]
 
 
-class ChartSeries(_SeriesPoints, total=False):
+class ChartSeriesRow(_SeriesPoints, total=False):
     """One line of a chart; a live series may also carry a coarse picture of its whole history
     (``head_x``, ``head_y``) that the page back-fills from."""
 
@@ -122,7 +127,7 @@ class ChartSeries(_SeriesPoints, total=False):
     band: str  # "hi" or "lo": an edge of the band around the chart's first series (mean +/- std)
 
 
-class Chart(TypedDict):
+class ChartRow(TypedDict):
     """One of ``charts``: training curves (by step or item), MFU, then system figures (by time)."""
 
     id: str
@@ -130,7 +135,7 @@ class Chart(TypedDict):
     group: str
     unit: str
     x: str
-    series: list[ChartSeries]
+    series: list[ChartSeriesRow]
 
 
 class SummaryRow(TypedDict):
@@ -145,7 +150,7 @@ class SummaryRow(TypedDict):
     max: float | None
 
 
-class Marker(TypedDict):
+class MarkerRow(TypedDict):
     """One of ``markers``: a vertical line on the step charts."""
 
     x: int
@@ -153,10 +158,14 @@ class Marker(TypedDict):
     kind: str
 
 
-class Anomaly(TypedDict):
+class AnomalyRow(TypedDict):
+    """One of ``insights.attention``: an anomaly of ``kind`` (its ``label``; ``critical``: shown as an
+    error), the metric and step it was found at, and why in one line."""
+
     step: int | None
     kind: str
     label: str
+    critical: bool
     metric: str
     text: str
     time: float | None
@@ -164,13 +173,13 @@ class Anomaly(TypedDict):
     attempt: int
 
 
-class GoodputCategory(TypedDict):
+class GoodputCategoryRow(TypedDict):
     key: str
     label: str
     seconds: float
 
 
-class Goodput(TypedDict):
+class GoodputSection(TypedDict):
     wall_s: float
     seconds: dict[str, float]
     ratio: float | None
@@ -178,10 +187,10 @@ class Goodput(TypedDict):
     rank: int | None
     attempts: int
     running: bool
-    categories: list[GoodputCategory]
+    categories: list[GoodputCategoryRow]
 
 
-class RankEfficiency(TypedDict):
+class RankEfficiencyRow(TypedDict):
     rank: int
     tokens_per_s: float | None
     seq_len: float | None  # tokens per sample
@@ -190,7 +199,7 @@ class RankEfficiency(TypedDict):
     mfu: float | None
 
 
-class Efficiency(TypedDict):
+class EfficiencySection(TypedDict):
     flops_per_token: float | None
     seq_len: float | None  # tokens per sample
     achieved_flops: float | None
@@ -199,10 +208,10 @@ class Efficiency(TypedDict):
     peak_source: str
     dtype: str
     mfu: float | None
-    ranks: list[RankEfficiency]
+    ranks: list[RankEfficiencyRow]
 
 
-class RunCost(TypedDict):
+class CostSection(TypedDict):
     hourly: float
     nodes: int
     so_far: float
@@ -211,18 +220,18 @@ class RunCost(TypedDict):
     badput: float | None
 
 
-class Insights(TypedDict):
+class InsightsSection(TypedDict):
     """``insights``: what needs attention, where the time went, how well the hardware is used."""
 
-    attention: list[Anomaly]
+    attention: list[AnomalyRow]
     attention_total: int
-    goodput: Goodput | None
-    efficiency: Efficiency | None
+    goodput: GoodputSection | None
+    efficiency: EfficiencySection | None
     mfu_hint: str | None  # how to get MFU, where a training run lacks the model's FLOPs per token
-    cost: RunCost | None
+    cost: CostSection | None
 
 
-class BaselineSeries(TypedDict):
+class BaselineSeriesRow(TypedDict):
     chart: str
     role: str
     label: str
@@ -230,7 +239,7 @@ class BaselineSeries(TypedDict):
     y: Sequence[float | None]
 
 
-class BaselineFigure(TypedDict):
+class BaselineFigureRow(TypedDict):
     kind: str
     name: str
     step: int | None
@@ -249,11 +258,11 @@ class BaselineSection(TypedDict):
     name: str
     note: str | None
     notes: list[str]
-    series: list[BaselineSeries]
-    status: list[BaselineFigure]
+    series: list[BaselineSeriesRow]
+    status: list[BaselineFigureRow]
 
 
-class Checkpoint(TypedDict):
+class CheckpointRow(TypedDict):
     """One row of ``checkpoints``; ``best`` marks only the latest best-so-far save."""
 
     step: int | None
@@ -267,7 +276,7 @@ class Checkpoint(TypedDict):
     rank: int
 
 
-class _LogLineFields(TypedDict):
+class _LogRowFields(TypedDict):
     time: float
     level: str
     rank: int
@@ -275,7 +284,7 @@ class _LogLineFields(TypedDict):
     traceback: str | None
 
 
-class LogLine(_LogLineFields, total=False):
+class LogRow(_LogRowFields, total=False):
     """One of ``logs``; ``stream`` (stdout, stderr) for captured console output, where the two go to
     different places (where they share a terminal or a file, one pipe keeps their order and no
     stream is known)."""
@@ -283,7 +292,7 @@ class LogLine(_LogLineFields, total=False):
     stream: str
 
 
-class LogInfo(TypedDict):
+class LogInfoSection(TypedDict):
     total: int
     shown: int
     trimmed: int
@@ -291,7 +300,7 @@ class LogInfo(TypedDict):
     ranks: list[int]
 
 
-class Tile(TypedDict):
+class TileRow(TypedDict):
     """One of ``system.latest``: a latest reading."""
 
     name: str
@@ -302,11 +311,11 @@ class Tile(TypedDict):
 
 class SystemSection(TypedDict):
     notes: list[str]
-    latest: list[Tile]
+    latest: list[TileRow]
     units: dict[str, str]
 
 
-class EmptyReasons(TypedDict):
+class EmptyReasonsSection(TypedDict):
     """``empty``: why a section has nothing to show."""
 
     training: str
@@ -315,7 +324,7 @@ class EmptyReasons(TypedDict):
     logs: str
 
 
-class StoreHealth(TypedDict, total=False):
+class StoreHealthTotalSection(TypedDict, total=False):
     """The ranks' store health added up (absent when no rank recorded one)."""
 
     write_errors: int
@@ -325,7 +334,7 @@ class StoreHealth(TypedDict, total=False):
     last_error_at: float
 
 
-class Health(StoreHealth, total=False):
+class HealthSection(StoreHealthTotalSection, total=False):
     """``health``: the loss counters; keys other than ``dropped*`` are absent when not recorded."""
 
     dropped: dict[str, int]
@@ -334,7 +343,7 @@ class Health(StoreHealth, total=False):
     rejected_top: list[list[str | int]]  # [reason, count], most frequent first
 
 
-class StackFrame(TypedDict):
+class StackFrameRow(TypedDict):
     """One frame of a recorded stack (innermost first): a code location, no locals."""
 
     file: str
@@ -342,17 +351,17 @@ class StackFrame(TypedDict):
     func: str
 
 
-class StackThread(TypedDict):
+class StackThreadRow(TypedDict):
     """One thread of a rank's stack dump: its innermost frames (``depth``: the whole stack's)."""
 
     name: str
     main: bool
     daemon: bool
     depth: int
-    frames: list[StackFrame]
+    frames: list[StackFrameRow]
 
 
-class StackGroup(TypedDict):
+class StackGroupRow(TypedDict):
     """Ranks whose training thread has the same stack: where they are, and that stack
     (``threads``: the user's, the main one first; ``own_threads``: traincard's background ones)."""
 
@@ -363,11 +372,11 @@ class StackGroup(TypedDict):
     culprit: bool
     reason: str | None
     time: float | None
-    threads: list[StackThread]
-    own_threads: list[StackThread]
+    threads: list[StackThreadRow]
+    own_threads: list[StackThreadRow]
 
 
-class FlightRecorder(TypedDict):
+class FlightRecorderSection(TypedDict):
     """``gang.stacks.flight_recorder``: from PyTorch's flight recorder, the collective the most
     advanced ranks entered last (``pending``) and the ranks that have not joined it."""
 
@@ -377,19 +386,19 @@ class FlightRecorder(TypedDict):
     text: str
 
 
-class Stacks(TypedDict):
+class StacksSection(TypedDict):
     """``gang.stacks``: where each rank is, grouped by stack; the culprits stuck outside a
     collective and the ranks waiting for them in one."""
 
-    groups: list[StackGroup]
+    groups: list[StackGroupRow]
     summary: str
     culprits: list[int]
     waiting: list[int]
     collective: str | None
-    flight_recorder: FlightRecorder | None
+    flight_recorder: FlightRecorderSection | None
 
 
-class Gang(TypedDict):
+class GangSection(TypedDict):
     """``gang``: a multi-node or multi-rank run's nodes, ranks, stragglers and failures."""
 
     world_size: int
@@ -403,8 +412,8 @@ class Gang(TypedDict):
     waits: list[str]
     aggregates: JsonObject
     failure: JsonObject | None
-    headline: list[Banner]
-    stacks: Stacks | None
+    headline: list[BannerRow]
+    stacks: StacksSection | None
 
 
 class SweepRow(TypedDict):
@@ -426,7 +435,7 @@ class SweepRow(TypedDict):
     is_best: bool
 
 
-class SweepCurve(TypedDict):
+class SweepCurveRow(TypedDict):
     """A branch's main metric, averaged into a few points ([step, value])."""
 
     id: str
@@ -444,7 +453,7 @@ class SweepSection(TypedDict):
     varying: list[str]
     constant: dict[str, str | int | float | bool | None]
     rows: list[SweepRow]
-    curves: list[SweepCurve]
+    curves: list[SweepCurveRow]
     best: str | None
     total: int
     hidden_rows: int
@@ -453,14 +462,14 @@ class SweepSection(TypedDict):
     notes: list[str]
 
 
-class Stats(TypedDict):
+class StatsSection(TypedDict):
     dropped: dict[str, int]
     corrupt_segments: int
     segments: int
     points: int
 
 
-class AgentEpisode(TypedDict):
+class AgentEpisodeRow(TypedDict):
     """One episode (a root ``invoke_agent`` span) and what it called."""
 
     trace: str
@@ -475,7 +484,7 @@ class AgentEpisode(TypedDict):
     cost: float | None
 
 
-class AgentTool(TypedDict):
+class AgentToolRow(TypedDict):
     """Calls of one tool (``gen_ai.tool.name``)."""
 
     name: str
@@ -486,7 +495,7 @@ class AgentTool(TypedDict):
     p95_s: float | None
 
 
-class AgentModel(TypedDict):
+class AgentModelRow(TypedDict):
     """Calls of one model, with their tokens and latency percentiles."""
 
     model: str
@@ -500,7 +509,7 @@ class AgentModel(TypedDict):
     cost: float | None
 
 
-class AgentFailure(TypedDict):
+class AgentFailureRow(TypedDict):
     """A failed call: its operation, tool or model, error type and episode's trace."""
 
     time: float
@@ -518,10 +527,10 @@ class AgentsSection(TypedDict):
     spans: int
     priced: bool
     failure_count: int
-    episodes: list[AgentEpisode]
-    tools: list[AgentTool]
-    models: list[AgentModel]
-    failures: list[AgentFailure]
+    episodes: list[AgentEpisodeRow]
+    tools: list[AgentToolRow]
+    models: list[AgentModelRow]
+    failures: list[AgentFailureRow]
 
 
 class CardPayload(TypedDict):
@@ -531,54 +540,23 @@ class CardPayload(TypedDict):
     final: bool
     live: bool
     generated_at: float
-    names: Names
-    run: RunStatus
-    banners: list[Banner]
-    charts: list[Chart]
+    names: NamesSection
+    run: RunSection
+    banners: list[BannerRow]
+    charts: list[ChartRow]
     summary: list[SummaryRow]
-    markers: list[Marker]
-    insights: Insights
+    markers: list[MarkerRow]
+    insights: InsightsSection
     baseline: BaselineSection | None
-    checkpoints: list[Checkpoint]
-    logs: list[LogLine]
-    log_info: LogInfo
+    checkpoints: list[CheckpointRow]
+    logs: list[LogRow]
+    log_info: LogInfoSection
     failure: JsonValue
     system: SystemSection
-    empty: EmptyReasons
-    health: Health
-    gang: Gang | None
+    empty: EmptyReasonsSection
+    health: HealthSection
+    gang: GangSection | None
     completions: CompletionsSection | None
     agents: AgentsSection | None
     sweep: SweepSection | None
-    stats: Stats
-
-
-def render_markdown() -> str:
-    """The reference part of ``docs/card-payload.md``: every section type and its fields."""
-    import typing
-
-    out = [
-        "## The contract (generated)",
-        "",
-        "Generated from `traincard_otel/_read/payload/contract.py` (everything below this heading is",
-        "`python -m traincard_otel._read.payload.contract`; `tests/unit/test_card_contract.py` fails if it",
-        "is stale, or if the card's script reads a field these types do not declare). A field marked",
-        "optional may be absent.",
-        "",
-    ]
-    for name, tp in list(globals().items()):
-        if name.startswith("_") or not (isinstance(tp, type) and typing.is_typeddict(tp)):
-            continue
-        hints = {k: getattr(v, "__forward_arg__", v) for k, v in tp.__annotations__.items()}
-        doc = " ".join((tp.__doc__ or "").split()).replace("``", "`")
-        out += [f"### `{name}`", ""] + ([doc, ""] if doc else [])
-        out += ["| field | type |", "|---|---|"]
-        for field, hint in hints.items():
-            optional = " (optional)" if field in getattr(tp, "__optional_keys__", ()) else ""
-            out.append(f"| `{field}`{optional} | `{hint}` |".replace(" | None", " \\| None"))
-        out.append("")
-    return "\n".join(out)
-
-
-if __name__ == "__main__":
-    print(render_markdown(), end="")
+    stats: StatsSection

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from ..._types import JsonObject
 
 if TYPE_CHECKING:  # the payload package imports this module
-    from .contract import Banner, Gang, Stacks
+    from .contract import BannerRow, GangSection, StacksSection
 
 
-def gang_section(diagnosis: JsonObject | None) -> Gang | None:
+def gang_section(diagnosis: JsonObject | None) -> GangSection | None:
     """The gang panel's data (the analysis's ``Insights.gang``); ``None`` for a run with one rank
     and no gang."""
     if diagnosis is None:
@@ -39,7 +39,7 @@ def gang_section(diagnosis: JsonObject | None) -> Gang | None:
     }
 
 
-def _stacks(located: JsonObject | None) -> Stacks | None:
+def _stacks(located: JsonObject | None) -> StacksSection | None:
     if not located:
         return None
     return {
@@ -56,9 +56,9 @@ def _clock(t: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t)) if t else "never"
 
 
-def headline(section: JsonObject) -> list[Banner]:
-    """Banner lines for the gang: the first failure, hung ranks, the slowest rank, barrier waits."""
-    out: list[Banner] = []
+def headline(section: JsonObject) -> list[BannerRow]:
+    """BannerRow lines for the gang: the first failure, hung ranks, the slowest rank, barrier waits."""
+    out: list[BannerRow] = []
     first = section.get("first_failure")
     if first is not None:
         text = (

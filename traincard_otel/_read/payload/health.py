@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..._data.rundata import RunData
-from .contract import Banner, Health, StoreHealth
+from .contract import BannerRow, HealthSection, StoreHealthTotalSection
 
 RECENT_ERROR_S = 300.0  # a write error this recent (at the run's latest time) raises a banner
 TOP_REASONS = 5
@@ -41,7 +41,7 @@ def _rejected(data: RunData) -> dict[str, int]:
     return out
 
 
-def _store(data: RunData) -> StoreHealth:
+def _store(data: RunData) -> StoreHealthTotalSection:
     """The ranks' ``store_health`` objects added up; the newest last error wins."""
     found = False
     errors = pending = 0
@@ -64,7 +64,7 @@ def _store(data: RunData) -> StoreHealth:
                 last = (at, text)
     if not found:
         return {}
-    out: StoreHealth = {"write_errors": errors, "pending_rows": pending, "retrying": retrying}
+    out: StoreHealthTotalSection = {"write_errors": errors, "pending_rows": pending, "retrying": retrying}
     if last is not None:
         out["last_error_at"], out["last_error"] = last
     elif last_no_time is not None:
@@ -72,21 +72,21 @@ def _store(data: RunData) -> StoreHealth:
     return out
 
 
-def loss_counters(data: RunData) -> Health:
+def loss_counters(data: RunData) -> HealthSection:
     """The payload's ``health`` object (``docs/card-payload.md``); keys absent when not recorded."""
     dropped = {str(k): int(v) for k, v in (data.stats.get("dropped") or {}).items() if _int(v) is not None}
     rejected = _rejected(data)
-    out: Health = {"dropped": dropped, "dropped_total": sum(dropped.values())}
+    out: HealthSection = {"dropped": dropped, "dropped_total": sum(dropped.values())}
     if any(isinstance(st.get("rejected"), Mapping) for st in data.states):
         top = sorted(rejected.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_REASONS]
         out["rejected_total"] = sum(rejected.values())
         out["rejected_top"] = [[reason, n] for reason, n in top]
     for key, value in _store(data).items():
-        out[key] = value  # type: ignore[literal-required]  # StoreHealth's keys are Health's
+        out[key] = value  # type: ignore[literal-required]  # the totals are health fields
     return out
 
 
-def store_health_banner(data: RunData, at: float) -> Banner | None:
+def store_health_banner(data: RunData, at: float) -> BannerRow | None:
     """A ``store`` banner while writes to the store fail: errors counted and the last one recent."""
     store = _store(data)
     errors = store.get("write_errors", 0)

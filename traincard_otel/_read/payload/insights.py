@@ -19,25 +19,26 @@ from collections.abc import Sequence
 from typing import Final
 
 from ..._analysis.analysis import Insights, RecordedAnomaly
-from ..._analysis.efficiency import Efficiency as EfficiencyFigures
-from ..._analysis.goodput import CATEGORIES
-from ..._analysis.goodput import Goodput as GoodputFigures
+from ..._analysis.efficiency import Efficiency
+from ..._analysis.goodput import CATEGORIES, Goodput
 from ..._data.rundata import RunData, Series
-from .contract import Anomaly, Chart, ChartSeries, Efficiency, Goodput, Marker, RankEfficiency, RunCost
-from .contract import Insights as InsightsSection
+from ..._schema import ANOMALY_KINDS, CRITICAL_ANOMALY_KINDS
+from .contract import (
+    AnomalyRow,
+    ChartRow,
+    ChartSeriesRow,
+    CostSection,
+    EfficiencySection,
+    GoodputSection,
+    InsightsSection,
+    MarkerRow,
+    RankEfficiencyRow,
+)
 from .series import Mode, xy
 
 MAX_ATTENTION: Final = 50  # the panel lists the newest; the count says how many there were
 MAX_MARKERS: Final = 40
-KIND_LABELS: Final = {
-    "loss_spike": "loss spike",
-    "nonfinite": "NaN/inf",
-    "grad_explosion": "grad norm explosion",
-    "throughput_drop": "throughput drop",
-    "eval_regression": "eval regression",
-    "reward_collapse": "reward collapse",
-    "kl_blowup": "KL blow-up",
-}
+KIND_LABELS: Final = {k.name: k.label for k in ANOMALY_KINDS}
 CATEGORY_LABELS: Final = {
     "productive": "productive steps",
     "data_wait": "data wait",
@@ -57,11 +58,12 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def _attention(a: RecordedAnomaly) -> Anomaly:
+def _attention(a: RecordedAnomaly) -> AnomalyRow:
     return {
         "step": a.step,
         "kind": a.kind,
         "label": KIND_LABELS.get(a.kind, a.kind),
+        "critical": a.kind in CRITICAL_ANOMALY_KINDS,
         "metric": a.metric,
         "text": a.text,
         "time": a.time,
@@ -70,9 +72,9 @@ def _attention(a: RecordedAnomaly) -> Anomaly:
     }
 
 
-def anomaly_markers(found: Sequence[RecordedAnomaly]) -> list[Marker]:
+def anomaly_markers(found: Sequence[RecordedAnomaly]) -> list[MarkerRow]:
     """Vertical lines on the step charts at the newest anomalies (one per step and kind)."""
-    seen: dict[tuple[int, str], Marker] = {}
+    seen: dict[tuple[int, str], MarkerRow] = {}
     for a in found:
         if a.step is not None:
             label = KIND_LABELS.get(a.kind, a.kind)
@@ -80,13 +82,13 @@ def anomaly_markers(found: Sequence[RecordedAnomaly]) -> list[Marker]:
     return list(seen.values())[-MAX_MARKERS:]
 
 
-def mfu_charts(data: RunData, e: EfficiencyFigures | None, mode: Mode) -> list[Chart]:
+def mfu_charts(data: RunData, e: Efficiency | None, mode: Mode) -> list[ChartRow]:
     """An MFU chart by step in percent, per rank (tokens/s x FLOPs per token / peak); none without a
     known peak."""
     peak = e.peak_flops if e else None
     if not e or not peak or not e.ranks:
         return []
-    series: list[ChartSeries] = []
+    series: list[ChartSeriesRow] = []
     for r in e.ranks:
         rates = data.throughput.get(f"tokens_per_second{{rank={r.rank}}}")
         if rates is None:
@@ -103,7 +105,7 @@ def mfu_charts(data: RunData, e: EfficiencyFigures | None, mode: Mode) -> list[C
         )
         x, y = xy(view, mode)
         series.append({"label": f"rank {r.rank}", "x": x, "y": y})
-    chart: Chart = {
+    chart: ChartRow = {
         "id": "mfu",
         "title": "MFU",
         "group": "training",
@@ -148,7 +150,7 @@ def _tokens(data: RunData) -> float:
     return total
 
 
-def cost(data: RunData, wall_s: float, badput_s: float | None, hourly: float | None) -> RunCost | None:
+def cost(data: RunData, wall_s: float, badput_s: float | None, hourly: float | None) -> CostSection | None:
     """Cost so far for ``wall_s`` at ``hourly`` per node, per 1k training tokens, and of badput."""
     if not hourly:
         return None
@@ -165,7 +167,7 @@ def cost(data: RunData, wall_s: float, badput_s: float | None, hourly: float | N
     }
 
 
-def _goodput(g: GoodputFigures) -> Goodput:
+def _goodput(g: Goodput) -> GoodputSection:
     return {
         "wall_s": g.wall_s,
         "seconds": dict(g.seconds),
@@ -178,8 +180,8 @@ def _goodput(g: GoodputFigures) -> Goodput:
     }
 
 
-def _efficiency(e: EfficiencyFigures) -> Efficiency:
-    ranks: list[RankEfficiency] = [
+def _efficiency(e: Efficiency) -> EfficiencySection:
+    ranks: list[RankEfficiencyRow] = [
         {
             "rank": r.rank,
             "tokens_per_s": r.tokens_per_s,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..._data.rundata import RunData
 from ..._schema import Attr
 from ..._types import JsonObject
-from .contract import LogInfo, LogLine
+from .contract import LogInfoSection, LogRow
 from .series import Mode
 
 LOG_TAIL = 300  # lines of the tail in a full render
@@ -74,7 +74,7 @@ def _scan(logs: list[Record]) -> tuple[list[int], list[int], set[int]]:
     return errors[-IMPORTANT_MAX:], warnings[-IMPORTANT_MAX:], ranks
 
 
-def _line(r: Record) -> LogLine:
+def _line(r: Record) -> LogRow:
     message, traceback = str(r.get("message", "")), r.get("traceback")
     if not traceback and _TRACEBACK in message:  # printed tracebacks collapse like logged ones
         head, _sep, rest = message.partition(_TRACEBACK)
@@ -82,7 +82,7 @@ def _line(r: Record) -> LogLine:
         message, traceback = (head.strip() or last or "Traceback"), _TRACEBACK + rest
     attrs = r.get("attributes") or {}
     stream = attrs.get(Attr.LOG_STREAM)
-    out: LogLine = {
+    out: LogRow = {
         "time": r["time"],
         "level": r["level"],
         "rank": _rank(r),
@@ -94,7 +94,7 @@ def _line(r: Record) -> LogLine:
     return out
 
 
-def log_lines(data: RunData, mode: Mode) -> tuple[list[LogLine], LogInfo]:
+def log_lines(data: RunData, mode: Mode) -> tuple[list[LogRow], LogInfoSection]:
     """(lines, info): the tail and the latest warning/error lines by time; info counts the rest."""
     records = data.logs
     n = mode.log_tail if mode.live else LOG_TAIL
@@ -105,7 +105,7 @@ def log_lines(data: RunData, mode: Mode) -> tuple[list[LogLine], LogInfo]:
     tail_idx = sorted(range(first_tail, len(records)), key=lambda i: records[i]["time"])[-n:]
     chosen = set(tail_idx).union(important)
     lines = sorted((records[i] for i in chosen), key=lambda r: r["time"])
-    info: LogInfo = {
+    info: LogInfoSection = {
         "total": len(records),
         "shown": len(lines),
         "trimmed": len(records) - len(lines),

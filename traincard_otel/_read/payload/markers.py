@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..._data.rundata import RunData
 from ..._schema import Attr, Event
-from .contract import Marker
+from .contract import MarkerRow
 
 
 def _first_step(data: RunData, attempt: int) -> int | None:
@@ -17,9 +17,9 @@ def _first_step(data: RunData, attempt: int) -> int | None:
     return min(steps) if steps else None
 
 
-def discontinuities(data: RunData) -> list[Marker]:
+def discontinuities(data: RunData) -> list[MarkerRow]:
     """``restart`` markers at each retry's first step, ``rewind`` markers where a run resumed."""
-    out: list[Marker] = []
+    out: list[MarkerRow] = []
     for ev in data.events:
         if ev["name"] == Event.RUN_STARTED and ev["attempt"] > 0 and ev["rank"] == 0:
             step = _first_step(data, ev["attempt"])

@@ -4,7 +4,7 @@ kinds and metric names it treats specially. ``card.js`` keeps no copies of its o
 from __future__ import annotations
 
 from ..._schema import REPORTED_FRACTIONS, SYSTEM_METRICS, SystemMetric
-from .contract import Names
+from .contract import NamesSection
 from .logs import LEVELS
 from .rl import GROUPS as RL_GROUPS
 from .system import RATIO_METRICS
@@ -60,7 +60,7 @@ FRACTION_METRICS = [
 BYTE_METRICS = [m.name for m in SYSTEM_METRICS if m.unit == "By"]
 
 
-def wire_names() -> Names:
+def wire_names() -> NamesSection:
     """The ``names`` object of every payload."""
     return {
         "sections": REPLACED_SECTIONS,

@@ -20,7 +20,7 @@ import re
 from typing import Final
 
 from ..._data.rundata import RunData, Series
-from .contract import Chart, ChartSeries
+from .contract import ChartRow, ChartSeriesRow
 from .series import Mode
 from .training import series_entries
 
@@ -62,11 +62,11 @@ def _band(mean: Series, std: Series, sign: float) -> Series:
     )
 
 
-def _chart(chart_id: str, title: str, group: str, unit: str, series: list[ChartSeries]) -> Chart:
+def _chart(chart_id: str, title: str, group: str, unit: str, series: list[ChartSeriesRow]) -> ChartRow:
     return {"id": chart_id, "title": title, "group": group, "unit": unit, "x": "step", "series": series}
 
 
-def _with_band(mean: Series, std: Series | None, label: str, mode: Mode) -> list[ChartSeries]:
+def _with_band(mean: Series, std: Series | None, label: str, mode: Mode) -> list[ChartSeriesRow]:
     out = series_entries(mean, label, mode)
     if std is not None and len(std):
         for sign, edge, op in ((1.0, "hi", "+"), (-1.0, "lo", "\u2212")):
@@ -76,12 +76,12 @@ def _with_band(mean: Series, std: Series | None, label: str, mode: Mode) -> list
     return out
 
 
-def rl_charts(data: RunData, mode: Mode) -> tuple[list[Chart], set[str]]:
+def rl_charts(data: RunData, mode: Mode) -> tuple[list[ChartRow], set[str]]:
     """(the RL groups' charts, the metric keys they drew, which the training section skips)."""
     plain = {key: s for key, s in data.metrics.items() if not s.tags}
     grouped = {key: group_of(s.name) for key, s in plain.items()}
     used: set[str] = set()
-    charts: list[Chart] = []
+    charts: list[ChartRow] = []
 
     def take(key: str) -> Series | None:
         if key in plain and grouped.get(key) is not None:

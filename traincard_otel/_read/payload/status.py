@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..._data.rundata import RunData
-from .contract import Cost, RunStatus
+from .contract import RunCostSection, RunSection
 from .kind import TRAINING, RunKind
 
 
@@ -48,7 +48,7 @@ def epoch_progress(
     return e, total
 
 
-def _cost(hourly: float, nodes: int, elapsed: float, eta: float | None) -> Cost:
+def _cost(hourly: float, nodes: int, elapsed: float, eta: float | None) -> RunCostSection:
     """The price is per node (machine): a gang costs it times its nodes."""
     rate = hourly * nodes
     so_far = rate * elapsed / 3600
@@ -57,7 +57,7 @@ def _cost(hourly: float, nodes: int, elapsed: float, eta: float | None) -> Cost:
 
 def run_status(
     data: RunData, now: float, hourly_cost: float | None = None, kind: RunKind = TRAINING
-) -> RunStatus:
+) -> RunSection:
     """The ``run`` object of the payload (``docs/card-payload.md``)."""
     st = data.status
     progress = st.get("progress") or {}

@@ -15,7 +15,7 @@ from typing import Final
 
 from ..._analysis.summary import Hyperparameter, curve_points
 from ..._types import JsonObject, JsonValue
-from .contract import SweepCurve, SweepRow, SweepSection
+from .contract import SweepCurveRow, SweepRow, SweepSection
 
 LIVE_ROWS: Final = 40
 LIVE_CURVES: Final = 8
@@ -129,7 +129,7 @@ def sweep_section(
     if live:
         with_curve = with_curve[:LIVE_CURVES] + [r for r in with_curve[LIVE_CURVES:] if r["self"]]
     points = LIVE_CURVE_POINTS if live else FULL_CURVE_POINTS if total <= MANY_BRANCHES else MANY_CURVE_POINTS
-    curves: list[SweepCurve] = []
+    curves: list[SweepCurveRow] = []
     for r in with_curve:
         curves.append(
             {

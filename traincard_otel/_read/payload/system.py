@@ -8,7 +8,7 @@ import re
 from ..._data.rundata import RunData, Series
 from ..._schema import Attr, SystemMetric
 from ..._schema.keys import DEVICE_ATTRIBUTES, split_reading_key
-from .contract import Chart, ChartSeries, SystemSection, Tile
+from .contract import ChartRow, ChartSeriesRow, SystemSection, TileRow
 from .series import Mode, subset, xy
 
 M = SystemMetric
@@ -107,7 +107,7 @@ def _node_names(data: RunData) -> dict[int, str]:
     return {int(st.get("rank", 0)): str(st.get("host") or f"rank {st.get('rank', 0)}") for st in data.states}
 
 
-def _total(per_node: list[tuple[str, list[float], list[float | None]]], name: str) -> ChartSeries:
+def _total(per_node: list[tuple[str, list[float], list[float | None]]], name: str) -> ChartSeriesRow:
     """Sum (or mean, for utilizations) across nodes, aligned on whole seconds."""
     buckets: dict[int, list[float]] = {}
     for _node, xs, ys in per_node:
@@ -123,14 +123,14 @@ def _total(per_node: list[tuple[str, list[float], list[float | None]]], name: st
     }
 
 
-def system_charts(data: RunData, mode: Mode) -> list[Chart]:
+def system_charts(data: RunData, mode: Mode) -> list[ChartRow]:
     """One chart per entry of ``SYSTEM_CHARTS`` that has data; per node when several nodes sample."""
     nodes = _node_names(data)
     multi_node = len({r for s in data.system.values() for r in s.ranks}) > 1
-    out: list[Chart] = []
+    out: list[ChartRow] = []
     for chart_id, title, unit, names in SYSTEM_CHARTS:
         scale = _SCALE.get(unit, 1.0)
-        series_out: list[ChartSeries] = []
+        series_out: list[ChartSeriesRow] = []
         by_metric: dict[tuple[str, str], list[tuple[str, list[float], list[float | None]]]] = {}
         for _key, series in sorted(data.system.items()):
             if series.name not in names:
@@ -194,7 +194,7 @@ def system_section(data: RunData) -> SystemSection:
             if metric == M.ERRORS.name and not value:
                 continue  # a tile only once the GPU reports uncorrectable errors
             device = (len(hw_id or ""), hw_id or "")  # host first, then gpu0, gpu1, ..., gpu10
-            tile: Tile = {
+            tile: TileRow = {
                 "name": key,
                 "label": f"{hw_id} {label}" if hw_id else label,
                 "value": value,

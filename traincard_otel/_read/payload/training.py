@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable
 
 from ..._data.rundata import RunData, Series
 from ..._schema.keys import series_key, tags_text
-from .contract import Chart, ChartSeries, SummaryRow
+from .contract import ChartRow, ChartSeriesRow, SummaryRow
 from .kind import TRAINING, RunKind
 from .series import LIVE_SCAN_MAX, Mode, by_rank, head, rank_points, stretches, xy
 from .units import DIMENSIONLESS, metric_unit
@@ -97,12 +97,12 @@ def summary_table(data: RunData) -> list[SummaryRow]:
 
 def training_charts(
     data: RunData, mode: Mode, kind: RunKind = TRAINING, skip: Collection[str] = ()
-) -> list[Chart]:
+) -> list[ChartRow]:
     """Curves by step (by item in an evaluation or inference loop): known ones first, then the
     rest by name, then throughput and step time; not the metrics keyed in ``skip`` (drawn by
     another section)."""
     charted, _summary = _split(data)
-    charts: dict[str, Chart] = {}
+    charts: dict[str, ChartRow] = {}
     for series in charted:
         if skip and series_key(series.name, series.tags) in skip:
             continue
@@ -140,8 +140,8 @@ def _natural(label: str) -> tuple[float, str]:
     return (float(m[1]), "") if m else (float("inf"), label)
 
 
-def series_entries(series: Series, label: str, mode: Mode) -> list[ChartSeries]:
-    out: list[ChartSeries] = []
+def series_entries(series: Series, label: str, mode: Mode) -> list[ChartSeriesRow]:
+    out: list[ChartSeriesRow] = []
     parts = by_rank(series)
     for rank, per_rank in parts:
         rank_label = f"{label} rank {rank}" if len(parts) > 1 else label
@@ -150,7 +150,7 @@ def series_entries(series: Series, label: str, mode: Mode) -> list[ChartSeries]:
             xs, ys = xy(stretch, mode)
             if not xs and mode.live:
                 continue
-            entry: ChartSeries = {
+            entry: ChartSeriesRow = {
                 "label": rank_label if n == 0 else f"{rank_label} (resumed {n})",
                 "x": xs,
                 "y": ys,
@@ -161,7 +161,7 @@ def series_entries(series: Series, label: str, mode: Mode) -> list[ChartSeries]:
     return out
 
 
-def _rank_series(items: Iterable[tuple[str, Series]], mode: Mode) -> list[ChartSeries]:
+def _rank_series(items: Iterable[tuple[str, Series]], mode: Mode) -> list[ChartSeriesRow]:
     pairs = list(items)
     budget = rank_points(len(pairs))  # many ranks share one chart's points
     return [
@@ -169,9 +169,9 @@ def _rank_series(items: Iterable[tuple[str, Series]], mode: Mode) -> list[ChartS
     ]
 
 
-def throughput_charts(data: RunData, mode: Mode) -> list[Chart]:
+def throughput_charts(data: RunData, mode: Mode) -> list[ChartRow]:
     """Tokens/s and samples/s per rank, and the step time per rank."""
-    out: list[Chart] = []
+    out: list[ChartRow] = []
     for name, unit in (("tokens_per_second", "tokens/s"), ("samples_per_second", "samples/s")):
         series = [s for s in data.throughput.values() if s.name == name]
         if series:

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from opentelemetry.metrics import Meter
 from opentelemetry.util.types import AnyValue
 
-from ..._analysis.anomalies import KINDS, Anomaly, AnomalyDetector, AnomalyRules
+from ..._analysis.anomalies import Anomaly, AnomalyDetector, AnomalyRules
 from ..._safety import internal_error
-from ..._schema import Attr, Event, Metric
+from ..._schema import ANOMALY_KIND_NAMES, Attr, Event, Metric
 from ..._schema.keys import series_key
 from ...exceptions import ConfigError
 from .columns import MetricRun, StepColumns
@@ -49,7 +49,7 @@ class AnomalyWatch:
         if self.detector is not None:
             # Every kind's series exists from the start at 0: Prometheus' increase() sees no rise
             # in a counter whose first sample is already 1, so the alert rule would miss the first.
-            for kind in KINDS:
+            for kind in ANOMALY_KIND_NAMES:
                 self._counter.add(0, {Attr.ANOMALY_KIND: kind})
 
     def metric_runs(self, runs: Sequence[MetricRun]) -> None:

@@ -30,7 +30,7 @@ from ..._schema import (
     PhaseEnd,
     PhaseStart,
     Report,
-    StatusSnapshot,
+    StatusSection,
     StepEnd,
     SystemReport,
 )
@@ -42,7 +42,7 @@ from .instruments import ConverterInstruments
 from .lines import StoreLines, line_attributes
 from .placement import place_after_step_ends, read_sources
 from .rows import RowBatcher
-from .spans import SEVERITY, PhaseSpans
+from .spans import SEVERITY, EventObserver, PhaseSpans
 from .values import Rejections, safe_value, to_float
 
 _BATCHED_TYPES = (MetricsReport, StepEnd, LogLine)
@@ -62,10 +62,14 @@ class Converter:
         last_system: Callable[[], Mapping[str, float]],
         timed: bool,
         anomaly_rules: AnomalyRules | None = None,
+        store_lines: StoreLines | None = None,
+        observer: EventObserver | None = None,
     ) -> None:
+        """``store_lines``: log lines go straight to the store, where it is the only reader of log
+        records (:mod:`.lines`); ``observer`` is told of every event emitted (the guard rails)."""
         self.queue = queue
         self.rejections = Rejections()
-        self.spans = PhaseSpans(tracer, logger, run_span)
+        self.spans = PhaseSpans(tracer, logger, run_span, observer)
         self.anomalies = AnomalyWatch(self.spans.emit, meter, anomaly_rules)  # judges the rows as they go out
         self.rows = RowBatcher(self.spans.emit, self.rejections, self._record_durations, self.anomalies)
         self.instruments = ConverterInstruments(
@@ -87,8 +91,7 @@ class Converter:
             lambda: queue.step,
         )
         self._last_step_end: tuple[object, float] | None = None  # (step, time), kept for metric sources
-        # Set by the pipeline when the store is the only reader of log records (:mod:`.lines`).
-        self.store_lines: StoreLines | None = None
+        self.store_lines = store_lines
         self._lock = threading.Lock()
 
     def _record_durations(self, durations: list[float]) -> None:
@@ -196,7 +199,7 @@ class Converter:
         with self._lock:
             self.spans.close_all(t)
 
-    def status_fields(self) -> StatusSnapshot:
+    def status_fields(self) -> StatusSection:
         """This converter's part of the rank's status snapshot."""
         return {
             "last_metrics": dict(self.rows.last_metrics),

@@ -77,18 +77,19 @@ class ConverterInstruments:
         _gauge(meter, Metric.THROUGHPUT_TOKENS, lambda _o: _one(throughput("tok")))
         _gauge(meter, Metric.THROUGHPUT_SAMPLES, lambda _o: _one(throughput("n")))
 
-    def observe_health(self, meter: Meter, health: Callable[[], Mapping[str, object]]) -> None:
-        """The watchdog's figures (stalled, lost ranks), once it exists."""
 
-        def flag(field: str) -> Observe:
-            def cb(_options: CallbackOptions) -> list[Observation]:
-                value = health().get(field)
-                return [Observation(len(value) if isinstance(value, list) else (1 if value else 0))]
+def health_instruments(meter: Meter, health: Callable[[], Mapping[str, object]]) -> None:
+    """The watchdog's figures (stalled, lost ranks) as gauges; ``health`` returns its status fields."""
 
-            return cb
+    def flag(field: str) -> Observe:
+        def cb(_options: CallbackOptions) -> list[Observation]:
+            value = health().get(field)
+            return [Observation(len(value) if isinstance(value, list) else (1 if value else 0))]
 
-        _gauge(meter, Metric.STALLED, flag("stalled"))
-        _gauge(meter, Metric.RANKS_LOST, flag("lost_ranks"))
+        return cb
+
+    _gauge(meter, Metric.STALLED, flag("stalled"))
+    _gauge(meter, Metric.RANKS_LOST, flag("lost_ranks"))
 
 
 def _number(value: object) -> float | None:

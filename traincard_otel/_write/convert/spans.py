@@ -18,6 +18,9 @@ from opentelemetry.util.types import AnyValue
 from ..._safety import internal_error
 from ..._schema import PHASE_SPAN_PREFIX, Attr
 
+#: Told of an event after it was emitted: (time, event name or None for a log line, body, attributes).
+EventObserver = Callable[[float, str | None, AnyValue, Mapping[str, AnyValue]], None]
+
 SEVERITY = {
     "DEBUG": SeverityNumber.DEBUG,
     "INFO": SeverityNumber.INFO,
@@ -34,14 +37,17 @@ def ns(t: float) -> int:
 class PhaseSpans:
     """Open phase spans by token; log records go into the innermost one (else ``training.run``)."""
 
-    def __init__(self, tracer: trace.Tracer, logger: Logger, run_span: Span) -> None:
+    def __init__(
+        self, tracer: trace.Tracer, logger: Logger, run_span: Span, observer: EventObserver | None = None
+    ) -> None:
+        """``observer`` is told of every event emitted, after it was (the guard rails watch
+        anomalies and failures)."""
         self.tracer, self.logger, self.run_span = tracer, logger, run_span
         self._spans: dict[int, Span] = {}
         self._names: dict[int, str] = {}
         self._context: otel_context.Context | None = None  # the innermost span's, until one starts or ends
         self.failed_phase: str | None = None  # a phase that ended with an exception
-        # Told of every event emitted, after it was (the guard rails watch anomalies and failures).
-        self.observer: Callable[[float, str | None, AnyValue, Mapping[str, AnyValue]], None] | None = None
+        self.observer = observer
 
     @property
     def current(self) -> str | None:

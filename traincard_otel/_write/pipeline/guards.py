@@ -25,6 +25,7 @@ from opentelemetry.util.types import AnyValue
 from ..._analysis.anomalies import NONFINITE_ROLES, AnomalyRules, nonfinite_message, role
 from ..._config import STOP_KINDS, Settings
 from ..._schema import Attr, Event
+from ..._schema.anomaly_kinds import AnomalyKind
 from ..._schema.keys import series_key
 from ..._types import JsonObject, Reported
 from .notify import Notifier
@@ -37,7 +38,6 @@ _EVENT_KINDS: Final = {
     Event.GANG_FIRST_FAILURE: "failure",
     Event.RUN_FAILED: "failure",
 }
-_ANOMALY_KINDS: Final = {"nonfinite": "nan"}  # the detector's name -> the setting's
 _MAX_ACTIONS: Final = 50
 _MAX_JUDGED_NAMES: Final = 1000
 
@@ -90,7 +90,9 @@ class Guards:
         self._emit, self._rank, self._run, self._card = emit, rank, run, card
         self.trigger: Trigger | None = None  # set once; read by the training thread
         # The reporter checks floats for NaN on the training thread only where the rule would judge them.
-        self.stops_on_nonfinite = "nan" in self.stop_on and AnomalyRules.parse(settings.anomalies) is not None
+        self.stops_on_nonfinite = (
+            AnomalyKind.NAN in self.stop_on and AnomalyRules.parse(settings.anomalies) is not None
+        )
         self._judged: dict[tuple[str, str | None], bool] = {}  # (name, phase) -> the rule judges it
         self._trip_lock = threading.Lock()  # the training thread and the converter's may trip at once
         self.checkpoint: str | None = None
@@ -101,8 +103,7 @@ class Guards:
     def observe(self, t: float, name: str | None, body: AnyValue, attributes: Mapping[str, AnyValue]) -> None:
         """An event the converter emitted (only the watched ones matter)."""
         if name == Event.ANOMALY:
-            raw = str(attributes.get(Attr.ANOMALY_KIND, ""))
-            kind = _ANOMALY_KINDS.get(raw, raw)
+            kind = str(attributes.get(Attr.ANOMALY_KIND, ""))
         else:
             found = _EVENT_KINDS.get(name or "")
             if found is None:
@@ -149,7 +150,7 @@ class Guards:
             except (TypeError, AttributeError):  # tags the converter rejects
                 series = name
             message = nonfinite_message(series, value, step)
-            self._trip(Trigger("nan", step, float(value), message, time.time()))
+            self._trip(Trigger(AnomalyKind.NAN, step, float(value), message, time.time()))
 
     def reported(
         self,

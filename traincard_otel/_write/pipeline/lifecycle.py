@@ -1,12 +1,12 @@
 """One process's telemetry pipeline: queue -> converter -> OTel SDK -> exporters -> store writer.
 
-The pipeline owns the flush schedule (:mod:`.schedule`), the status snapshot it emits as a
+:func:`~.builder.build_pipeline` makes the parts and hands them to :class:`Pipeline`, which runs
+them: it owns the flush schedule (:mod:`.schedule`), the status snapshot it emits as a
 ``traincard.status`` event, and a bounded shutdown.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -14,62 +14,68 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from opentelemetry import context as otel_context
 from opentelemetry._logs import SeverityNumber
-from opentelemetry.metrics import CallbackOptions, Meter, NoOpMeter, Observation
 from opentelemetry.sdk._logs import LogRecordProcessor
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.trace import Status, StatusCode, set_span_in_context
+from opentelemetry.trace import Span, Status, StatusCode, set_span_in_context
 
-from ..._analysis.analysis import Insights, analyse
 from ..._config import Settings
-from ..._identity import ENV_LAUNCHER_PID, MetaflowIdentity, RankIdentity, resource_attributes
-from ..._read.load.reader import StoreReader
+from ..._identity import MetaflowIdentity, RankIdentity
 from ..._safety import internal_error, report_internal_error
-from ..._schema import (
-    RUN_SPAN,
-    Attr,
-    Event,
-    Failure,
-    LifecycleEvent,
-    LogLine,
-    Metric,
-    StatusSnapshot,
-    SystemMetric,
-)
-from ..._schema.records import GENAI_PRICES_FIELD
+from ..._schema import Attr, Event, Failure, LifecycleEvent, StatusSection, SystemMetric
 from ..._store.backends import Backend
 from ..._types import JsonObject, Reported
 from ..._version import __version__
 from ..convert import Converter
-from ..convert.anomalies import parse_rules
-from ..convert.lines import StoreLines
 from ..queue import ReportQueue
 from ..store.writer import StoreWriter
 from ..telemetry import logbridge as logbridge
 from ..telemetry.health import Watchdog
+from ..telemetry.stack_watch import Emit
 from . import children
 from .bounded import bounded, left
-from .genai import GenAISpanProcessor, capture_genai_spans
-from .guards import Guards, notified_kinds
+from .capture import capture_console, watch_siblings
+from .genai import GenAISpanProcessor
+from .guards import Guards
 from .insight_gauges import InsightGauges
-from .notify import Notifier
-from .providers import build_providers
+from .providers import Providers
 from .schedule import FlushSchedule
 
 if TYPE_CHECKING:
     from ..telemetry import SystemSampler
     from ..telemetry.console import ConsoleCapture
 
-logger = logging.getLogger("traincard_otel")
 JUDGE_PERIOD_S = 0.25  # how often the rows are drained and judged while stop_on is armed
-_SCOPE = "traincard_otel"
+SCOPE = "traincard_otel"  # the instrumentation scope of the pipeline's tracer, logger and meter
+
+
+def lifecycle_event(queue: ReportQueue) -> Emit:
+    """A function that queues a lifecycle event (the watchdog's, the guard rails' and the pipeline's)."""
+
+    def event(name: str, attributes: Mapping[str, Reported], body: Reported = None) -> None:
+        queue.put(LifecycleEvent(time.time(), name, dict(attributes), body))
+
+    return event
+
+
+def last_system(sampler: SystemSampler | None) -> dict[str, float]:
+    """The node's latest system readings by reading key (empty without a sampler or a sample)."""
+    snap = sampler.latest() if sampler is not None else None
+    return {s.reading_key: s.value for s in getattr(snap, "samples", ())}
+
+
+def gpu_utilization(sampler: SystemSampler | None) -> list[float]:
+    """Each GPU's latest utilization (empty without a sampler, a sample or a GPU)."""
+    snap = sampler.latest() if sampler is not None else None
+    return [s.value for s in getattr(snap, "samples", ()) if s.name == SystemMetric.GPU_UTILIZATION.name]
 
 
 class Pipeline:
-    """Everything one process runs for telemetry: providers, converter, store writer, sampler.
+    """Everything one process runs for telemetry, as :func:`~.builder.build_pipeline` wired it: the
+    queue, the converter, the providers and their exporters, the store writer, the sampler, the
+    watchdog and the guard rails.
 
-    Building one starts nothing (no thread, no hook, no event); :meth:`start` starts it.
+    Building one starts nothing (no thread, no hook, no event). Its lifecycle: :meth:`start`, a
+    :meth:`tick` per turn of its schedule, :meth:`flush` on demand, :meth:`shutdown` once.
     """
 
     def __init__(
@@ -79,119 +85,41 @@ class Pipeline:
         mf: MetaflowIdentity | None,
         rank: RankIdentity,
         backend: Backend | None,
+        attempt: int,
+        queue: ReportQueue,
+        writer: StoreWriter | None,
+        providers: Providers,
+        run_span: Span,
+        converter: Converter,
+        sampler: SystemSampler | None,
+        watchdog: Watchdog,
+        guards: Guards,
+        genai: GenAISpanProcessor | None,
+        insight_gauges: InsightGauges,
     ) -> None:
         self.settings, self.mf, self.rank, self.backend = settings, mf, rank, backend
-        anomaly_rules = parse_rules(settings.anomalies)  # a bad rule fails before anything starts
+        self.attempt = attempt
+        self.queue, self.writer, self.providers, self.run_span = queue, writer, providers, run_span
+        self.logger = providers.logger_provider.get_logger(SCOPE, __version__)
+        self.converter, self.sampler, self.watchdog, self.guards = converter, sampler, watchdog, guards
+        self.genai, self.insight_gauges = genai, insight_gauges
+        self._emit = lifecycle_event(queue)
         self.started_at = time.time()
         self.status = "running"
         self.terminated_by: str | None = None
-        self.attempt = mf.retry_count if mf else (settings.attempt or 0)
-        self.resource = Resource.create(resource_attributes(mf, rank, settings.service_name))
-        self.queue = ReportQueue(
-            settings.buffer_cap, report_metrics=rank.rank == 0 or settings.report_ranks == "all"
-        )
-        self.writer = (
-            StoreWriter(
-                backend,
-                attempt=self.attempt,
-                rank=rank.rank,
-                flush_interval_s=settings.flush_interval_s,
-                max_pending=settings.buffer_cap,
-            )
-            if backend is not None
-            else None
-        )
-        self.providers = build_providers(settings, self.resource, self.writer)
-        tracer = self.providers.tracer_provider.get_tracer(_SCOPE, __version__)
-        self.logger = self.providers.logger_provider.get_logger(_SCOPE, __version__)
-        self.run_span = tracer.start_span(
-            RUN_SPAN, context=otel_context.get_current(), attributes={Attr.ATTEMPT: self.attempt}
-        )
-        meter = self.providers.meter_provider.get_meter(_SCOPE, __version__)
-        # The run's own figures are in the store's rows, events and status already; as metrics
-        # they serve metric backends only, and collecting them for the store alone would double
-        # the metric reader's work (docs/schema.md).
-        run_meter: Meter = meter if self.providers.exports_metrics else NoOpMeter(_SCOPE, __version__)
-        self.sampler: SystemSampler | None = None
-        try:
-            self._build_sampler(meter)
-        except Exception as exc:
-            internal_error("system sampler", exc)
-        self.converter = Converter(
-            self.queue,
-            tracer=tracer,
-            logger=self.logger,
-            meter=run_meter,
-            run_span=self.run_span,
-            last_system=self.last_system,
-            timed=self.providers.exports_metrics,
-            anomaly_rules=anomaly_rules,
-        )
-        if self.writer is not None and not self.providers.exports_logs:
-            self.converter.store_lines = StoreLines(self.writer)
-        self._pipeline_instruments(run_meter)
-        self.genai: GenAISpanProcessor | None = None
-        if settings.genai:  # agent loops from the global tracer provider's GenAI spans
-            self.genai = capture_genai_spans(self.queue, run_meter)
-            if settings.genai_prices:
-                self.queue.progress[GENAI_PRICES_FIELD] = settings.genai_prices
-        # Goodput and MFU from this process's own store (rank 0: its timeline is the run's) when a
-        # live card's refresher has not just published the analysis it draws.
-        own = backend is not None and rank.rank == 0
-        self._own_reader: StoreReader | None = None
-        self.insight_gauges = InsightGauges(run_meter, source=self._own_insights if own else None)
-        self.watchdog = Watchdog(
-            progress=lambda: (self.queue.step, self.queue.heartbeat_at),
-            recent_step_times=self.converter.rows.recent_durations,
-            recent_wait_shares=self.converter.rows.recent_wait_shares,
-            gpu_utilization=self.gpu_utilization,
-            emit=self.event,
-            backend=backend,
-            rank=rank.rank,
-            world_size=rank.world_size,
-            attempt=self.attempt,
-            host=os.uname().nodename,
-            stall_floor_s=settings.stall_timeout_s,
-            rank_timeout_s=settings.rank_timeout_s,
-            rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
-        )
-        self.converter.instruments.observe_health(run_meter, self.watchdog.status_fields)
-        self.guards = self._build_guards()
         self.ended_siblings: list[JsonObject] = []  # other ranks of this node seen to end
-        self._full_period = settings.flush_interval_s if self.writer is not None else 1.0
+        self._full_period = settings.flush_interval_s if writer is not None else 1.0
         self._next_full = 0.0
         # With stop_on armed the rows are judged often, so that training stops within a step or two.
-        period = min(self._full_period, JUDGE_PERIOD_S) if self.guards.stop_on else self._full_period
+        period = min(self._full_period, JUDGE_PERIOD_S) if guards.stop_on else self._full_period
         self.schedule = FlushSchedule(self.tick, period)
         self.closed = False
         self._close_lock = threading.Lock()
-        self.on_shutdown: list[Callable[[], None]] = [self.watchdog.stop]
-        if self.genai is not None:
-            self.on_shutdown.append(self.genai.shutdown)
+        self.on_shutdown: list[Callable[[], None]] = [watchdog.stop]
+        if genai is not None:
+            self.on_shutdown.append(genai.shutdown)
         self._log_bridge: logbridge.LogBridge | None = None
         self.console: ConsoleCapture | None = None
-
-    def _build_guards(self) -> Guards:
-        settings, rank = self.settings, self.rank
-        # One notice per event in a gang: only its first rank sends (the control task's; where the
-        # control task's step process started the ranks, each sends what only it sees).
-        sends = bool(settings.notify) and rank.rank == 0
-        launcher_pid = os.environ.get(ENV_LAUNCHER_PID)
-        under_launcher = not rank.launcher and launcher_pid is not None and launcher_pid != str(os.getpid())
-        notifier = (
-            Notifier(
-                settings.notify,
-                notified_kinds(settings, under_launcher=under_launcher),
-                timeout_s=min(5.0, settings.shutdown_timeout_s),
-            )
-            if sends
-            else None
-        )
-        where = self.mf.pathspec if self.mf else (self.backend.spec if self.backend is not None else None)
-        guards = Guards(settings, emit=self.event, notifier=notifier, rank=rank.rank, run=where, card=where)
-        if guards.stop_on or notifier is not None:
-            self.converter.spans.observer = guards.observe
-        return guards
 
     def add_log_processor(self, processor: LogRecordProcessor) -> None:
         """Attach another reader of the run's log records (log lines then go through the SDK)."""
@@ -209,7 +137,9 @@ class Pipeline:
             self.writer.start()
         self.schedule.start()
         self.watchdog.start()
-        self._watch_siblings()
+        siblings = watch_siblings(self.rank, self.writer is not None, self._sibling_ended)
+        if siblings is not None:
+            self.on_shutdown.insert(0, siblings.stop)
         try:
             self._start_sampler()
         except Exception as exc:
@@ -218,84 +148,23 @@ class Pipeline:
             bridge = self._log_bridge = logbridge.LogBridge(self.queue, self.settings.log_level).attach()
             self.on_shutdown.append(bridge.detach)
         if self.settings.capture_console:
-            self._capture_console()
+            self.console = capture_console(self.queue, self.rank)
+            if self.console is not None:
+                self.on_shutdown.insert(0, self.console.stop)  # first: what was printed last still gets in
         self.event(
             Event.RUN_STARTED,
             {Attr.ATTEMPT: self.attempt, Attr.RANK: self.rank.rank, Attr.HOST_NAME: str(os.uname().nodename)},
         )
         return self
 
-    def _pipeline_instruments(self, meter: Meter) -> None:
-        def restarts(_options: CallbackOptions) -> list[Observation]:
-            return [Observation(self.attempt)]
-
-        def dropped(_options: CallbackOptions) -> list[Observation]:
-            counts = dict(self.writer.dropped) if self.writer is not None else {}
-            if self.queue.overflow:
-                counts["buffer_full"] = counts.get("buffer_full", 0) + self.queue.overflow
-            return [Observation(n, {Attr.DROP_REASON: reason}) for reason, n in counts.items()]
-
-        def write_errors(_options: CallbackOptions) -> list[Observation]:
-            return [Observation(self.writer.write_errors)] if self.writer is not None else []
-
-        for spec, kind, cb in (
-            (Metric.RESTARTS, "gauge", restarts),
-            (Metric.DROPPED, "counter", dropped),
-            (Metric.STORE_WRITE_ERRORS, "counter", write_errors),
-        ):
-            create = meter.create_observable_gauge if kind == "gauge" else meter.create_observable_counter
-            create(spec.name, callbacks=[cb], unit=spec.unit, description=spec.meaning)
-
-    def _watch_siblings(self) -> None:
-        from ..telemetry.siblings import SiblingWatch
-
-        if self.rank.world_size < 2 or self.rank.launcher or self.writer is None:
-            return
-        if not SiblingWatch.available():
-            return
-
-        def ended(record: JsonObject) -> None:
-            self.ended_siblings.append({**record, "seen_at_step": self.queue.step})
-            if record.get("exitcode") or record.get("signal"):
-                how = f"exited with {record.get('exitcode')}" if record.get("exitcode") else "was killed"
-                self.guards.rank_ended(int(record.get("rank") or 0), self.queue.step, how)
-            self._next_full = 0.0  # a whole turn, status and write included
-            self.schedule.wake()  # the launcher may stop this rank in a moment: say it now
-
-        try:
-            watch = SiblingWatch(self.rank, ended).start()
-        except Exception as exc:
-            internal_error("sibling watch", exc)
-            return
-        self.on_shutdown.insert(0, watch.stop)
-
-    def _capture_console(self) -> None:
-        from ..telemetry.console import ConsoleCapture
-
-        queue, stream_attrs = self.queue, {Attr.RANK: str(self.rank.rank)}
-
-        def sink(level: str, line: str, traceback: str | None, stream: str | None, at: float) -> None:
-            attrs = {**stream_attrs, Attr.LOG_STREAM: stream} if stream else stream_attrs
-            queue.put(LogLine(at, level, line, traceback, attrs))
-
-        def seen(line: str) -> bool:
-            return any(m in line for m in list(queue.recent_messages) if len(m) >= 8)
-
-        try:
-            console = self.console = ConsoleCapture(sink, seen).start()
-        except Exception as exc:
-            internal_error("console capture", exc)
-            return
-        self.on_shutdown.insert(0, console.stop)  # first: what was printed last still gets in
-
-    def _build_sampler(self, meter: Meter) -> None:
-        # One sampler per node: N ranks on a node must not report the node N times.
-        if not self.settings.system or self.rank.local_rank != 0:
-            return
-        from ..telemetry import SystemSampler, register_system_instruments
-
-        self.sampler = SystemSampler(self.settings.system_interval_s)
-        register_system_instruments(meter, self.sampler)
+    def _sibling_ended(self, record: JsonObject) -> None:
+        """Another rank of this node ended (the sibling watch's thread)."""
+        self.ended_siblings.append({**record, "seen_at_step": self.queue.step})
+        if record.get("exitcode") or record.get("signal"):
+            how = f"exited with {record.get('exitcode')}" if record.get("exitcode") else "was killed"
+            self.guards.rank_ended(int(record.get("rank") or 0), self.queue.step, how)
+        self._next_full = 0.0  # a whole turn, status and write included
+        self.schedule.wake()  # the launcher may stop this rank in a moment: say it now
 
     def _start_sampler(self) -> None:
         if self.sampler is None:
@@ -324,17 +193,17 @@ class Pipeline:
             internal_error("leaving a forked child", exc)
 
     # -- what other parts read ------------------------------------------------------------------
+    def event(self, name: str, attributes: Mapping[str, Reported], body: Reported = None) -> None:
+        """Queue a lifecycle event (the pipeline's own)."""
+        self._emit(name, attributes, body)
+
     def last_system(self) -> dict[str, float]:
-        snap = self.sampler.latest() if self.sampler is not None else None
-        return {s.reading_key: s.value for s in getattr(snap, "samples", ())}
+        """The node's latest system readings (see :func:`last_system`)."""
+        return last_system(self.sampler)
 
     def gpu_utilization(self) -> list[float]:
-        snap = self.sampler.latest() if self.sampler is not None else None
-        return [s.value for s in getattr(snap, "samples", ()) if s.name == SystemMetric.GPU_UTILIZATION.name]
-
-    def event(self, name: str, attributes: Mapping[str, Reported], body: Reported = None) -> None:
-        """Queue a lifecycle event (the watchdog's and the pipeline's own)."""
-        self.queue.put(LifecycleEvent(time.time(), name, dict(attributes), body))
+        """Each GPU's latest utilization (see :func:`gpu_utilization`)."""
+        return gpu_utilization(self.sampler)
 
     def failure(self, exc: BaseException, *, flush: bool = True) -> None:
         """Record an exception that ends training (``Reporter.failure`` and the uncaught-exception
@@ -348,17 +217,9 @@ class Pipeline:
         if flush:
             self.flush()
 
-    def _own_insights(self) -> Insights | None:
-        """What this process's store holds so far, analysed (read incrementally)."""
-        if self.backend is None:
-            return None
-        if self._own_reader is None:
-            self._own_reader = StoreReader(self.backend, source=self.mf.pathspec if self.mf else None)
-        return analyse(self._own_reader.read())
-
-    def state(self) -> StatusSnapshot:
+    def state(self) -> StatusSection:
         q = self.queue
-        st: StatusSnapshot = {
+        st: StatusSection = {
             "status": self.status,
             "terminated_by": self.terminated_by,
             "started_at": self.started_at,

@@ -15,6 +15,7 @@ from ..._types import Reported
 from ...exceptions import ConfigError
 from ..store.where import resolve_backend
 from . import children, process_exit
+from .builder import build_pipeline
 from .lifecycle import Pipeline
 
 logger = logging.getLogger("traincard_otel")
@@ -93,7 +94,7 @@ def start(
         if backend is None:
             backend = resolve_backend(resolved, mf)
         _watch_forks()
-        _active = Pipeline(resolved, mf=mf, rank=detect_rank(), backend=backend).start()
+        _active = build_pipeline(resolved, mf=mf, rank=detect_rank(), backend=backend).start()
         process_exit.install(active)
         children.claim()
         return _active

@@ -1,8 +1,10 @@
 """The framework-agnostic reporting API. Everything here runs on the training thread.
 
-Each call only appends a typed report (:mod:`._schema`) to the pipeline's bounded queue or sets a
-plain field: no locks held across I/O, no OpenTelemetry calls, no validation beyond what is free.
-The converter's thread turns the queue into OTel signals.
+Each call only appends a typed report (:mod:`traincard_otel._schema`) to the pipeline's bounded
+queue or sets a plain field: no locks held across I/O, no OpenTelemetry calls, no validation beyond
+what is free. The converter's thread turns the queue into OTel signals. The per-step calls
+(metrics, step ends, progress) are :class:`~.metrics.MetricReporting`'s; a phase is a
+:class:`~.phase.Phase`.
 """
 
 from __future__ import annotations
@@ -10,65 +12,29 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from types import TracebackType
 
 from ..._config import Settings
-from ..._safety import warn_once
 from ..._schema import (
     CheckpointSaved,
     Hyperparameters,
     LifecycleEvent,
     LogLine,
-    MetricsReport,
-    PhaseEnd,
     PhaseStart,
-    StepEnd,
     SystemReport,
 )
 from ..._types import Reported
 from .. import pipeline as _pipeline
-from ..queue import MetricSource, ReportQueue
+from ..queue import ReportQueue
 from .items import ItemMeter
+from .metrics import MetricReporting
+from .phase import Phase
+
+__all__ = ["Phase", "Reporter"]
 
 _LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
 
 
-class Phase:
-    """A training phase (``train``, ``eval``, ``save`` ...); a span in the OTel stream.
-
-    Use as a context manager, or call :meth:`end` yourself.
-    """
-
-    __slots__ = ("_ended", "_queue", "name", "token")
-
-    def __init__(self, queue: ReportQueue | None, name: str, token: int) -> None:
-        self._queue, self.name, self.token, self._ended = queue, name, token, False
-
-    def __enter__(self) -> Phase:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.end(error=exc)
-
-    def end(self, error: BaseException | None = None) -> None:
-        """End the phase (idempotent); ``error`` marks its span as failed."""
-        if self._ended:
-            return
-        self._ended = True
-        q = self._queue
-        if q is None:
-            return
-        entry = (self.token, self.name)
-        if entry in q.open_phases:
-            q.open_phases.remove(entry)
-        err = None if error is None else (type(error).__name__, str(error))
-        q.step_clock = time.perf_counter()  # the phase's time is no step's (Reporter.step_end)
-        q.put(PhaseEnd(time.time(), self.token, err))
-
-
-class Reporter:
+class Reporter(MetricReporting):
     """Reports training telemetry to the card and the OTel stream.
 
     ``Reporter()`` sets telemetry up for this process on first use (see
@@ -162,128 +128,6 @@ class Reporter:
         ``stop_on`` rule tripped; a loop may call it for a reason of its own."""
         if self._guards is not None:
             self._guards.stop_requested("requested", reason, self._queue.step)
-
-    # -- metrics -----------------------------------------------------------------------------
-    def metric(
-        self, name: str, value: Reported, step: int | None = None, tags: Mapping[str, str] | None = None
-    ) -> None:
-        """Report one scalar (a float, int, 0-d tensor or numpy scalar) at ``step``.
-
-        Without ``step``, the scalar belongs to the step the reporter is at. Bad values
-        (NaN/inf are recorded; non-numbers, empty names and non-string tags are rejected and
-        counted) are reported once in the log and never raise into the training loop.
-        """
-        if self._report_metrics:
-            q = self._queue
-            if step is None:
-                step = q.step
-            else:
-                q.step = step
-            q.put(MetricsReport(time.time(), step, None, {name: value}, tags))
-            # (NaN and infinity minus themselves are NaN, which is true; a finite float gives 0.0)
-            if self._nonfinite is not None and isinstance(value, float) and value - value:
-                self._nonfinite.nonfinite(name, value, step, None, tags)
-
-    def metrics(
-        self,
-        values: Mapping[str, Reported],
-        step: int | None = None,
-        phase: str | None = None,
-        tags: Mapping[str, str] | None = None,
-    ) -> None:
-        """Report several scalars logged together at one step (the hot-path form)."""
-        if self._report_metrics:
-            q = self._queue
-            if step is None:
-                step = q.step
-            else:
-                q.step = step
-            # put() inlined in the per-step calls: on a step's cold caches each call layer costs µs
-            if len(self._q) < self._cap:
-                self._q.append(MetricsReport(time.time(), step, phase, dict(values), tags))
-            else:
-                q.overflow += 1
-            if self._nonfinite is not None:
-                self._nonfinite.reported(values, step, phase, tags)
-
-    def add_metric_source(self, source: MetricSource) -> None:
-        """Read metrics that a framework records anyway, off the training thread.
-
-        ``source()`` is called on the background thread before each drain (and on the caller's
-        thread in :meth:`flush`); it must be safe to call while training goes on. Each report it
-        returns is timed at the end of its step when that step end was reported, else when read.
-        """
-        if self._report_metrics:
-            self._queue.metric_sources = (*self._queue.metric_sources, source)
-
-    def remove_metric_source(self, source: MetricSource) -> None:
-        """Stop reading ``source`` (a bound method is matched by equality: each access is a new one)."""
-        self._queue.metric_sources = tuple(s for s in self._queue.metric_sources if s != source)
-
-    def step_end(
-        self,
-        step: int,
-        duration_s: float | None = None,
-        samples: int | None = None,
-        tokens: int | None = None,
-        data_wait_s: float | None = None,
-        epoch: float | None = None,
-        at: float | None = None,
-    ) -> None:
-        """Mark an optimizer step as done: progress, step time, throughput and the time spent
-        waiting for data (every rank; the card flags input-bound training from it), and the
-        epoch (fractional) if known.
-
-        Without ``duration_s``, the step's time is measured: the time since the previous
-        ``step_end``, or since the latest phase start or end if one came after it (the first
-        step's time counts from the phase it runs in, or from the reporter's start outside any
-        phase). So an evaluation or a save in its own phase between two steps is not counted as
-        the next step's time, while anything else the loop does between steps is (as a step time
-        measured around the whole loop body would count it). Open ``reporter.phase("train")``
-        where training starts, so the first step does not count the set-up before it.
-
-        ``at``: when the step ended, by ``time.perf_counter()``, if the caller has read it (it
-        spares the training thread a clock read)."""
-        if self._on:
-            q = self._queue
-            # One clock read: the wall clock is the perf counter plus an offset the converter
-            # re-reads at every drain (a cold wall-clock read costs about 1 µs on a step's caches).
-            try:
-                end = time.perf_counter() if at is None else at + 0.0
-                now = end + q.perf_to_wall
-            except TypeError:
-                warn_once(
-                    "step_end.at",
-                    "traincard: step_end(at=%r) is not a time.perf_counter() reading; "
-                    "the wall clock's time is used (reported once)",
-                    at,
-                )
-                end, now = time.perf_counter(), time.time()
-            if duration_s is None:
-                duration_s = end - q.step_clock
-            q.step_clock = end
-            q.step = step
-            q.heartbeat_at = now
-            if epoch is not None:
-                q.progress["epoch"] = epoch
-            if len(self._q) < self._cap:
-                self._q.append(StepEnd(now, step, duration_s, samples, tokens, data_wait_s))
-            else:
-                q.overflow += 1
-
-    def progress(self, **fields: Reported) -> None:
-        """Update status fields: ``step``, ``epoch``, ``max_steps``, ``num_epochs``,
-        ``batch_size``, ``world_size`` (shown in the card's status panel, used for the ETA);
-        ``flops_per_token`` and ``peak_flops`` (the model's FLOPs per trained token and one
-        accelerator's peak FLOP/s: the card's MFU, where no model was handed to ``instrument()``)."""
-        if self._on:
-            if fields.get("step") is not None:
-                self._queue.step = fields["step"]
-            self._queue.progress.update(fields)
-
-    def heartbeat(self) -> None:
-        """Say that this rank is alive (every rank should call it, or report steps)."""
-        self._queue.heartbeat_at = time.time()
 
     # -- logs, phases, checkpoints ----------------------------------------------------------
     def log(

@@ -35,7 +35,7 @@ COMPACT_SEGMENTS = 64  # closed segments per Parquet part...
 COMPACT_RECORDS = 100_000  # ...or fewer, once they hold this many rows (bounds the writer's memory)
 
 
-class StoreHealth(TypedDict):
+class StoreHealthSection(TypedDict):
     """How writing to the store goes (``store_health`` in the state file)."""
 
     write_errors: int
@@ -140,7 +140,7 @@ class StoreWriter:
         self._wake.set()
 
     @property
-    def store_health(self) -> StoreHealth:
+    def store_health(self) -> StoreHealthSection:
         """How writing to the store goes: failures so far, the last one, and what waits to be written."""
         with self._lock:
             pending = self._buffered + self._pending_unwritten()

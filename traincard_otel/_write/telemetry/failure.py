@@ -33,7 +33,7 @@ def _vram_near_limit(last_system: Mapping[str, object]) -> list[str]:
     return out
 
 
-class Verdict(TypedDict):
+class VerdictSection(TypedDict):
     """What a failure probably was: ``kind`` (None without a verdict), a headline, the evidence."""
 
     kind: str | None
@@ -43,7 +43,7 @@ class Verdict(TypedDict):
 
 def classify(
     exc_type: str, message: str, traceback: str, last_system: Mapping[str, object] | None = None
-) -> Verdict:
+) -> VerdictSection:
     """Return ``{"kind", "text", "evidence"}``; ``kind`` is None when there is no verdict."""
     last_system = last_system or {}
     evidence: list[str] = []

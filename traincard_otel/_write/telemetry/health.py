@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from ..._analysis.gang.attribution import host_oom_evidence
 from ..._safety import internal_error
-from ..._schema import Attr, Event, StatusSnapshot
+from ..._schema import Attr, Event, StatusSection
 from ..._store import layout
 from ..._store.backends import Backend
 from ..._types import JsonObject
@@ -250,7 +250,7 @@ class Watchdog:
         self.previous_attempt = info
         self._emit(Event.RUN_RESUMED, {_RESUMED_ATTRS[k]: v for k, v in info.items() if v is not None})
 
-    def status_fields(self) -> StatusSnapshot:
+    def status_fields(self) -> StatusSection:
         return {
             "stalled": self.stalled_since is not None,
             "stalled_since": self.stalled_since,

@@ -21,7 +21,8 @@
     add(h, el("span", null, "Attention"), el("span", "tc-count", fmtInt(total), { id: "tc-attention-count" }));
     var ul = el("ul", "tc-attention-list", null, { id: "tc-attention-list" });
     list.slice().reverse().forEach(function (a) {
-      var li = el("li", "tc-attention-item", null, { "data-kind": str(a.kind), "data-step": str(a.step) });
+      var li = el("li", "tc-attention-item" + (a.critical ? " tc-attention-item--critical" : ""), null,
+        { "data-kind": str(a.kind), "data-step": str(a.step) });
       add(li, el("span", "tc-attention-step", has(a.step) ? "step " + fmtInt(a.step) : "\u2013"),
         el("span", "tc-attention-kind", str(a.label || a.kind)),
         el("span", "tc-attention-text", str(a.text)));
