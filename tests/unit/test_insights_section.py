@@ -53,4 +53,11 @@ def test_a_run_without_insights_has_an_empty_section() -> None:
         cap.reporter.metrics({"accuracy": 0.5}, step=1)
     run = read_store(cap.store)
     ins = insights_section(run, analyse(run))
-    assert ins == {"attention": [], "attention_total": 0, "goodput": None, "efficiency": None, "cost": None}
+    assert ins == {
+        "attention": [],
+        "attention_total": 0,
+        "goodput": None,
+        "efficiency": None,
+        "mfu_hint": None,
+        "cost": None,
+    }
