@@ -1,0 +1,200 @@
+"""Goodput as a run goes, from what one process's converter sees: its own attempt, never its store.
+
+:class:`GoodputTally` is fed the timed step ends, the phases and the stalls of one process in the
+order they are reported, and splits that attempt's wall time into the categories of
+:mod:`.goodput`, with its definitions (the phases each category takes, how overlapping phases and
+stalls resolve, how step time splits into data wait, restart and productive time). What it cannot
+see is what the read-time :func:`.goodput.goodput` adds for a whole run: earlier attempts (their
+time, the gap between attempts, and steps an earlier attempt already reached, which this attempt
+re-computes), and other processes' records. Within its attempt it sees more: every step's own data
+wait (the reader keeps the last 1000), and a phase still open (counted up to now).
+
+Memory stays bounded however long the run: steps are summed as they arrive. A step whose end falls
+in an open evaluation or checkpoint phase is that phase's time (phase ends follow their steps in
+report order, so "open when the step arrives" is "its end is inside"); a counted step that overlaps
+a phase or a stall has the overlap taken off when the two meet: a phase or stall that ended before
+the step arrived is checked on arrival, one that ends later against the last
+:data:`RECENT_STEPS` counted steps. Ended phases and stalls are folded into per-category totals
+once nothing can start before their end any more (a phase starts after every step reported before
+it; a stall after the last step end the watchdog saw).
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+from collections.abc import Sequence
+from typing import Final
+
+from .goodput import (
+    CATEGORIES,
+    SPECIAL,
+    Goodput,
+    Piece,
+    add_edges,
+    disjoint,
+    overlap,
+    phase_category,
+    settle,
+    split_steps,
+)
+
+RECENT_STEPS: Final = 4096  # counted steps kept as intervals, for phases and stalls that end after them
+RECENT_PIECES: Final = 64  # folded phases and stalls kept, for steps reported after they end
+
+
+class GoodputTally:
+    """One attempt's goodput, fed as the converter goes (see the module docstring).
+
+    Not thread-safe: the feeding and :meth:`goodput` must not run at once (the writer's tally
+    holds a lock around both).
+    """
+
+    def __init__(self, started_at: float, *, rank: int = 0, first_attempt: bool = True) -> None:
+        self.started_at, self.rank, self.first_attempt = started_at, rank, first_attempt
+        self._open: dict[int, tuple[float, str]] = {}  # phase token -> (start, eval | checkpoint)
+        self._stall_from: float | None = None
+        self._pieces: list[Piece] = []  # ended phases and stalls, not folded yet
+        self._folded = dict.fromkeys(SPECIAL, 0.0)
+        self._head_pieces: list[Piece] = []  # folded ones before the first step (start-up's phases)
+        self._recent_pieces: list[Piece] = []  # the latest folded ones, disjoint
+        self._recent: collections.deque[tuple[float, float]] = collections.deque(maxlen=RECENT_STEPS)
+        self._counted = 0.0  # counted steps' durations
+        self._in_special = 0.0  # ...of which inside folded phases and stalls
+        self._wait_total = 0.0
+        self._redone_waited = 0.0
+        self._redone_unknown = 0.0
+        self._reached: int | None = None
+        self._first_start: float | None = None
+        self._last_end: float | None = None
+        self.steps = 0
+
+    # -- fed in report order --------------------------------------------------------------------
+    def phase_started(self, t: float, name: str, token: int) -> None:
+        category = phase_category(name)
+        if category is not None:
+            self._open[token] = (t, category)
+
+    def phase_ended(self, t: float, token: int) -> None:
+        found = self._open.pop(token, None)
+        if found is not None and t > found[0]:
+            self._pieces.append((found[0], t, found[1]))
+
+    def phases_closed(self, t: float) -> None:
+        """Every open phase ended at ``t`` (the run ended)."""
+        for token in list(self._open):
+            self.phase_ended(t, token)
+
+    def stall_started(self, t: float, idle_s: float) -> None:
+        self._stall_from = t - idle_s
+
+    def stall_cleared(self, t: float, duration_s: float) -> None:
+        start = self._stall_from if self._stall_from is not None else t - duration_s
+        self._stall_from = None
+        if t > start:
+            self._pieces.append((start, t, "stall"))
+        self._fold()
+
+    def add_steps(
+        self,
+        steps: Sequence[int],
+        times: Sequence[float],
+        durations: Sequence[float],
+        waits: Sequence[float],
+    ) -> None:
+        """Step ends, in report order: a NaN duration is no timed step, a NaN wait not measured."""
+        excluded = bool(self._open)  # a step ending inside an open eval or checkpoint phase
+        recent = self._recent_pieces
+        for step, end, d, w in zip(steps, times, durations, waits, strict=True):
+            if d != d or d <= 0:
+                continue
+            start = end - d
+            self.steps += 1
+            if self._first_start is None or start < self._first_start:
+                self._first_start = start
+            if self._last_end is None or end > self._last_end:
+                self._last_end = end
+            measured = w == w
+            if measured:
+                self._wait_total += w
+            if excluded:
+                continue
+            self._counted += d
+            if recent and start < recent[-1][1]:
+                self._in_special += overlap(start, end, recent)
+            self._recent.append((start, end))
+            if type(step) is int:
+                if self._reached is not None and step <= self._reached:  # run again after a rewind
+                    if measured:
+                        self._redone_waited += d - min(w, d)
+                    else:
+                        self._redone_unknown += d
+                else:
+                    self._reached = step
+        self._fold()
+
+    def _fold(self) -> None:
+        """Fold the ended phases and stalls that nothing can overlap any more into the totals."""
+        if not self._pieces or self._last_end is None:
+            return
+        frontier = min(
+            [self._last_end, *(t0 for t0, _c in self._open.values())]
+            + ([self._stall_from] if self._stall_from is not None else [])
+        )
+        pieces = sorted(self._pieces)
+        cut, reach = 0, float("-inf")
+        for i, (_t0, t1, _c) in enumerate(pieces):
+            reach = max(reach, t1)
+            if reach > frontier:
+                break
+            if i + 1 == len(pieces) or reach <= pieces[i + 1][0]:
+                cut = i + 1
+        if not cut:
+            return
+        folded, self._pieces = disjoint(pieces[:cut]), pieces[cut:]
+        recent = list(self._recent)
+        ends = [end for _start, end in recent]
+        for lo, hi, category in folded:
+            self._folded[category] += hi - lo
+            for start, end in recent[bisect.bisect_right(ends, lo) :]:
+                if start < hi:
+                    self._in_special += min(hi, end) - max(lo, start)
+        first = self._first_start if self._first_start is not None else float("inf")
+        self._head_pieces = (self._head_pieces + [p for p in folded if p[0] < first])[:RECENT_PIECES]
+        self._recent_pieces = (self._recent_pieces + folded)[-RECENT_PIECES:]
+
+    # -- read by the gauges and the summary ---------------------------------------------------
+    def goodput(self, now: float, *, running: bool) -> Goodput | None:
+        """The attempt so far at ``now`` (None before its first timed step); ``running``: the time
+        since the last step end is the step in progress, else shutdown."""
+        if self._first_start is None or self._last_end is None:
+            return None
+        end = max(now, self._last_end)
+        pieces = list(self._pieces) + [(t0, end, c) for t0, c in self._open.values() if end > t0]
+        if self._stall_from is not None and end > self._stall_from:
+            pieces.append((self._stall_from, end, "stall"))
+        special = disjoint(pieces)
+        seconds = dict.fromkeys(CATEGORIES, 0.0)
+        in_special = self._in_special
+        for lo, hi, category in special:
+            seconds[category] += hi - lo
+            in_special += sum(max(0.0, min(hi, e) - max(lo, s)) for s, e in self._recent if e > lo)
+        for category, total in self._folded.items():
+            seconds[category] += total
+        seconds["data_wait"], seconds["restart"], seconds["productive"] = split_steps(
+            self._counted - in_special, self._wait_total, self._redone_waited, self._redone_unknown
+        )
+        start = min(self.started_at, self._first_start)
+        add_edges(  # (folded phases and stalls end before the unfolded ones begin: still disjoint)
+            seconds,
+            (start, end),
+            (self._first_start, self._last_end),
+            self._head_pieces + special,
+            first=self.first_attempt,
+            last=True,
+            running=running,
+        )
+        wall = max(end - start, 0.0)
+        return Goodput(
+            wall_s=wall, seconds=settle(seconds, wall), rank=self.rank, attempts=1, running=running
+        )
