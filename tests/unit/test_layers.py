@@ -254,8 +254,8 @@ STORE_READS = {"read_many", "list"}
 #: A reader: the read side, and the Metaflow side's live card (it reads the store and draws).
 READERS = ("_read", "metaflow.refresher", "metaflow.live_sweep", "metaflow.card")
 #: Where the writer reads its store: the store as the control channel (decision 14): requests to a
-#: running rank (``traincard stacks``), and the other ranks' liveness.
-CONTROL_CHANNEL = ("_write.telemetry.health", "_write.telemetry.stack_watch")
+#: running rank (``traincard stacks``), and the other ranks' liveness (a gang's, on its control node).
+CONTROL_CHANNEL = ("_write.telemetry.health", "_write.telemetry.stack_watch", "_write.telemetry.gang_watch")
 
 
 def test_a_reader_never_writes_into_a_store() -> None:

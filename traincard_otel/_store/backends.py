@@ -9,13 +9,14 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import json
 import os
 import secrets
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
-from .._types import Foreign
+from .._types import Foreign, JsonObject
 from ..exceptions import ConfigError
 
 
@@ -349,3 +350,20 @@ def sibling_backend(backend: Backend, task_id: str) -> Backend:
             return LocalBackend(root.parent.parent / task_id / "traincard")
         return LocalBackend(root.parent / task_id)
     raise TypeError(f"no sibling store for {type(backend).__name__}")
+
+
+def node_markers(control: Backend, names: Iterable[str]) -> dict[int, tuple[JsonObject, Backend]]:
+    """A ``@parallel`` gang's nodes from their markers in the control task's store (``names``:
+    ``gang/node-<i>.json`` objects): node index -> (its marker, its task's store). A marker that
+    does not parse is left out."""
+    out: dict[int, tuple[JsonObject, Backend]] = {}
+    for raw in control.read_many(names).values():
+        try:
+            info = json.loads(raw)
+            index = int(info["node_index"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        task = str(info.get("task_id"))
+        own = task == str(info.get("control_task_id"))
+        out[index] = (info, control if own else sibling_backend(control, task))
+    return out

@@ -175,17 +175,14 @@ class TraincardDecorator(StepDecorator):
         pipeline_settings, pipeline = reporter.settings, _pipeline.active()
         if reporter.enabled and pipeline_settings is not None and pipeline is not None:
             mark_driven(pipeline)
-            control = gang is None or gang.node_index == 0  # one figure per gang
             self._refresher = Refresher(
                 backend,
                 mf.pathspec,
                 pipeline_settings.refresh_interval_s,
                 hourly_cost=pipeline_settings.hourly_cost,
                 reader=reader,
-                emit=reporter.event if reader is not None and gang is not None and control else None,
                 baseline=pipeline_settings.baseline,
                 pathspec=mf.pathspec,
-                publish_gang=pipeline.insight_gauges.publish_gang if gang is not None and control else None,
                 sweep=LiveSweep(
                     backend,
                     mf.pathspec,

@@ -55,10 +55,6 @@ class InsightGauges:
         own store for them only when the card has published nothing for ``min_age_s``."""
         self._latest, self._read_at = insights, time.monotonic()
 
-    def publish_gang(self, gang: Mapping[str, JsonValue]) -> None:
-        """Keep the gang's first failure and hung ranks (the analysis's ``gang``)."""
-        self.gang.publish(gang)
-
     def _current(self) -> Insights | None:
         source = self._source
         if source is not None and time.monotonic() - self._read_at >= self._min_age_s:
@@ -113,7 +109,8 @@ def _hung_attributes(facts: Mapping[str, JsonValue]) -> _Attrs:
 class GangGauges:
     """A gang's failed ranks (a counter: each failed rank counted once, the first one marked) and
     hung ranks (a gauge: 1 for each rank hung now), for alert rules to fire on. Published by the
-    control node's refresher from the gang's analysis, so the gang is counted once."""
+    control node's watchdog from its diagnosis of the gang's rank states, so the gang is counted
+    once (:mod:`traincard_otel._write.telemetry.gang_watch`)."""
 
     def __init__(self, meter: Meter) -> None:
         self._failed: dict[int, _Attrs] = {}  # rank -> its attributes, kept once seen

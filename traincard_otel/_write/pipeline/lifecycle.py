@@ -47,6 +47,7 @@ from ..convert.lines import StoreLines
 from ..queue import ReportQueue
 from ..store.writer import StoreWriter
 from ..telemetry import logbridge as logbridge
+from ..telemetry.gang_watch import GangWatch
 from ..telemetry.health import Watchdog
 from . import children
 from .bounded import bounded, left
@@ -140,6 +141,13 @@ class Pipeline:
         own = backend is not None and rank.rank == 0
         self._own_reader: StoreReader | None = None
         self.insight_gauges = InsightGauges(run_meter, source=self._own_insights if own else None)
+        self.gang_watch = (  # the gang's failed and hung ranks, from its control node only
+            GangWatch(
+                backend, rank.gang, mf.pathspec if mf else "", self.event, self.insight_gauges.gang.publish
+            )
+            if rank.launcher and rank.gang is not None and rank.gang.node_index == 0 and backend is not None
+            else None
+        )
         self.watchdog = Watchdog(
             progress=lambda: (self.queue.step, self.queue.heartbeat_at),
             recent_step_times=self.converter.rows.recent_durations,
@@ -154,6 +162,7 @@ class Pipeline:
             stall_floor_s=settings.stall_timeout_s,
             rank_timeout_s=settings.rank_timeout_s,
             rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
+            gang_check=self.gang_watch.check if self.gang_watch is not None else None,
         )
         self.converter.instruments.observe_health(run_meter, self.watchdog.status_fields)
         self.guards = self._build_guards()
@@ -439,6 +448,8 @@ class Pipeline:
                 self.watchdog.dump("sigterm" if self.terminated_by or status == "terminated" else "exit")
             for hook in self.on_shutdown:
                 hook()
+            if self.gang_watch is not None:  # the gang's last word, before the last export and write
+                bounded(self.watchdog.last_look, left(deadline, 1.0), default=None)
             self.schedule.stop(0.5)
             self.converter.drain()
             if self.converter.failures.summary is not None:
