@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from .._data.rundata import RunData, Series
@@ -141,14 +141,21 @@ class ThroughputWindow:
         self._tokens: collections.deque[float] = collections.deque(maxlen=RECENT_STEPS)
         self._samples: collections.deque[float] = collections.deque(maxlen=RECENT_STEPS)
 
-    def add(self, durations: Iterable[float], samples: Iterable[int], tokens: Iterable[int]) -> None:
-        """Timed steps (a NaN or zero duration is no timed step; zero counts count nothing)."""
-        for d, n, tok in zip(durations, samples, tokens, strict=True):
+    def add(self, durations: Sequence[float], samples: Sequence[int], tokens: Sequence[int]) -> None:
+        """Timed steps (a NaN or zero duration is no timed step; zero counts count nothing), in
+        order: only the last ones that count each are looked at."""
+        tok_rates: list[float] = []
+        sample_rates: list[float] = []
+        for d, n, tok in zip(reversed(durations), reversed(samples), reversed(tokens), strict=True):
+            if len(tok_rates) >= RECENT_STEPS and len(sample_rates) >= RECENT_STEPS:
+                break
             if d == d and d > 0:
-                if tok:
-                    self._tokens.append(tok / d)
-                if n:
-                    self._samples.append(n / d)
+                if tok and len(tok_rates) < RECENT_STEPS:
+                    tok_rates.append(tok / d)
+                if n and len(sample_rates) < RECENT_STEPS:
+                    sample_rates.append(n / d)
+        self._tokens.extend(reversed(tok_rates))
+        self._samples.extend(reversed(sample_rates))
 
     def figures(self, rank: int, progress: Mapping[str, JsonValue]) -> RankEfficiency | None:
         tokens = statistics.median(self._tokens) if self._tokens else None

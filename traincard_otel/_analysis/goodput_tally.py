@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import bisect
 import collections
+import math
+import operator
 from collections.abc import Sequence
 from typing import Final
 
@@ -42,6 +44,9 @@ from .goodput import (
 RECENT_STEPS: Final = 4096  # counted steps kept as intervals, for phases and stalls that end after them
 RECENT_PIECES: Final = 64  # folded phases and stalls kept, for steps reported after they end
 
+# (steps, end times, durations, data waits) of a stretch of step ends
+_Columns = tuple[Sequence[int], Sequence[float], Sequence[float], Sequence[float]]
+
 
 class GoodputTally:
     """One attempt's goodput, fed as the converter goes (see the module docstring).
@@ -58,6 +63,7 @@ class GoodputTally:
         self._folded = dict.fromkeys(SPECIAL, 0.0)
         self._head_pieces: list[Piece] = []  # folded ones before the first step (start-up's phases)
         self._recent_pieces: list[Piece] = []  # the latest folded ones, disjoint
+        self._recent_ends: list[float] = []  # their ends
         self._recent: collections.deque[tuple[float, float]] = collections.deque(maxlen=RECENT_STEPS)
         self._counted = 0.0  # counted steps' durations
         self._in_special = 0.0  # ...of which inside folded phases and stalls
@@ -103,9 +109,45 @@ class GoodputTally:
         waits: Sequence[float],
     ) -> None:
         """Step ends, in report order: a NaN duration is no timed step, a NaN wait not measured."""
+        cols = (steps, times, durations, waits)
+        if not self._add_common(cols):
+            self._add_each(cols)
+        self._fold()
+
+    def _add_common(self, cols: _Columns) -> bool:
+        """Add the common stretch column by column (every step timed and counted, its wait
+        measured, after the last one's end and the last phase or stall, numbered upwards); False,
+        with nothing changed, for anything else."""
+        steps, times, durations, waits = cols
+        n = len(durations)
+        if not n or self._open or not math.isfinite(total := math.fsum(durations)) or min(durations) <= 0:
+            return False
+        waited = sum(waits)
+        if waited != waited or min(waits) < 0 or set(map(type, steps)) != {int}:
+            return False
+        if not all(map(operator.lt, steps, steps[1:])) or (
+            self._reached is not None and steps[0] <= self._reached
+        ):
+            return False
+        if not all(map(operator.le, times, times[1:])):
+            return False
+        starts = list(map(operator.sub, times, durations))
+        if self._recent_pieces and min(starts) < self._recent_pieces[-1][1]:
+            return False
+        self.steps += n
+        self._counted += total
+        self._wait_total += waited
+        self._reached = steps[-1]
+        first = min(starts)
+        self._first_start = first if self._first_start is None else min(self._first_start, first)
+        self._last_end = times[-1] if self._last_end is None else max(self._last_end, times[-1])
+        self._recent.extend(zip(starts[-RECENT_STEPS:], times[-RECENT_STEPS:], strict=True))
+        return True
+
+    def _add_each(self, cols: _Columns) -> None:
         excluded = bool(self._open)  # a step ending inside an open eval or checkpoint phase
         recent = self._recent_pieces
-        for step, end, d, w in zip(steps, times, durations, waits, strict=True):
+        for step, end, d, w in zip(*cols, strict=True):
             if d != d or d <= 0:
                 continue
             start = end - d
@@ -120,8 +162,10 @@ class GoodputTally:
             if excluded:
                 continue
             self._counted += d
-            if recent and start < recent[-1][1]:
-                self._in_special += overlap(start, end, recent)
+            if recent and start < recent[-1][1]:  # (the pieces end in order: only the last few count)
+                self._in_special += overlap(
+                    start, end, recent[bisect.bisect_right(self._recent_ends, start) :]
+                )
             self._recent.append((start, end))
             if type(step) is int:
                 if self._reached is not None and step <= self._reached:  # run again after a rewind
@@ -131,7 +175,6 @@ class GoodputTally:
                         self._redone_unknown += d
                 else:
                     self._reached = step
-        self._fold()
 
     def _fold(self) -> None:
         """Fold the ended phases and stalls that nothing can overlap any more into the totals."""
@@ -152,16 +195,24 @@ class GoodputTally:
         if not cut:
             return
         folded, self._pieces = disjoint(pieces[:cut]), pieces[cut:]
-        recent = list(self._recent)
-        ends = [end for _start, end in recent]
         for lo, hi, category in folded:
             self._folded[category] += hi - lo
-            for start, end in recent[bisect.bisect_right(ends, lo) :]:
-                if start < hi:
-                    self._in_special += min(hi, end) - max(lo, start)
+            self._in_special += self._recent_overlap(lo, hi)
         first = self._first_start if self._first_start is not None else float("inf")
         self._head_pieces = (self._head_pieces + [p for p in folded if p[0] < first])[:RECENT_PIECES]
         self._recent_pieces = (self._recent_pieces + folded)[-RECENT_PIECES:]
+        self._recent_ends = [t1 for _t0, t1, _c in self._recent_pieces]
+
+    def _recent_overlap(self, lo: float, hi: float) -> float:
+        """Seconds of the recent counted steps inside [lo, hi): the newest first, up to the first
+        that ended before ``lo`` (steps end in report order)."""
+        total = 0.0
+        for start, end in reversed(self._recent):
+            if end <= lo:
+                break
+            if start < hi:
+                total += min(hi, end) - max(lo, start)
+        return total
 
     # -- read by the gauges and the summary ---------------------------------------------------
     def goodput(self, now: float, *, running: bool) -> Goodput | None:
@@ -178,7 +229,7 @@ class GoodputTally:
         in_special = self._in_special
         for lo, hi, category in special:
             seconds[category] += hi - lo
-            in_special += sum(max(0.0, min(hi, e) - max(lo, s)) for s, e in self._recent if e > lo)
+            in_special += self._recent_overlap(lo, hi)
         for category, total in self._folded.items():
             seconds[category] += total
         seconds["data_wait"], seconds["restart"], seconds["productive"] = split_steps(

@@ -1,7 +1,9 @@
 """Pushes live payloads to the step's ``traincard`` cards from a background thread.
 
 Only the Metaflow task process drives the card. It reads the store (which every rank and child
-process writes), so training in torchrun/accelerate children shows up the same way.
+process writes), so training in torchrun/accelerate children shows up the same way. It only reads:
+the figures the pipeline reports as metrics and events (goodput, MFU, a gang's failed and hung
+ranks) and the task's summary are the writers' own, never the card's.
 
 Metaflow updates a card in a subprocess and drops a refresh asked for while the card's previous
 subprocess still runs, but only after writing the refresh's data to a temporary file that only
@@ -86,7 +88,7 @@ class Refresher:
         self.pushed = 0
         # A gang's task reads every node's store (a GangReader); any other task, its own.
         self._reader: Reader = reader if reader is not None else StoreReader(backend, source=title)
-        self.sweep = sweep  # this task's summary, and its foreach siblings' for the Sweep section
+        self.sweep = sweep  # the summaries of this task and its foreach siblings, for the Sweep section
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-refresher", daemon=True)
         # The baseline is a finished run: found and read once, on its own thread (a slow metadata
@@ -143,16 +145,6 @@ class Refresher:
     def stop(self, timeout_s: float = 1.0) -> None:
         self._stop.set()
         self._thread.join(timeout_s)
-
-    def write_summary(self) -> None:
-        """Write this task's summary from what the store holds now (the task's last word)."""
-        if self.sweep is None:
-            return
-        try:
-            data = self._reader.read()
-            self.sweep.update(data, analyse(data), force=True)
-        except Exception as exc:
-            report_internal_error("writing the task summary", exc)
 
 
 #: Pipelines whose live card is driven already (by ``@traincard``, or by :func:`drive_live_card`).

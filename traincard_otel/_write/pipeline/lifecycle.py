@@ -21,10 +21,10 @@ from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
-from ..._analysis.analysis import Insights, analyse
+from ..._analysis.efficiency import RankEfficiency
+from ..._analysis.goodput import Goodput
 from ..._config import Settings
 from ..._identity import ENV_LAUNCHER_PID, MetaflowIdentity, RankIdentity, resource_attributes
-from ..._read.load.reader import StoreReader
 from ..._safety import internal_error, report_internal_error
 from ..._schema import (
     RUN_SPAN,
@@ -44,6 +44,7 @@ from ..._version import __version__
 from ..convert import Converter
 from ..convert.anomalies import parse_rules
 from ..convert.lines import StoreLines
+from ..convert.tally import RunTally
 from ..queue import ReportQueue
 from ..store.writer import StoreWriter
 from ..telemetry import logbridge as logbridge
@@ -55,6 +56,7 @@ from .genai import GenAISpanProcessor, capture_genai_spans
 from .guards import Guards, notified_kinds
 from .insight_gauges import InsightGauges
 from .notify import Notifier
+from .own_summary import OwnSummary
 from .providers import build_providers
 from .schedule import FlushSchedule
 
@@ -118,6 +120,7 @@ class Pipeline:
             self._build_sampler(meter)
         except Exception as exc:
             internal_error("system sampler", exc)
+        self.tally = RunTally(self.started_at, rank=rank.rank, attempt=self.attempt)
         self.converter = Converter(
             self.queue,
             tracer=tracer,
@@ -127,6 +130,7 @@ class Pipeline:
             last_system=self.last_system,
             timed=self.providers.exports_metrics,
             anomaly_rules=anomaly_rules,
+            tally=self.tally,
         )
         if self.writer is not None and not self.providers.exports_logs:
             self.converter.store_lines = StoreLines(self.writer)
@@ -136,11 +140,10 @@ class Pipeline:
             self.genai = capture_genai_spans(self.queue, run_meter)
             if settings.genai_prices:
                 self.queue.progress[GENAI_PRICES_FIELD] = settings.genai_prices
-        # Goodput and MFU from this process's own store (rank 0: its timeline is the run's) when a
-        # live card's refresher has not just published the analysis it draws.
-        own = backend is not None and rank.rank == 0
-        self._own_reader: StoreReader | None = None
-        self.insight_gauges = InsightGauges(run_meter, source=self._own_insights if own else None)
+        self.insight_gauges = InsightGauges(  # goodput from rank 0, whose timeline is the run's
+            run_meter, goodput=self.goodput if rank.rank == 0 else None, efficiency=self.efficiency
+        )
+        self.own_summary = OwnSummary(self.writer, self.tally, self) if self.writer is not None else None
         self.gang_watch = (  # the gang's failed and hung ranks, from its control node only
             GangWatch(
                 backend, rank.gang, mf.pathspec if mf else "", self.event, self.insight_gauges.gang.publish
@@ -357,13 +360,13 @@ class Pipeline:
         if flush:
             self.flush()
 
-    def _own_insights(self) -> Insights | None:
-        """What this process's store holds so far, analysed (read incrementally)."""
-        if self.backend is None:
-            return None
-        if self._own_reader is None:
-            self._own_reader = StoreReader(self.backend, source=self.mf.pathspec if self.mf else None)
-        return analyse(self._own_reader.read())
+    def goodput(self) -> Goodput | None:
+        """This attempt's goodput so far, from what the converter saw."""
+        return self.tally.goodput(time.time(), running=self.status == "running")
+
+    def efficiency(self) -> RankEfficiency | None:
+        """This rank's model FLOP/s and MFU over its recent steps."""
+        return self.tally.efficiency(self.queue.progress)
 
     def state(self) -> StatusSnapshot:
         q = self.queue
@@ -423,6 +426,8 @@ class Pipeline:
         if self._log_bridge is not None:
             self._log_bridge.refresh()
         self.emit_status()
+        if self.own_summary is not None:
+            self.own_summary.tick(self.queue.step, self.converter.failures.summary)
         if self.writer is not None:
             self.writer.request_flush()
         children.claim()
@@ -471,6 +476,8 @@ class Pipeline:
                 self.event(Event.run_ended(self.status), attrs)
             self.converter.drain()
             self.emit_status()
+            if self.own_summary is not None:  # the process's last word for sweeps
+                self.own_summary.hand_over(self.queue.step, self.converter.failures.summary)
             self.run_span.set_attribute(Attr.STATUS, self.status)
             if self.status not in ("failed", "finished", "stopped_early"):
                 self.run_span.set_status(Status(StatusCode.ERROR, self.status))
