@@ -150,7 +150,7 @@ def test_a_long_run_is_summed_in_bounded_memory_and_still_agrees() -> None:
     t = GoodputTally(a.started_at)
     for kind, args in a.feed:
         getattr(t, "add_steps" if kind == "steps" else kind)(*args)
-    assert len(t._recent) == RECENT_STEPS and len(t._pieces) <= 2  # phases folded as they end
+    assert t._recent_rows == RECENT_STEPS and len(t._pieces) <= 2  # phases folded as they end
     stallless = _Attempt(0, a.started_at, a.feed, a.steps, a.phases, [], a.ended_at)
     _same(t.goodput(a.ended_at, running=False), goodput(_run([stallless])))
 

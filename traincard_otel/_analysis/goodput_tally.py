@@ -64,7 +64,9 @@ class GoodputTally:
         self._head_pieces: list[Piece] = []  # folded ones before the first step (start-up's phases)
         self._recent_pieces: list[Piece] = []  # the latest folded ones, disjoint
         self._recent_ends: list[float] = []  # their ends
-        self._recent: collections.deque[tuple[float, float]] = collections.deque(maxlen=RECENT_STEPS)
+        # The last counted steps, as the columns they came in (end times, durations), newest last.
+        self._recent: collections.deque[tuple[Sequence[float], Sequence[float]]] = collections.deque()
+        self._recent_rows = 0
         self._counted = 0.0  # counted steps' durations
         self._in_special = 0.0  # ...of which inside folded phases and stalls
         self._wait_total = 0.0
@@ -131,22 +133,37 @@ class GoodputTally:
             return False
         if not all(map(operator.le, times, times[1:])):
             return False
-        starts = list(map(operator.sub, times, durations))
-        if self._recent_pieces and min(starts) < self._recent_pieces[-1][1]:
-            return False
+        lowest = times[0] - max(durations)  # no step of the stretch starts before this
+        first: float | None = None
+        if self._recent_pieces and lowest < self._recent_pieces[-1][1]:
+            first = min(map(operator.sub, times, durations))
+            if first < self._recent_pieces[-1][1]:
+                return False
+        if self._first_start is None or lowest < self._first_start:
+            first = min(map(operator.sub, times, durations)) if first is None else first
+            self._first_start = first if self._first_start is None else min(self._first_start, first)
         self.steps += n
         self._counted += total
         self._wait_total += waited
         self._reached = steps[-1]
-        first = min(starts)
-        self._first_start = first if self._first_start is None else min(self._first_start, first)
         self._last_end = times[-1] if self._last_end is None else max(self._last_end, times[-1])
-        self._recent.extend(zip(starts[-RECENT_STEPS:], times[-RECENT_STEPS:], strict=True))
+        self._remember(times, durations)
         return True
+
+    def _remember(self, ends: Sequence[float], durations: Sequence[float]) -> None:
+        """Keep counted steps' columns, as long as the newer ones hold fewer than RECENT_STEPS."""
+        if not ends:
+            return
+        self._recent.append((ends, durations))
+        self._recent_rows += len(ends)
+        while self._recent_rows - len(self._recent[0][0]) >= RECENT_STEPS:
+            self._recent_rows -= len(self._recent.popleft()[0])
 
     def _add_each(self, cols: _Columns) -> None:
         excluded = bool(self._open)  # a step ending inside an open eval or checkpoint phase
         recent = self._recent_pieces
+        ends: list[float] = []
+        counted: list[float] = []
         for step, end, d, w in zip(*cols, strict=True):
             if d != d or d <= 0:
                 continue
@@ -166,7 +183,8 @@ class GoodputTally:
                 self._in_special += overlap(
                     start, end, recent[bisect.bisect_right(self._recent_ends, start) :]
                 )
-            self._recent.append((start, end))
+            ends.append(end)
+            counted.append(d)
             if type(step) is int:
                 if self._reached is not None and step <= self._reached:  # run again after a rewind
                     if measured:
@@ -175,6 +193,7 @@ class GoodputTally:
                         self._redone_unknown += d
                 else:
                     self._reached = step
+        self._remember(ends, counted)
 
     def _fold(self) -> None:
         """Fold the ended phases and stalls that nothing can overlap any more into the totals."""
@@ -207,11 +226,14 @@ class GoodputTally:
         """Seconds of the recent counted steps inside [lo, hi): the newest first, up to the first
         that ended before ``lo`` (steps end in report order)."""
         total = 0.0
-        for start, end in reversed(self._recent):
-            if end <= lo:
-                break
-            if start < hi:
-                total += min(hi, end) - max(lo, start)
+        for ends, durations in reversed(self._recent):
+            for i in range(len(ends) - 1, -1, -1):
+                end = ends[i]
+                if end <= lo:
+                    return total
+                start = end - durations[i]
+                if start < hi:
+                    total += min(hi, end) - max(lo, start)
         return total
 
     # -- read by the gauges and the summary ---------------------------------------------------
