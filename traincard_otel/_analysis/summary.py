@@ -283,6 +283,9 @@ def _merged_curve(main: str, writers: Sequence[JsonObject]) -> str:
             known = by_attempt.get(attempt)
             if known is None or (_int_or_none(s.get("rank")) or 0) < (_int_or_none(known.get("rank")) or 0):
                 by_attempt[attempt] = s
+    if len(by_attempt) == 1:  # one attempt's curve: as its writer wrote it
+        curve = next(iter(by_attempt.values())).get("curve")
+        return curve if isinstance(curve, str) else format_curve((p[0], p[1]) for p in curve_points(curve))
     points = [p for a in sorted(by_attempt) for p in curve_points(by_attempt[a].get("curve"))]
     while len(points) > CURVE_POINTS:
         points = [
@@ -308,8 +311,8 @@ def merge_summaries(summaries: Sequence[JsonObject]) -> JsonObject | None:
     without a writer (a store written before writers kept their own) is taken as it is.
     """
     writers = [s for s in summaries if isinstance(s.get("writer"), str)]
-    if not writers:
-        return dict(summaries[-1]) if summaries else None
+    if len(writers) <= 1:  # one writer's summary is the task's (so is an older store's one summary)
+        return dict(writers[0] if writers else summaries[-1]) if summaries else None
     writers.sort(
         key=lambda s: (
             _int_or_none(s.get("attempt")) or 0,
