@@ -245,8 +245,9 @@ def _calls(tree: ast.AST, methods: set[str], functions: frozenset[str] = frozens
     return found
 
 
-#: What writes into a store: a backend's methods, and the functions that write whole objects.
-STORE_WRITES = {"write", "delete"}, frozenset({"write_summary", "write_markers"})
+#: What writes into a store: a backend's methods, and the calls that have whole objects written (the
+#: gang's markers; a store writer's state and summary, and its flush).
+STORE_WRITES = {"write", "delete"}, frozenset({"write_markers", "set_summary", "set_state", "flush_now"})
 #: What reads a store: a backend's methods.
 STORE_READS = {"read_many", "list"}
 

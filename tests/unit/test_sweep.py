@@ -49,7 +49,7 @@ def test_a_summary_holds_the_final_and_best_values_and_a_short_curve() -> None:
     assert 0 < len(points) <= CURVE_POINTS and points[-1] == [1004.0, 2.5] and points[0][0] == 15.0
     acc = task_summary(_run([0.2, 0.9, 0.5], name="eval_accuracy"), None)["metrics"]["eval_accuracy"]
     assert (acc["best"], acc["last"]) == (0.9, 0.5)  # higher is better for an accuracy
-    json.dumps(s, allow_nan=False)  # what write_summary stores
+    json.dumps(s, allow_nan=False)  # what a writer stores
 
 
 def test_later_hyperparameters_win_and_text_stays_text() -> None:
