@@ -144,12 +144,8 @@ class Pipeline:
             run_meter, goodput=self.goodput if rank.rank == 0 else None, efficiency=self.efficiency
         )
         self.own_summary = OwnSummary(self.writer, self.tally, self) if self.writer is not None else None
-        self.gang_watch = (  # the gang's failed and hung ranks, from its control node only
-            GangWatch(
-                backend, rank.gang, mf.pathspec if mf else "", self.event, self.insight_gauges.gang.publish
-            )
-            if rank.launcher and rank.gang is not None and rank.gang.node_index == 0 and backend is not None
-            else None
+        self.gang_watch = GangWatch.on_control_node(
+            backend, rank, self.event, self.insight_gauges.gang.publish
         )
         self.watchdog = Watchdog(
             progress=lambda: (self.queue.step, self.queue.heartbeat_at),

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from ..._analysis.gang.attribution import analyze
 from ..._analysis.gang.nodes import gang_states
-from ..._identity import GangIdentity
+from ..._identity import GangIdentity, RankIdentity
 from ..._schema import Attr, Event
 from ..._store.backends import Backend, node_markers
 from ..._store.layout import NODE_PREFIX
@@ -50,6 +50,20 @@ class GangWatch:
         self._nodes: dict[int, tuple[JsonObject, Backend]] = {}
         self._told: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
+
+    @classmethod
+    def on_control_node(
+        cls,
+        backend: Backend | None,
+        rank: RankIdentity,
+        emit: Emit,
+        publish: Callable[[JsonObject], None] | None = None,
+    ) -> GangWatch | None:
+        """The watch of the gang whose control task's step process this is (None anywhere else)."""
+        gang = rank.gang
+        if backend is None or not rank.launcher or gang is None or gang.node_index != 0:
+            return None
+        return cls(backend, gang, gang.control_task_id, emit, publish)
 
     def _discover(self) -> None:
         """Read the markers of the nodes not known yet (by name: no listing)."""
