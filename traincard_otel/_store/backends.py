@@ -192,17 +192,38 @@ class MetaflowBackend:
 def read_one(backend: Backend, name: str) -> bytes | None:
     """One object's bytes, or None if there is none: on S3 one GET in this process (Metaflow's
     batch reads start a child process per call, too much for an object polled every few seconds)."""
-    if isinstance(backend, MetaflowBackend) and backend.ds_type == "s3":
-        from urllib.parse import urlparse
+    return read_small(backend, [name]).get(name)
 
-        url = urlparse(backend.ds_root)
-        key = "/".join(p for p in (url.path.strip("/"), backend._key(name)) if p)
-        client = backend.storage.s3_client.client
+
+_S3_READERS = 8
+
+
+def read_small(backend: Backend, names: Iterable[str]) -> dict[str, bytes]:
+    """Small objects (states, markers, summaries) by name; a missing one is left out. On S3 they
+    are GETs on a few threads in this process: Metaflow's bulk read starts a child process per
+    call, seconds of CPU for a watchdog or a live card that reads every few seconds."""
+    wanted = list(names)
+    if not (isinstance(backend, MetaflowBackend) and backend.ds_type == "s3"):
+        return backend.read_many(wanted)
+    from concurrent.futures import ThreadPoolExecutor
+    from urllib.parse import urlparse
+
+    url = urlparse(backend.ds_root)
+    base = "/".join(p for p in (url.path.strip("/"), backend.prefix) if p)
+    client = backend.storage.s3_client.client
+
+    def get(name: str) -> tuple[str, bytes | None]:
         try:
-            return bytes(client.get_object(Bucket=url.netloc, Key=key)["Body"].read())
+            return name, bytes(client.get_object(Bucket=url.netloc, Key=f"{base}/{name}")["Body"].read())
         except client.exceptions.NoSuchKey:
-            return None
-    return backend.read_many([name]).get(name)
+            return name, None
+
+    if len(wanted) == 1:
+        found = [get(wanted[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=_S3_READERS, thread_name_prefix="traincard-reads") as pool:
+            found = list(pool.map(get, wanted))
+    return {name: raw for name, raw in found if raw is not None}
 
 
 def _s3_keys(client: Foreign, ds_root: str, prefix: str) -> list[str]:
@@ -357,7 +378,7 @@ def node_markers(control: Backend, names: Iterable[str]) -> dict[int, tuple[Json
     ``gang/node-<i>.json`` objects): node index -> (its marker, its task's store). A marker that
     does not parse is left out."""
     out: dict[int, tuple[JsonObject, Backend]] = {}
-    for raw in control.read_many(names).values():
+    for raw in read_small(control, names).values():
         try:
             info = json.loads(raw)
             index = int(info["node_index"])

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..._analysis.summary import merge_summaries
-from ..._store.backends import Backend, LocalBackend, MetaflowBackend
+from ..._store.backends import Backend, LocalBackend, MetaflowBackend, read_small
 from ..._store.layout import SUMMARY_NAME, SUMMARY_PREFIX
 from ..._types import Foreign, JsonObject
 
@@ -37,7 +37,7 @@ def _is_summary(name: str) -> bool:
 def read_summary(backend: Backend) -> JsonObject | None:
     """The task's summary (its writers' merged), or None when it has none (or none parses)."""
     names = list(_task_summaries(backend))
-    read = _s3_objects(backend, names) if _on_s3(backend) else backend.read_many(names)
+    read = read_small(backend, names)
     return merge_summaries([found for raw in read.values() if (found := _parse(raw)) is not None])
 
 
@@ -164,10 +164,12 @@ class StepFolder:
         stale = [n for n, v in versions.items() if self._version(n) != v]
         if stale:
             backend = self.backend
-            read = _s3_objects(backend, stale) if _on_s3(backend) else backend.read_many(stale)
+            read = read_small(backend, stale)
             for name in stale:
-                raw = read.get(name)  # no version of its own: its bytes are
-                self._parsed[name] = (raw if versions[name] == name else versions[name], _parse(raw))
+                raw = read.get(name)
+                if raw is not None:  # (gone since it was listed: not kept, read again next time)
+                    version = raw if versions[name] == name else versions[name]  # no version: its bytes
+                    self._parsed[name] = (version, _parse(raw))
         out: dict[str, JsonObject] = {}
         for task, objects in listing.items():
             key = tuple(sorted((n, self._parsed[n][0]) for n in objects if n in self._parsed))
@@ -205,13 +207,6 @@ def _local_folders(path: str) -> list[str]:
         return []
 
 
-_S3_READERS = 8
-
-
-def _on_s3(backend: Backend) -> bool:
-    return isinstance(backend, MetaflowBackend) and backend.ds_type == "s3"
-
-
 def _s3_base(backend: MetaflowBackend) -> tuple[Foreign, str, str]:
     """(Metaflow's S3 client, the bucket, the backend's folder as a key prefix without slashes)."""
     from urllib.parse import urlparse
@@ -220,25 +215,6 @@ def _s3_base(backend: MetaflowBackend) -> tuple[Foreign, str, str]:
 
     url = urlparse(backend.ds_root)
     return S3Client().client, url.netloc, "/".join(p for p in (url.path.strip("/"), backend.prefix) if p)
-
-
-def _s3_objects(backend: Backend, names: list[str]) -> dict[str, bytes]:
-    """Small objects read with GETs on a few threads: Metaflow's bulk read starts a child process
-    per call, seconds of CPU for a live card that reads its siblings every few seconds."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    assert isinstance(backend, MetaflowBackend)
-    client, bucket, base = _s3_base(backend)
-
-    def get(name: str) -> tuple[str, bytes | None]:
-        try:
-            body = client.get_object(Bucket=bucket, Key=f"{base}/{name}")["Body"]
-            return name, bytes(body.read())
-        except client.exceptions.NoSuchKey:
-            return name, None
-
-    with ThreadPoolExecutor(max_workers=_S3_READERS, thread_name_prefix="traincard-summaries") as pool:
-        return {name: raw for name, raw in pool.map(get, names) if raw is not None}
 
 
 def _s3_listing(backend: MetaflowBackend, under: str, delimiter: str) -> dict[str, Version]:

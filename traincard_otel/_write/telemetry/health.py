@@ -23,7 +23,7 @@ from ..._analysis.gang.attribution import host_oom_evidence
 from ..._safety import internal_error
 from ..._schema import Attr, Event, StatusSnapshot
 from ..._store import layout
-from ..._store.backends import Backend
+from ..._store.backends import Backend, read_small
 from ..._types import JsonObject
 from .stack_watch import REQUEST_POLL_S, Emit, StackWatch
 
@@ -36,7 +36,7 @@ STACK_REFRESH_MAX_S = 30.0  # while a stall lasts, the stacks are read again at 
 def read_states(backend: Backend) -> list[JsonObject]:
     names = [n for n in backend.list() if (p := layout.parse(n)) is not None and p.kind == "state"]
     out = []
-    for raw in backend.read_many(names).values():
+    for raw in read_small(backend, names).values():
         try:
             out.append(json.loads(raw))
         except ValueError:
