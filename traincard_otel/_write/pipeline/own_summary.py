@@ -1,9 +1,10 @@
 """This process's summary for sweeps: what its converter saw, written by its own store writer.
 
-Every process that writes telemetry keeps one (:class:`~traincard_otel._write.convert.tally.RunTally`:
-its metrics' final and best values, the main metric's curve, its hyperparameters, its attempt's
-goodput and its rank's MFU) and hands it to its writer at most every :data:`SUMMARY_INTERVAL_S`
-and once more as it shuts down; the writer writes it as an object of its own
+Every process that writes telemetry keeps one
+(:class:`~traincard_otel._write.convert.tally.RunTally`: its metrics' final and best values, the
+main metric's curve, its hyperparameters, its attempt's goodput and its rank's MFU) and hands it to
+its writer at its first flush, then at most every :data:`SUMMARY_INTERVAL_S`, and once more as it
+shuts down; the writer writes it as an object of its own
 (``summary/a<attempt>-r<rank>-<writer>.json``). A task's summary is its writers' merged when read
 (:func:`traincard_otel._analysis.summary.merge_summaries`): a torchrun rank 0 reports the metrics,
 the Metaflow step process that started it the foreach position and the flow's parameters.
@@ -51,7 +52,7 @@ class OwnSummary:
 
     def __init__(self, writer: StoreWriter, tally: RunTally, source: SummarySource) -> None:
         self._writer, self._tally, self._source = writer, tally, source
-        self._due = time.monotonic() + SUMMARY_INTERVAL_S
+        self._due = 0.0  # the first flush writes one: a sibling's card lists this task from then on
 
     def tick(self, step: int | None, failure: JsonObject | None) -> None:
         """Hand the summary over if :data:`SUMMARY_INTERVAL_S` went by since the last time."""
