@@ -4,7 +4,8 @@
 
 Each branch's store is written by the store writer (a loss and an accuracy per step, step ends,
 hyperparameters, a state), laid out as a Metaflow local datastore (``Flow/run/step/task/traincard``),
-and its summary is made from its read store as a task's refresher makes it. Then, side by side:
+with the summary its writer keeps (made from the same rows as they go by, as a pipeline's tally
+makes it, and written by the writer as an object of its own). Then, side by side:
 
 * the comparison card (``traincard render Flow/run/step``): every summary read and the page drawn
   (target: <= 3 s and <= 3 MB at 1,000 x 10,000);
@@ -27,7 +28,9 @@ from typing import Any
 from benchmarks._harness import report
 
 
-def _write_branch(folder: Path, index: int, steps: int, lr: float) -> None:
+def _write_branch(folder: Path, index: int, steps: int, lr: float, pathspec: str) -> None:
+    from traincard_otel._analysis.goodput_tally import GoodputTally
+    from traincard_otel._analysis.summary_stream import SummaryTally
     from traincard_otel._schema import Event
     from traincard_otel._store.backends import LocalBackend
     from traincard_otel._store.segment import metric_run, step_run
@@ -40,14 +43,10 @@ def _write_branch(folder: Path, index: int, steps: int, lr: float) -> None:
     values: list[float] = []
     for s in xs:
         values += [2.0 / (1.0 + lr * s) + 0.01 * ((s * 7919 + index) % 13) / 13, min(1.0, lr * s / 1000)]
+    hp = {"lr": str(lr), "seed": str(index % 3), "model": "tiny"}
     writer.add_many(
         [
-            {
-                "k": "e",
-                "t": start,
-                "n": Event.HYPERPARAMS,
-                "b": {"lr": str(lr), "seed": str(index % 3), "model": "tiny"},
-            },
+            {"k": "e", "t": start, "n": Event.HYPERPARAMS, "b": hp},
             metric_run("train", ["loss", "eval_accuracy"], xs, times, values),
             step_run(xs, times, [0.1] * steps, [0.01] * steps, [8] * steps, [None] * steps),
         ]
@@ -56,21 +55,31 @@ def _write_branch(folder: Path, index: int, steps: int, lr: float) -> None:
     writer.set_state(
         {"status": status, "step": steps, "started_at": start, "heartbeat_at": times[-1], "attempt": 0}
     )
+    tally, goodput = SummaryTally(), GoodputTally(start)
+    tally.add_hyperparameters(hp)
+    tally.add_run(["loss", "eval_accuracy"], xs, values)
+    goodput.add_steps(xs, times, [0.1] * steps, [0.01] * steps)
+    summary = tally.summary()
+    figures = goodput.goodput(times[-1], running=False)
+    summary.update(
+        {
+            "pathspec": pathspec,
+            "status": status,
+            "step": steps,
+            "started_at": start,
+            "updated_at": times[-1],
+            "duration_s": times[-1] - start,
+            "goodput": figures.ratio if figures is not None else None,
+            "mfu": None,
+            "sweep": {"split": "start", "parent": "", "index": index, "num_splits": None, "step": "train"},
+            "joins": [],
+            "attempt": 0,
+            "rank": 0,
+            "writer": writer.writer_id,
+        }
+    )
+    writer.set_summary(summary)
     assert writer.flush_now()
-
-
-def _summarise(folder: Path, index: int, pathspec: str) -> None:
-    from traincard_otel._analysis.analysis import analyse
-    from traincard_otel._analysis.summary import task_summary
-    from traincard_otel._read.load.reader import read_store
-    from traincard_otel._store.backends import LocalBackend
-    from traincard_otel._write.store.summary import write_summary
-
-    backend = LocalBackend(folder)
-    data = read_store(backend, source=pathspec)
-    position = {"split": "start", "parent": "", "index": index, "num_splits": None, "step": "train"}
-    summary = task_summary(data, analyse(data), pathspec=pathspec, sweep=position)
-    write_summary(backend, dict(summary))
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -96,8 +105,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         t0 = time.perf_counter()
         for i in range(branches):
             folder = step_dir / str(i + 1) / "traincard"
-            _write_branch(folder, i, steps, lr=0.001 * (1 + i % 50))
-            _summarise(folder, i, f"SweepBench/1/train/{i + 1}")
+            _write_branch(folder, i, steps, lr=0.001 * (1 + i % 50), pathspec=f"SweepBench/1/train/{i + 1}")
         setup_s = time.perf_counter() - t0
         store_bytes = sum(p.stat().st_size for p in step_dir.rglob("*") if p.is_file())
 

@@ -17,7 +17,25 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True)
+class ForeachPosition:
+    """Where a task sits in a Metaflow foreach: the split step, the outer foreach branches it is
+    inside (``step:index,...``), its own index, how many branches the split made, and its step."""
+
+    split: str
+    parent: str
+    index: int
+    num_splits: int | None
+    step: str
+
+    def as_dict(self) -> dict[str, str | int | None]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
 class MetaflowIdentity:
+    """A Metaflow task; ``foreach`` and ``joins`` (the pathspecs of the branches a join step
+    joins) are known where ``@traincard`` set the task up, for the task's summary."""
+
     flow_name: str
     run_id: str
     step_name: str
@@ -26,6 +44,8 @@ class MetaflowIdentity:
     origin_run_id: str | None
     ds_type: str | None = None
     ds_root: str | None = None
+    foreach: ForeachPosition | None = None
+    joins: tuple[str, ...] = ()
 
     @property
     def pathspec(self) -> str:

@@ -303,7 +303,7 @@ def test_a_hung_rank_is_named_within_one_rank_timeout(browser: Any, tmp_path: Pa
         card = _card(browser, html, tmp_path, "gang-hung")
         assert "Rank 3 on node 1" in card["first"] and "hung" in card["first"] and "step 14" in card["first"]
         assert card["ranks"]["3"][1][4] == "hung"
-        # The hung rank as a metric an alert fires on (the refresher publishes every few seconds).
+        # The hung rank as a metric an alert fires on (the control node's watchdog looks every 1.5 s).
         # Its stack's place joins the point once the culprit's dump is in (a first point may precede it).
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not any(

@@ -1,4 +1,5 @@
-"""Goodput and MFU reach an OTLP backend as gauges, equal to what the card computes from the store:
+"""Goodput and MFU reach an OTLP backend as gauges, computed by the training process from what its
+converter saw, and equal to what the card computes from the store (one attempt: the same figures):
 a real Metaflow flow training a tiny GPT-2 in a raw loop, exporting to a receiver in the test."""
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def test_goodput_and_mfu_gauges_match_the_card(tmp_path: Path) -> None:
     rank0 = eff["ranks"][0]
     assert rank0["mfu"] == pytest.approx(698_880 * rank0["tokens_per_s"] / PEAK)
 
-    # The gauges hold what the live card showed at its last refresh (steps had ended by then).
+    # The gauges hold what the training process's converter saw at the last export.
     mfu = _last(got.metrics, "traincard.mfu")
     assert list(mfu) == [(("traincard.rank", 0),)]
     assert mfu[(("traincard.rank", 0),)] == pytest.approx(rank0["mfu"], rel=0.25)
@@ -110,9 +111,8 @@ traincard_otel.shutdown()
 """
 
 
-def test_a_process_without_a_card_exports_goodput_and_mfu_from_its_own_store(tmp_path: Path) -> None:
-    """No Metaflow and no live card: the pipeline analyses its own store for the gauges."""
-    store = tmp_path / "store"
+def _no_card(store: str) -> list[dict[str, Any]]:
+    """The metrics received from the loop above, writing to ``store`` (``off``: no store)."""
     with http_receiver() as (endpoint, got):
         env = subprocess_env(
             OTEL_METRICS_EXPORTER="otlp",
@@ -122,23 +122,43 @@ def test_a_process_without_a_card_exports_goodput_and_mfu_from_its_own_store(tmp
             TRAINCARD_FLUSH_INTERVAL="0.2",
         )
         proc = subprocess.run(
-            [sys.executable, "-c", _NO_CARD, str(store)], env=env, capture_output=True, text=True, timeout=120
+            [sys.executable, "-c", _NO_CARD, store], env=env, capture_output=True, text=True, timeout=120
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         time.sleep(0.2)
+    return got.metrics
+
+
+def test_a_process_without_a_card_exports_goodput_and_mfu(tmp_path: Path) -> None:
+    """No Metaflow and no live card: the same gauges as the store's figures when read."""
+    store = tmp_path / "store"
+    metrics = _no_card(str(store))
     import traincard_otel
 
     run = traincard_otel.load(store)
     assert run.insights is not None and run.insights.efficiency is not None and run.goodput is not None
     rank0 = run.insights.efficiency.ranks[0]
-    mfu = _last(got.metrics, "traincard.mfu")
+    mfu = _last(metrics, "traincard.mfu")
     assert list(mfu) == [(("traincard.rank", 0),)]
     assert mfu[(("traincard.rank", 0),)] == pytest.approx(rank0.mfu, rel=0.25)
     seconds = {
-        dict(k)["traincard.goodput.category"]: v
-        for k, v in _last(got.metrics, "traincard.goodput.time").items()
+        dict(k)["traincard.goodput.category"]: v for k, v in _last(metrics, "traincard.goodput.time").items()
     }
     assert set(seconds) == set(run.goodput.seconds)
     assert seconds["productive"] == pytest.approx(run.goodput.seconds["productive"], rel=0.2)
-    (ratio,) = _last(got.metrics, "traincard.goodput.share").values()
+    (ratio,) = _last(metrics, "traincard.goodput.share").values()
     assert 0 < ratio < 1
+
+
+def test_without_a_store_the_gauges_come_from_the_converter_alone() -> None:
+    """With the store off there is nothing to read back: the figures are the converter's."""
+    metrics = _no_card("off")
+    # 8 x 128 tokens in each 0.02 s step: 51,200 tokens/s at 6e6 FLOPs a token, of a 1e12 peak.
+    assert _last(metrics, "traincard.mfu") == {(("traincard.rank", 0),): pytest.approx(0.3072)}
+    assert _last(metrics, "traincard.model.flops") == {(("traincard.rank", 0),): pytest.approx(3.072e11)}
+    seconds = {
+        dict(k)["traincard.goodput.category"]: v for k, v in _last(metrics, "traincard.goodput.time").items()
+    }
+    assert seconds["productive"] == pytest.approx(60 * 0.02, rel=0.05) and seconds["shutdown"] > 0.5
+    (ratio,) = _last(metrics, "traincard.goodput.share").values()
+    assert ratio == pytest.approx(seconds["productive"] / sum(seconds.values()), rel=1e-3)  # (read apart)

@@ -148,22 +148,36 @@ def test_sweep_to_pandas_has_a_row_per_branch(swept: tuple[Path, str, dict[str, 
 _S3_SUMMARIES = """
 import json
 from traincard_otel._store.backends import MetaflowBackend
-from traincard_otel._read.load.summaries import StepFolder
-from traincard_otel._write.store.summary import write_summary
+from traincard_otel._read.load.summaries import StepFolder, _s3_listing, read_summary
+from traincard_otel._write.store.writer import StoreWriter
 root = "s3://%s/metaflow"
 for task in ("7", "8", "9"):
     backend = MetaflowBackend("s3", root, f"SweepFlow/1/train/{task}/traincard")
     backend.write("a0/r0/w1/seg-00000001.jsonl", b"{}")  # telemetry the listing must not walk
-    if task != "9":
-        write_summary(backend, {"pathspec": f"SweepFlow/1/train/{task}", "step": int(task)})
+    if task == "7":  # a store written before each writer kept its own summary
+        backend.write("summary.json", json.dumps({"pathspec": "SweepFlow/1/train/7", "step": 7}).encode())
+    elif task == "8":  # two writers: the step process and the rank it started
+        for rank, step in ((0, None), (0, 8)):
+            writer = StoreWriter(backend, attempt=0, rank=rank)
+            writer.set_summary({"step": step, "writer": writer.writer_id, "rank": rank, "status": "finished"})
+            assert writer.flush_now()
 folder = StepFolder(MetaflowBackend("s3", root, "SweepFlow/1/train/7/traincard"))
-print(json.dumps({"ids": folder.task_ids(), "steps": {k: v["step"] for k, v in folder.summaries().items()}}))
+found = folder.summaries()
+listed = _s3_listing(folder.backend, "", "/traincard/a")
+print(json.dumps({
+    "ids": folder.task_ids(),
+    "steps": {k: v["step"] for k, v in found.items()},
+    "listed": sorted(listed),
+    "again": folder.summaries() == found,
+    "own": read_summary(MetaflowBackend("s3", root, "SweepFlow/1/train/8/traincard"))["step"],
+}))
 """
 
 
 def test_a_step_s_summaries_are_found_in_a_bucket(tmp_path: Path) -> None:
-    """The S3 path of finding siblings (one delimited listing, one object per task), on the
-    emulator; the flow itself runs on the local datastore above."""
+    """The S3 path of finding siblings (one listing of the step that folds each task's telemetry
+    away, one object per writer), on the emulator; the flow itself runs on the local datastore
+    above."""
     pytest.importorskip("moto")
     from tests.support.s3_server import BUCKET, metaflow_s3_env, s3_server
 
@@ -178,7 +192,10 @@ def test_a_step_s_summaries_are_found_in_a_bucket(tmp_path: Path) -> None:
         )
     assert proc.returncode == 0, proc.stderr[-2000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert found == {"ids": ["7", "8", "9"], "steps": {"7": 7, "8": 8}}
+    listed = found.pop("listed")
+    assert found == {"ids": ["7", "8", "9"], "steps": {"7": 7, "8": 8}, "again": True, "own": 8}
+    assert [n for n in listed if "/traincard/" in n and "summary" not in n] == []  # no telemetry
+    assert len([n for n in listed if "/traincard/summary/" in n]) == 2
 
 
 @pytest.mark.slow

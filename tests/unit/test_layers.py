@@ -245,8 +245,9 @@ def _calls(tree: ast.AST, methods: set[str], functions: frozenset[str] = frozens
     return found
 
 
-#: What writes into a store: a backend's methods, and the functions that write whole objects.
-STORE_WRITES = {"write", "delete"}, frozenset({"write_summary", "write_markers"})
+#: What writes into a store: a backend's methods, and the calls that have whole objects written (the
+#: gang's markers; a store writer's state and summary, and its flush).
+STORE_WRITES = {"write", "delete"}, frozenset({"write_markers", "set_summary", "set_state", "flush_now"})
 #: What reads a store: a backend's methods.
 STORE_READS = {"read_many", "list"}
 
@@ -254,8 +255,8 @@ STORE_READS = {"read_many", "list"}
 #: A reader: the read side, and the Metaflow side's live card (it reads the store and draws).
 READERS = ("_read", "metaflow.refresher", "metaflow.live_sweep", "metaflow.card")
 #: Where the writer reads its store: the store as the control channel (decision 14): requests to a
-#: running rank (``traincard stacks``), and the other ranks' liveness.
-CONTROL_CHANNEL = ("_write.telemetry.health", "_write.telemetry.stack_watch")
+#: running rank (``traincard stacks``), and the other ranks' liveness (a gang's, on its control node).
+CONTROL_CHANNEL = ("_write.telemetry.health", "_write.telemetry.stack_watch", "_write.telemetry.gang_watch")
 
 
 def test_a_reader_never_writes_into_a_store() -> None:

@@ -1,6 +1,6 @@
 """Sweeps without a flow: a task's summary (final/best, hyperparameters, curve), folding and ordering
-of hyperparameters, the Sweep section's limits, summaries beside stores, and ``sweep()`` over stores
-written by the store writer."""
+of hyperparameters, the Sweep section's limits, summaries beside stores (each writer's, merged into
+the task's; an older store's one summary), and ``sweep()`` over stores written by the store writer."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from traincard_otel._read.load.summaries import StepFolder, read_summary
 from traincard_otel._read.payload.sweep import LIVE_ROWS, fold, sweep_section
 from traincard_otel._schema import Event
 from traincard_otel._store.backends import LocalBackend
+from traincard_otel._store.layout import SUMMARY_NAME
 from traincard_otel._store.segment import metric_run
-from traincard_otel._write.store.summary import write_summary
 from traincard_otel._write.store.writer import StoreWriter
 
 from tests.support.helpers import card_payload
@@ -50,7 +50,7 @@ def test_a_summary_holds_the_final_and_best_values_and_a_short_curve() -> None:
     assert 0 < len(points) <= CURVE_POINTS and points[-1] == [1004.0, 2.5] and points[0][0] == 15.0
     acc = task_summary(_run([0.2, 0.9, 0.5], name="eval_accuracy"), None)["metrics"]["eval_accuracy"]
     assert (acc["best"], acc["last"]) == (0.9, 0.5)  # higher is better for an accuracy
-    json.dumps(s, allow_nan=False)  # what write_summary stores
+    json.dumps(s, allow_nan=False)  # what a writer stores
 
 
 def test_later_hyperparameters_win_and_text_stays_text() -> None:
@@ -115,17 +115,31 @@ def test_a_live_section_keeps_the_best_rows_and_its_own_and_counts_the_rest() ->
     assert section["hidden_curves"] == 200 - len(section["curves"]) > 0
 
 
+def _old_summary(backend: LocalBackend, summary: dict[str, object]) -> None:
+    """A task's summary as stores written before each writer kept its own have it."""
+    backend.write(SUMMARY_NAME, json.dumps(summary).encode())
+
+
 def test_summaries_of_a_step_are_read_beside_each_task(tmp_path: Path) -> None:
     step = tmp_path / "F" / "1" / "train"
-    for task in ("4", "5", "6"):
-        write_summary(
+    for task in ("4", "5"):
+        _old_summary(
             LocalBackend(step / task / "traincard"), {"pathspec": f"F/1/train/{task}", "step": int(task)}
         )
+    writer = StoreWriter(LocalBackend(step / "6" / "traincard"), attempt=0, rank=0)  # a writer's own
+    writer.set_summary(
+        {"pathspec": "F/1/train/6", "step": 6, "writer": writer.writer_id, "status": "running"}
+    )
+    assert writer.flush_now()
     (step / "7" / "traincard").mkdir(parents=True)  # a task that wrote no summary (yet)
     folder = StepFolder(LocalBackend(step / "4" / "traincard"))
     assert folder.task_ids() == ["4", "5", "6", "7"]
     assert {k: v["step"] for k, v in folder.summaries().items()} == {"4": 4, "5": 5, "6": 6}
     assert read_summary(LocalBackend(step / "7" / "traincard")) is None
+    read: list[list[str]] = []
+    folder.backend.read_many = lambda names: read.append(list(names)) or {}  # type: ignore[method-assign]
+    assert {k: v["step"] for k, v in folder.summaries().items()} == {"4": 4, "5": 5, "6": 6}
+    assert read == []  # nothing changed: nothing read again
 
 
 def _store(folder: Path, lr: float, losses: list[float]) -> None:
@@ -187,7 +201,7 @@ def test_changed_training_arguments_are_the_hyperparameters() -> None:
     assert changed_arguments(args) == {"learning_rate": 3e-4, "lr_scheduler_type": "cosine"}
 
 
-def test_a_live_branch_writes_its_summary_and_lists_its_siblings_of_the_same_split(tmp_path: Path) -> None:
+def test_a_live_branch_reads_its_siblings_of_the_same_split(tmp_path: Path) -> None:
     from traincard_otel._analysis.analysis import analyse
     from traincard_otel._read.locate import Located
     from traincard_otel._read.render import _sweep_of
@@ -196,25 +210,30 @@ def test_a_live_branch_writes_its_summary_and_lists_its_siblings_of_the_same_spl
     step = tmp_path / "F" / "1" / "train"
     position = {"split": "start", "parent": "", "index": 0, "num_splits": 3, "step": "train"}
     other_split = dict(position, parent="outer:1")  # a nested foreach's other branch: no sibling
-    lives = {}
     for task, where, values in (
         ("4", position, [2.0, 1.0]),
         ("5", position, [2.0, 0.5]),
         ("6", other_split, [0.1]),
     ):
-        data = _run(values, hp={"lr": task})
-        live = LiveSweep(LocalBackend(step / task / "traincard"), f"F/1/train/{task}", position=where)
-        lives[task] = (live, data)
-        live.update(data, analyse(data))
-    live, data = lives["4"]
-    section = live.update(data, analyse(data), force=True)
+        summary = task_summary(_run(values, hp={"lr": task}), None, pathspec=f"F/1/train/{task}", sweep=where)
+        writer = StoreWriter(LocalBackend(step / task / "traincard"), attempt=0, rank=0)
+        writer.set_summary({**summary, "writer": writer.writer_id, "attempt": 0, "rank": 0})
+        assert writer.flush_now()
+    own = _run([2.0, 1.0, 0.2], hp={"lr": "4"})  # what its refresher read: fresher than its summary
+    live = LiveSweep(LocalBackend(step / "4" / "traincard"), "F/1/train/4", position=position)
+    section = live.update(own, analyse(own))
     assert section is not None and sorted(r["id"] for r in section["rows"]) == ["4", "5"]
-    assert section["best"] == "5" and [r["id"] for r in section["rows"] if r["self"]] == ["4"]
-    assert live.update(data, analyse(data)) is section  # nothing due: the same section, nothing read
-    stored = read_summary(LocalBackend(step / "4" / "traincard"))
-    assert stored is not None and stored["sweep"] == position and stored["hyperparameters"] == {"lr": 4}
-    final = _sweep_of(Located(LocalBackend(step / "5" / "traincard"), "5", None), lives["5"][1], live=False)
+    assert section["best"] == "4" and [r["id"] for r in section["rows"] if r["self"]] == ["4"]
+    assert live.update(own, analyse(own)) is section  # nothing due: the same section, nothing read
+    before = sorted(p.name for p in step.rglob("*"))
+    assert live.update(own, analyse(own), force=True) is not section
+    assert sorted(p.name for p in step.rglob("*")) == before  # a reader writes nothing
+    final = _sweep_of(Located(LocalBackend(step / "5" / "traincard"), "5", None), _run([1.0]), live=False)
     assert final is not None and final["total"] == 2 and final["rows"][0]["self"]
+    # A branch whose writers wrote nothing yet is listed where it sits, with nothing to compare.
+    early = LiveSweep(LocalBackend(step / "8" / "traincard"), "F/1/train/8", position=position)
+    rows = (early.update(RunData(source="e"), analyse(RunData(source="e"))) or {"rows": []})["rows"]
+    assert sorted(r["id"] for r in rows) == ["4", "5", "8"]
 
     join = LiveSweep(
         LocalBackend(tmp_path / "F" / "1" / "join" / "9" / "traincard"),
@@ -240,7 +259,8 @@ def test_a_branch_input_and_the_flow_parameters_are_hyperparameters() -> None:
     assert _flow_hyperparameters(flow) == {"configs": 0.3}
     flow.input = {"nested": {"lr": 1}}  # not flat: no hyperparameter
     assert _flow_hyperparameters(flow) == {}
-    assert _foreach_position(flow, "train") == {
+    position = _foreach_position(flow, "train")
+    assert position is not None and position.as_dict() == {
         "split": "start",
         "parent": "grid:1",
         "index": 2,

@@ -36,6 +36,11 @@ runs) to exactly one category:
 Phases and stalls are few, so they are resolved exactly (a stall wins over a phase, a checkpoint
 phase over an evaluation phase, and both over the steps they overlap); steps are summed, never
 walked one interval at a time except once to find the re-computed ones.
+
+The categories, the phases each one takes (:func:`phase_category`), how overlapping phases and
+stalls resolve (:func:`disjoint`) and how step time splits (:func:`split_steps`, :func:`add_edges`,
+:func:`settle`) are defined here once: the read-time :func:`goodput` and the writer's streaming
+:class:`~.goodput_tally.GoodputTally` both use them.
 """
 
 from __future__ import annotations
@@ -82,7 +87,11 @@ EVAL_PHASES: Final = frozenset(
     }
 )
 CHECKPOINT_PHASES: Final = frozenset({"save", "checkpoint", "load", "restore", "resume"})
-_PRIORITY: Final = {"stall": 3, "checkpoint": 2, "eval": 1}
+PRIORITY: Final = {"stall": 3, "checkpoint": 2, "eval": 1}
+#: The special categories: time in a phase or a stall, whatever steps it overlaps.
+SPECIAL: Final = tuple(PRIORITY)
+
+Piece = tuple[float, float, str]  # (start, end, category) of a phase or a stall
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,10 +136,9 @@ def _int(value: object) -> int:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _phase_category(span_name: str) -> str | None:
-    if not span_name.startswith(PHASE_SPAN_PREFIX):
-        return None
-    name = span_name[len(PHASE_SPAN_PREFIX) :].lower()
+def phase_category(phase: str) -> str | None:
+    """``eval`` or ``checkpoint`` for a phase of that kind (by its name), else None."""
+    name = phase.lower()
     if name in EVAL_PHASES:
         return "eval"
     if name in CHECKPOINT_PHASES:
@@ -138,13 +146,20 @@ def _phase_category(span_name: str) -> str | None:
     return None
 
 
-def _disjoint(pieces: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
+def span_category(span_name: str) -> str | None:
+    """:func:`phase_category` of a ``training.<phase>`` span (None for any other span)."""
+    if not span_name.startswith(PHASE_SPAN_PREFIX):
+        return None
+    return phase_category(span_name[len(PHASE_SPAN_PREFIX) :])
+
+
+def disjoint(pieces: Sequence[Piece]) -> list[Piece]:
     """Overlapping labelled intervals as disjoint ones, the higher priority winning each instant."""
     bounds = sorted({b for t0, t1, _c in pieces for b in (t0, t1)})
-    out: list[tuple[float, float, str]] = []
+    out: list[Piece] = []
     for lo, hi in itertools.pairwise(bounds):
         mid = (lo + hi) / 2
-        best = max((c for t0, t1, c in pieces if t0 <= mid < t1), key=lambda c: _PRIORITY[c], default=None)
+        best = max((c for t0, t1, c in pieces if t0 <= mid < t1), key=lambda c: PRIORITY[c], default=None)
         if best is None:
             continue
         if out and out[-1][2] == best and out[-1][1] == lo:
@@ -154,8 +169,64 @@ def _disjoint(pieces: list[tuple[float, float, str]]) -> list[tuple[float, float
     return out
 
 
-def _overlap(lo: float, hi: float, pieces: Sequence[tuple[float, float, str]]) -> float:
+def overlap(lo: float, hi: float, pieces: Sequence[Piece]) -> float:
+    """Seconds of ``pieces`` (disjoint) inside [lo, hi)."""
     return sum(max(0.0, min(hi, t1) - max(lo, t0)) for t0, t1, _c in pieces)
+
+
+def split_steps(
+    step_total: float, wait_total: float, redone_waited: float, redone_unknown: float
+) -> tuple[float, float, float]:
+    """(data wait, restart, productive) seconds of the counted step time ``step_total``.
+
+    ``wait_total``: every timed step's measured wait; ``redone_waited``: the re-computed steps'
+    time less their own measured wait; ``redone_unknown``: the time of re-computed steps whose
+    wait is not known, which the run's average wait share is taken from.
+    """
+    waited = min(wait_total, max(step_total, 0.0))
+    wait_share = waited / step_total if step_total > 0 else 0.0
+    redone = redone_waited + redone_unknown * (1 - wait_share)
+    redone = min(redone, max(step_total - waited, 0.0))
+    return waited, redone, max(0.0, step_total - waited - redone)
+
+
+def add_edges(
+    seconds: dict[str, float],
+    window: tuple[float, float],
+    steps: tuple[float, float] | None,
+    special: Sequence[Piece],
+    *,
+    first: bool,
+    last: bool,
+    running: bool,
+) -> None:
+    """Add one attempt's stretches before its first step and after its last one to ``seconds``.
+
+    ``window``: the attempt's (start, end); ``steps``: its first step's start and last step's end
+    (None: it timed no step); ``special``: the run's phases and stalls, disjoint. Before the first
+    step is start-up in the first attempt and a restart's cost in a later one; after the last step
+    is a restart's cost unless it is the last attempt, whose tail is shutdown, or, while it runs,
+    the step in progress (``other``).
+    """
+    start, end = window
+    first_start, last_end = steps if steps is not None else (end, end)
+    head = max(0.0, first_start - start - overlap(start, first_start, special))
+    tail = max(0.0, end - last_end - overlap(last_end, end, special))
+    seconds["startup" if first else "restart"] += head
+    if not last:
+        seconds["restart"] += tail
+    else:
+        seconds["other" if running else "shutdown"] += tail
+
+
+def settle(seconds: dict[str, float], wall: float) -> dict[str, float]:
+    """``seconds`` with ``other`` made the rest of ``wall``, never summing above it, all finite."""
+    accounted = sum(v for k, v in seconds.items() if k != "other")
+    seconds["other"] = max(0.0, wall - accounted)
+    if accounted > wall:  # overlapping records (clock steps between processes): never above the wall
+        scale = wall / accounted if accounted > 0 else 0.0
+        seconds = {k: v * scale for k, v in seconds.items()}
+    return {k: (v if math.isfinite(v) else 0.0) for k, v in seconds.items()}
 
 
 class _Steps:
@@ -229,9 +300,9 @@ def goodput(run: RunData, now: float | None = None) -> Goodput | None:
     run_end = windows[last_attempt][1]
 
     # Phases and stalls, made disjoint.
-    pieces: list[tuple[float, float, str]] = []
+    pieces: list[Piece] = []
     for p in phases:
-        category = _phase_category(str(p.get("n", "")))
+        category = span_category(str(p.get("n", "")))
         if category is not None and float(p["t1"]) > float(p["t0"]):
             pieces.append((float(p["t0"]), float(p["t1"]), category))
     open_stall: float | None = None
@@ -246,7 +317,7 @@ def goodput(run: RunData, now: float | None = None) -> Goodput | None:
             open_stall = None
     if open_stall is not None and open_stall < run_end:
         pieces.append((open_stall, run_end, "stall"))
-    special = _disjoint(pieces)
+    special = disjoint(pieces)
 
     seconds = dict.fromkeys(CATEGORIES, 0.0)
     # Step ends inside an evaluation phase are evaluation steps: their time is the phase's.
@@ -273,41 +344,37 @@ def goodput(run: RunData, now: float | None = None) -> Goodput | None:
         in_special += steps.overlap(t0, t1)
     step_total -= in_special
 
-    waited = min(_num(run.data_wait_total.get(rank, 0.0)) or 0.0, max(step_total, 0.0))
-    wait_share = waited / step_total if step_total > 0 else 0.0
-    seconds["data_wait"] = waited
     # A redone step's own wait where the reader still holds it (its last 1000 waits), else the
     # run's average share.
     kept = run.data_wait.get(rank)
     known = dict(zip(kept.times, kept.values, strict=False)) if kept is not None else {}
-    redone = sum(d - min(known[t], d) if t in known else d * (1 - wait_share) for t, d in recomputed)
-    redone = min(redone, max(step_total - waited, 0.0))
-    seconds["restart"] = redone
-    seconds["productive"] = max(0.0, step_total - waited - redone)
+    redone_waited = sum(d - min(known[t], d) for t, d in recomputed if t in known)
+    redone_unknown = sum(d for t, d in recomputed if t not in known)
+    wait_total = _num(run.data_wait_total.get(rank, 0.0)) or 0.0
+    seconds["data_wait"], seconds["restart"], seconds["productive"] = split_steps(
+        step_total, wait_total, redone_waited, redone_unknown
+    )
 
-    # The stretches before an attempt's first step and after its last one.
+    # The stretches before an attempt's first step and after its last one, and between attempts.
     first_start = min(w[0] for w in windows.values())
     ordered = sorted(windows.items())
     for k, (attempt, (start, end)) in enumerate(ordered):
         own = [i for i, a in enumerate(steps.attempts) if a == attempt]
-        first = steps.ends[own[0]] - steps.durations[own[0]] if own else end
-        last = steps.ends[own[-1]] if own else end
-        head = max(0.0, first - start - _overlap(start, first, special))
-        tail = max(0.0, end - last - _overlap(last, end, special))
-        seconds["startup" if k == 0 else "restart"] += head
-        if k < len(ordered) - 1:
-            seconds["restart"] += tail
-        else:  # while running, the time since the last step end is the step in progress
-            seconds["other" if running else "shutdown"] += tail
+        edges = (steps.ends[own[0]] - steps.durations[own[0]], steps.ends[own[-1]]) if own else None
+        add_edges(
+            seconds,
+            (start, end),
+            edges,
+            special,
+            first=k == 0,
+            last=k == len(ordered) - 1,
+            running=running,
+        )
         if k + 1 < len(ordered):
             gap_end = ordered[k + 1][1][0]
-            seconds["restart"] += max(0.0, gap_end - end - _overlap(end, gap_end, special))
+            seconds["restart"] += max(0.0, gap_end - end - overlap(end, gap_end, special))
 
     wall = max(run_end - first_start, 0.0)
-    accounted = sum(v for k, v in seconds.items() if k != "other")
-    seconds["other"] = max(0.0, wall - accounted)
-    if accounted > wall:  # overlapping records (clock steps between processes): never above the wall
-        scale = wall / accounted if accounted > 0 else 0.0
-        seconds = {k: v * scale for k, v in seconds.items()}
-    seconds = {k: (v if math.isfinite(v) else 0.0) for k, v in seconds.items()}
-    return Goodput(wall_s=wall, seconds=seconds, rank=rank, attempts=len(windows), running=running)
+    return Goodput(
+        wall_s=wall, seconds=settle(seconds, wall), rank=rank, attempts=len(windows), running=running
+    )

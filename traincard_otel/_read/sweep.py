@@ -1,8 +1,8 @@
 """sweep(target): the tasks of a foreach (or several runs) as one table, read from their summaries.
 
-Each task's ``summary.json`` (:mod:`traincard_otel._analysis.summary`) holds what a comparison needs;
-a task without one (a run recorded outside Metaflow, or before summaries existed) is read whole
-and summarised here. :attr:`Sweep.runs` reads every task's telemetry, lazily.
+Each task's summary (its writers' merged, :mod:`traincard_otel._analysis.summary`) holds what a
+comparison needs; a task without one (a store written before summaries existed) is read whole and
+summarised here. :attr:`Sweep.runs` reads every task's telemetry, lazily.
 """
 
 from __future__ import annotations

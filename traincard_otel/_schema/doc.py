@@ -81,7 +81,8 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
     ),
     (
         Event.GANG_FIRST_FAILURE,
-        f"the first rank of a `@parallel` gang to fail (the control node says it once): `{Attr.RANK}`, "
+        "the first rank of a `@parallel` gang to fail (the control node's watchdog says it once, from "
+        f"the gang's rank states): `{Attr.RANK}`, "
         f"`{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`, `{Attr.PROCESS_PID}`, `{Attr.GANG_FAILURE_HOW}`, "
         f"`{Attr.STEP}`, `{Attr.GANG_HEARTBEAT_AT}`, `{Attr.GANG_CONSEQUENCES}`, `{Attr.SIGNAL}` and "
         f"`{Attr.PROCESS_EXIT_CODE}` (when known), `{Attr.STACK_WHERE}` (where its stack says it is, when "

@@ -96,11 +96,16 @@ class Metric:
         "s",
         "`traincard.goodput.category` (productive, data_wait, startup, eval, checkpoint, stall, restart, "
         "shutdown, other)",
-        "the run's wall time so far by category, as the card computes it from the store "
-        "(published by the process that draws the live card; one per gang, from its control task)",
+        "this attempt's wall time so far by category, from what rank 0's converter saw (the card's "
+        "goodput, read from the store, spans every attempt of the run: restarts, the gaps between "
+        "attempts and the steps a later attempt re-computes)",
     )
     GOODPUT_RATIO: Final = MetricSpec(
-        "traincard.goodput.share", "gauge", "1", "", "productive share of the run's wall time so far"
+        "traincard.goodput.share",
+        "gauge",
+        "1",
+        "",
+        "productive share of this attempt's wall time so far (rank 0)",
     )
     MODEL_FLOPS: Final = MetricSpec(
         "traincard.model.flops",
@@ -108,7 +113,7 @@ class Metric:
         "{FLOP}/s",
         "`traincard.rank`",
         "achieved model FLOP/s of each rank: (6 x trainable + 4 x frozen parameters + the attention "
-        "term) x its recent tokens/s",
+        "term) x its recent tokens/s (each rank's process reports its own)",
     )
     MFU: Final = MetricSpec(
         "traincard.mfu",
@@ -124,7 +129,7 @@ class Metric:
         f"`{Attr.RANK}`, `{Attr.GANG_NODE_INDEX}`, `{Attr.HOST_NAME}`, `{Attr.GANG_FIRST}` (true for the "
         f"first failure, false for a rank that ended after it), `{Attr.SIGNAL}` (when a signal ended it)",
         "ranks of a `@parallel` gang that ended in failure, each counted once, the first failure "
-        "marked (published by the control node's live card refresher: one per gang)",
+        "marked (from the control node's watchdog, which reads the gang's rank states: one per gang)",
     )
     GANG_RANKS_HUNG: Final = MetricSpec(
         "traincard.gang.ranks_hung",

@@ -9,13 +9,14 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import json
 import os
 import secrets
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
-from .._types import Foreign
+from .._types import Foreign, JsonObject
 from ..exceptions import ConfigError
 
 
@@ -191,17 +192,38 @@ class MetaflowBackend:
 def read_one(backend: Backend, name: str) -> bytes | None:
     """One object's bytes, or None if there is none: on S3 one GET in this process (Metaflow's
     batch reads start a child process per call, too much for an object polled every few seconds)."""
-    if isinstance(backend, MetaflowBackend) and backend.ds_type == "s3":
-        from urllib.parse import urlparse
+    return read_small(backend, [name]).get(name)
 
-        url = urlparse(backend.ds_root)
-        key = "/".join(p for p in (url.path.strip("/"), backend._key(name)) if p)
-        client = backend.storage.s3_client.client
+
+_S3_READERS = 8
+
+
+def read_small(backend: Backend, names: Iterable[str]) -> dict[str, bytes]:
+    """Small objects (states, markers, summaries) by name; a missing one is left out. On S3 they
+    are GETs on a few threads in this process: Metaflow's bulk read starts a child process per
+    call, seconds of CPU for a watchdog or a live card that reads every few seconds."""
+    wanted = list(names)
+    if not (isinstance(backend, MetaflowBackend) and backend.ds_type == "s3"):
+        return backend.read_many(wanted)
+    from concurrent.futures import ThreadPoolExecutor
+    from urllib.parse import urlparse
+
+    url = urlparse(backend.ds_root)
+    base = "/".join(p for p in (url.path.strip("/"), backend.prefix) if p)
+    client = backend.storage.s3_client.client
+
+    def get(name: str) -> tuple[str, bytes | None]:
         try:
-            return bytes(client.get_object(Bucket=url.netloc, Key=key)["Body"].read())
+            return name, bytes(client.get_object(Bucket=url.netloc, Key=f"{base}/{name}")["Body"].read())
         except client.exceptions.NoSuchKey:
-            return None
-    return backend.read_many([name]).get(name)
+            return name, None
+
+    if len(wanted) == 1:
+        found = [get(wanted[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=_S3_READERS, thread_name_prefix="traincard-reads") as pool:
+            found = list(pool.map(get, wanted))
+    return {name: raw for name, raw in found if raw is not None}
 
 
 def _s3_keys(client: Foreign, ds_root: str, prefix: str) -> list[str]:
@@ -349,3 +371,20 @@ def sibling_backend(backend: Backend, task_id: str) -> Backend:
             return LocalBackend(root.parent.parent / task_id / "traincard")
         return LocalBackend(root.parent / task_id)
     raise TypeError(f"no sibling store for {type(backend).__name__}")
+
+
+def node_markers(control: Backend, names: Iterable[str]) -> dict[int, tuple[JsonObject, Backend]]:
+    """A ``@parallel`` gang's nodes from their markers in the control task's store (``names``:
+    ``gang/node-<i>.json`` objects): node index -> (its marker, its task's store). A marker that
+    does not parse is left out."""
+    out: dict[int, tuple[JsonObject, Backend]] = {}
+    for raw in read_small(control, names).values():
+        try:
+            info = json.loads(raw)
+            index = int(info["node_index"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        task = str(info.get("task_id"))
+        own = task == str(info.get("control_task_id"))
+        out[index] = (info, control if own else sibling_backend(control, task))
+    return out

@@ -5,11 +5,15 @@
     a<attempt>/r<rank>/<writer>/seg-<seq>.jsonl   immutable, one per flush
     a<attempt>/r<rank>/<writer>/part-<first>-<last>.parquet   segments first..last, compacted
     a<attempt>/r<rank>/<writer>/state.json        replaced atomically at every flush
-    summary.json                                  the task's summary (sweeps), replaced now and then
+    summary/a<attempt>-r<rank>-<writer>.json      what the writer saw, for sweeps: replaced every 10 s
+    summary.json                                  a task's summary as stores before writers kept
+                                                  their own had it (still read)
     requests/stacks.json                          ``traincard stacks`` asks the ranks for their stacks
 
 ``writer`` is unique per process, so a rank restarted inside one attempt (torchrun elastic)
-never overwrites what the previous process wrote.
+never overwrites what the previous process wrote. The summaries sit apart from the ``a*`` folders,
+where the telemetry grows: one listing of a step, with ``/traincard/a`` as its delimiter, folds every
+task's telemetry into one entry and names every summary (``_read/load/summaries.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import dataclasses
 import re
 
 STATE_NAME = "state.json"
-SUMMARY_NAME = "summary.json"  # beside the attempt folders: the task's summary for comparisons
+SUMMARY_NAME = "summary.json"  # the task's summary in stores written before each writer kept its own
+SUMMARY_PREFIX = "summary/"  # each writer's summary: summary/a<attempt>-r<rank>-<writer>.json
 STACKS_REQUEST = "requests/stacks.json"  # {"id", "time"}: every running rank's watchdog answers once
 _SEGMENT = re.compile(r"^a(\d+)/r(\d+)/([A-Za-z0-9_-]+)/seg-(\d{8})\.jsonl$")
 _STATE = re.compile(r"^a(\d+)/r(\d+)/([A-Za-z0-9_-]+)/state\.json$")
@@ -49,6 +54,10 @@ def part_name(attempt: int, rank: int, writer: str, first: int, last: int) -> st
 
 def state_name(attempt: int, rank: int, writer: str) -> str:
     return f"{writer_dir(attempt, rank, writer)}/{STATE_NAME}"
+
+
+def summary_name(attempt: int, rank: int, writer: str) -> str:
+    return f"{SUMMARY_PREFIX}a{attempt}-r{rank}-{writer}.json"
 
 
 def parse(path: str) -> ObjectName | None:

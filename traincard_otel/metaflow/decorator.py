@@ -27,13 +27,14 @@ from .._identity import (
     ENV_LAUNCHER_PID,
     ENV_NODE_INDEX,
     ENV_NUM_NODES,
+    ForeachPosition,
     GangIdentity,
     MetaflowIdentity,
 )
 from .._read.load.gang import GangReader
 from .._safety import report_internal_error
 from .._store.backends import MetaflowBackend, sibling_backend
-from .._types import Foreign, JsonObject
+from .._types import Foreign
 from .._write import pipeline as _pipeline
 from .._write.pipeline import add_terminate_hook, shutdown
 from .._write.report.reporter import Reporter
@@ -108,8 +109,10 @@ class TraincardDecorator(StepDecorator):
 
         self._warnings.lift()  # first: before this process starts threads of its own
         fds = self._flow_datastore
+        gang = _gang_identity(flow, str(task_id), ubf_context)
+        flow_name = str(current.flow_name)
         mf = MetaflowIdentity(
-            flow_name=str(current.flow_name),
+            flow_name=flow_name,
             run_id=str(run_id),
             step_name=step_name,
             task_id=str(task_id),
@@ -117,9 +120,11 @@ class TraincardDecorator(StepDecorator):
             origin_run_id=current.origin_run_id,
             ds_type=fds.TYPE,
             ds_root=fds.datastore_root,
+            # For the task's summary, which its own writer keeps (sweeps compare summaries).
+            foreach=_foreach_position(flow, step_name) if gang is None else None,
+            joins=tuple(_joined(flow_name, str(run_id), inputs)),
         )
         backend = MetaflowBackend(fds.TYPE, fds.datastore_root, mf.store_prefix)
-        gang = _gang_identity(flow, str(task_id), ubf_context)
         inherited = os.environ.get(ENV_LAUNCHER_PID)
         if inherited and inherited != str(os.getpid()):
             # A local run starts the worker nodes from the control task's process: undo what it
@@ -178,22 +183,19 @@ class TraincardDecorator(StepDecorator):
         pipeline_settings, pipeline = reporter.settings, _pipeline.active()
         if reporter.enabled and pipeline_settings is not None and pipeline is not None:
             mark_driven(pipeline)
-            control = gang is None or gang.node_index == 0  # one figure per gang
             self._refresher = Refresher(
                 backend,
                 mf.pathspec,
                 pipeline_settings.refresh_interval_s,
                 hourly_cost=pipeline_settings.hourly_cost,
                 reader=reader,
-                emit=reporter.event if reader is not None and gang is not None and control else None,
                 baseline=pipeline_settings.baseline,
                 pathspec=mf.pathspec,
-                publish_gang=pipeline.insight_gauges.publish_gang if gang is not None and control else None,
                 sweep=LiveSweep(
                     backend,
                     mf.pathspec,
-                    position=_foreach_position(flow, step_name) if gang is None else None,
-                    joins=_joined(mf, inputs),
+                    position=mf.foreach.as_dict() if mf.foreach is not None else None,
+                    joins=mf.joins,
                 ),
             ).start()
 
@@ -230,9 +232,7 @@ class TraincardDecorator(StepDecorator):
     ) -> None:
         if self._refresher is not None:
             self._refresher.stop()
-        shutdown()
-        if self._refresher is not None:
-            self._refresher.write_summary()  # before the final card, which compares summaries
+        shutdown()  # the task's last summary is written before its final card compares summaries
         if not is_task_ok:
             _render_final_cards()
 
@@ -312,28 +312,28 @@ def _flow_hyperparameters(flow: Foreign) -> dict[str, object]:
     return out
 
 
-def _foreach_position(flow: Foreign, step_name: str) -> JsonObject | None:
+def _foreach_position(flow: Foreign, step_name: str) -> ForeachPosition | None:
     """Where this task sits in a foreach: the split step, the outer branches' indices, its own."""
     stack = getattr(flow, "_foreach_stack", None) or []
     if not stack:
         return None
     frame = stack[-1]
-    return {
-        "split": str(frame.step),
-        "parent": ",".join(f"{f.step}:{f.index}" for f in stack[:-1]),
-        "index": int(frame.index),
-        "num_splits": int(frame.num_splits) if frame.num_splits is not None else None,
-        "step": step_name,
-    }
+    return ForeachPosition(
+        split=str(frame.step),
+        parent=",".join(f"{f.step}:{f.index}" for f in stack[:-1]),
+        index=int(frame.index),
+        num_splits=int(frame.num_splits) if frame.num_splits is not None else None,
+        step=step_name,
+    )
 
 
-def _joined(mf: MetaflowIdentity, inputs: object) -> list[str]:
+def _joined(flow_name: str, run_id: str, inputs: object) -> list[str]:
     """The pathspecs of the branches a join step joins (empty for any other step)."""
     items = list(inputs) if isinstance(inputs, (list, tuple)) else []
     found = [(getattr(i, "step_name", None), getattr(i, "task_id", None)) for i in items]
     if len(found) < 2 or len({step for step, _ in found}) != 1:
         return []
-    return [f"{mf.flow_name}/{mf.run_id}/{step}/{task}" for step, task in found]
+    return [f"{flow_name}/{run_id}/{step}/{task}" for step, task in found]
 
 
 def _as_bool(value: object) -> bool:

@@ -1,7 +1,9 @@
 """Pushes live payloads to the step's ``traincard`` cards from a background thread.
 
 Only the Metaflow task process drives the card. It reads the store (which every rank and child
-process writes), so training in torchrun/accelerate children shows up the same way.
+process writes), so training in torchrun/accelerate children shows up the same way. It only reads:
+the figures the pipeline reports as metrics and events (goodput, MFU, a gang's failed and hung
+ranks) and the task's summary are the writers' own, never the card's.
 
 Metaflow updates a card in a subprocess and drops a refresh asked for while the card's previous
 subprocess still runs, but only after writing the refresh's data to a temporary file that only
@@ -14,8 +16,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from .._analysis.analysis import analyse
 from .._analysis.baseline import Baseline
@@ -24,9 +26,8 @@ from .._read.baseline import load_baseline
 from .._read.load.reader import StoreReader
 from .._read.payload import build_payload
 from .._safety import report_internal_error
-from .._schema import Attr, Event
 from .._store.backends import Backend
-from .._types import Foreign, JsonObject
+from .._types import Foreign
 from .._write.pipeline import Pipeline
 from .live_sweep import LiveSweep
 
@@ -77,10 +78,8 @@ class Refresher:
         busy: Callable[[Foreign], bool] = card_busy,
         retry_s: float = 0.25,
         reader: Reader | None = None,
-        emit: Callable[[str, JsonObject], None] | None = None,
         baseline: str = "none",
         pathspec: str | None = None,
-        publish_gang: Callable[[JsonObject], None] | None = None,
         sweep: LiveSweep | None = None,
     ) -> None:
         self.backend, self.title, self.interval_s, self.hourly_cost = backend, title, interval_s, hourly_cost
@@ -89,10 +88,7 @@ class Refresher:
         self.pushed = 0
         # A gang's task reads every node's store (a GangReader); any other task, its own.
         self._reader: Reader = reader if reader is not None else StoreReader(backend, source=title)
-        self._emit = emit  # gang events, from the control node only (one event per gang)
-        self._publish_gang = publish_gang  # a gang's failed and hung ranks, for its metrics
-        self._told: set[tuple[str, int]] = set()
-        self.sweep = sweep  # this task's summary, and its foreach siblings' for the Sweep section
+        self.sweep = sweep  # the summaries of this task and its foreach siblings, for the Sweep section
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="traincard-refresher", daemon=True)
         # The baseline is a finished run: found and read once, on its own thread (a slow metadata
@@ -129,7 +125,7 @@ class Refresher:
             return False
         try:
             data = self._reader.read()
-            insights = analyse(data, baseline=self.baseline)  # once: for the card and the gauges
+            insights = analyse(data, baseline=self.baseline)
             section = self.sweep.update(data, insights) if self.sweep is not None else None
             payload = build_payload(
                 data,
@@ -141,58 +137,14 @@ class Refresher:
             )
             for card in cards:
                 card.refresh(payload)
-            if self._emit is not None and payload["gang"]:
-                self._gang_events(payload["gang"])  # the card's view of the analysis
-            if self._publish_gang is not None and insights.gang:
-                self._publish_gang(insights.gang)
             self.pushed += 1
         except Exception as exc:
             report_internal_error("card refresher", exc)
         return True
 
-    def _gang_events(self, gang: Mapping[str, Any]) -> None:
-        """One OTel event per first failure and per hung rank, for alert rules to fire on."""
-        assert self._emit is not None
-        first = gang.get("first_failure")
-        found = [(Event.GANG_FIRST_FAILURE, first)] if first else []
-        found += [(Event.GANG_RANK_HUNG, h) for h in gang.get("hung") or []]
-        for name, facts in found:
-            key = (name, int(facts["rank"]))
-            if key in self._told:
-                continue
-            self._told.add(key)
-            attrs = {
-                Attr.RANK: int(facts["rank"]),
-                Attr.GANG_NODE_INDEX: int(facts.get("node") or 0),
-                Attr.HOST_NAME: str(facts.get("host") or ""),
-                Attr.PROCESS_PID: int(facts.get("pid") or 0),
-                Attr.STEP: int(facts["step"]) if facts.get("step") is not None else -1,
-                Attr.GANG_HEARTBEAT_AT: float(facts.get("heartbeat_at") or 0.0),
-            }
-            if name.endswith("first_failure"):
-                attrs[Attr.GANG_FAILURE_HOW] = str(facts.get("how") or "")
-                if facts.get("signal"):
-                    attrs[Attr.SIGNAL] = int(facts["signal"])
-                if facts.get("exit_code") is not None:
-                    attrs[Attr.PROCESS_EXIT_CODE] = int(facts["exit_code"])
-                attrs[Attr.GANG_CONSEQUENCES] = [int(c["rank"]) for c in facts.get("consequences") or []]
-            if facts.get("where"):  # where its stack says it is (a hung culprit: outside the collective)
-                attrs[Attr.STACK_WHERE] = str(facts["where"])
-            self._emit(name, attrs)
-
     def stop(self, timeout_s: float = 1.0) -> None:
         self._stop.set()
         self._thread.join(timeout_s)
-
-    def write_summary(self) -> None:
-        """Write this task's summary from what the store holds now (the task's last word)."""
-        if self.sweep is None:
-            return
-        try:
-            data = self._reader.read()
-            self.sweep.update(data, analyse(data), force=True)
-        except Exception as exc:
-            report_internal_error("writing the task summary", exc)
 
 
 #: Pipelines whose live card is driven already (by ``@traincard``, or by :func:`drive_live_card`).

@@ -5,9 +5,10 @@ belongs to; in the control task's store, ``gang/node-<i>.json`` (one object per 
 that node alone, never read-modify-written) says which task is node ``i``. Reading any task of the
 gang finds the control task from ``gang.json``, the nodes from ``gang/``, and merges their stores:
 
-* training ranks keep their global ``RANK`` (torchrun), each state tagged with its node;
-* the Metaflow step process of a node (its *launcher*) is a rank only when no training rank
-  writes beside it (one process per node); otherwise its state is the node's, not a rank's;
+* training ranks keep their global ``RANK`` (torchrun), each state tagged with its node; which
+  state is a rank and which the node's launcher is decided by
+  :func:`traincard_otel._analysis.gang.nodes.node_states`, which the control node's watchdog
+  uses too;
 * system series are the node's: tagged ``node=node <i>`` and attributed to the node's first rank;
 * torch elastic agent records (``elastic/*.json``, from ``python -m traincard_otel.torchrun``)
   are kept per node.
@@ -21,9 +22,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from ..._analysis.gang.nodes import node_states
 from ..._data.rundata import RunData, Series
 from ..._schema.keys import series_key
-from ..._store.backends import Backend, sibling_backend
+from ..._store.backends import Backend, node_markers, sibling_backend
 from ..._store.layout import ELASTIC_PREFIX, GANG_FILE, NODE_PREFIX
 from ..._types import JsonObject
 from .columns import concat
@@ -67,20 +69,11 @@ class GangReader:
 
     def _discover(self, names: list[str]) -> None:
         markers = [n for n in names if n.startswith(NODE_PREFIX) and n.endswith(".json")]
-        for raw in self.control.read_many(markers).values():
-            try:
-                info = json.loads(raw)
-                index = int(info["node_index"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            if index in self._nodes:
-                continue
-            backend = (
-                self.control
-                if info.get("task_id") == info.get("control_task_id")
-                else sibling_backend(self.control, str(info["task_id"]))
-            )
-            self._nodes[index] = _Node(info, StoreReader(backend, source=str(info.get("task_id"))), backend)
+        for index, (info, backend) in node_markers(self.control, markers).items():
+            if index not in self._nodes:
+                self._nodes[index] = _Node(
+                    info, StoreReader(backend, source=str(info.get("task_id"))), backend
+                )
 
     def read(self) -> RunData:
         self._discover(self.control.list())
@@ -106,10 +99,6 @@ def _agents(backend: Backend) -> list[JsonObject]:
     return sorted(out, key=lambda a: a.get("started_at") or 0)
 
 
-def _is_launcher(state: JsonObject, info: JsonObject) -> bool:
-    return state.get("pid") == info.get("launcher_pid") and state.get("host") == info.get("host")
-
-
 def _concat(a: Series, b: Series) -> Series:
     return Series(
         name=a.name,
@@ -129,17 +118,11 @@ def merge(source: str, parts: list[tuple[JsonObject, RunData, list[JsonObject]]]
     stats: JsonObject = {"segments": 0, "corrupt_segments": 0, "corrupt_names": [], "records": 0}
     dropped: dict[str, int] = {}
     for info, data, agents in parts:
-        index = int(info["node_index"])
-        launchers = [s for s in data.states if _is_launcher(s, info)]
-        ranks_states = [s for s in data.states if not _is_launcher(s, info)]
-        launcher_is_rank = not ranks_states  # one process per node: the step process trains
-        node_states = data.states if launcher_is_rank else ranks_states
-        for s in node_states:
-            s["node_index"] = index
-            s["task_id"] = info.get("task_id")
-        out.states.extend(node_states)
-        node_ranks = sorted({int(s.get("rank", 0)) for s in node_states})
-        first_rank = node_ranks[0] if node_ranks else index
+        node = node_states(info, data.states)
+        index = node.index
+        out.states.extend(node.ranks)
+        entry = node.entry(info, agents)
+        first_rank = entry["ranks"][0] if entry["ranks"] else index
         for table, merged in (
             (data.metrics, out.metrics),
             (data.throughput, out.throughput),
@@ -166,19 +149,7 @@ def merge(source: str, parts: list[tuple[JsonObject, RunData, list[JsonObject]]]
         stats["corrupt_names"] += list(data.stats.get("corrupt_names", []))
         for reason, n in (data.stats.get("dropped") or {}).items():
             dropped[reason] = dropped.get(reason, 0) + int(n)
-        nodes.append(
-            {
-                "node_index": index,
-                "task_id": info.get("task_id"),
-                "host": info.get("host"),
-                "launcher_pid": info.get("launcher_pid"),
-                "launcher": None if launcher_is_rank else _latest(launchers),
-                "launcher_is_rank": launcher_is_rank,
-                "ranks": node_ranks,
-                "agents": agents,
-                "last_system": (_latest(launchers) or {}).get("last_system") or _node_system(node_states),
-            }
-        )
+        nodes.append(entry)
     for key in ("events", "logs"):
         getattr(out, key).sort(key=lambda r: r.get("time") or 0)
     stats["dropped"] = dropped
@@ -190,14 +161,3 @@ def merge(source: str, parts: list[tuple[JsonObject, RunData, list[JsonObject]]]
         "nodes": nodes,
     }
     return out
-
-
-def _latest(states: list[JsonObject]) -> JsonObject | None:
-    return max(states, key=lambda s: (s.get("attempt", 0), s.get("updated_at") or 0)) if states else None
-
-
-def _node_system(states: list[JsonObject]) -> JsonObject:
-    for s in sorted(states, key=lambda s: s.get("local_rank", 0)):
-        if s.get("last_system"):
-            return dict(s["last_system"])
-    return {}

@@ -43,6 +43,7 @@ from .lines import StoreLines, line_attributes
 from .placement import place_after_step_ends, read_sources
 from .rows import RowBatcher
 from .spans import SEVERITY, EventObserver, PhaseSpans
+from .tally import RunTally
 from .values import Rejections, safe_value, to_float
 
 _BATCHED_TYPES = (MetricsReport, StepEnd, LogLine)
@@ -64,14 +65,18 @@ class Converter:
         anomaly_rules: AnomalyRules | None = None,
         store_lines: StoreLines | None = None,
         observer: EventObserver | None = None,
+        tally: RunTally | None = None,
     ) -> None:
         """``store_lines``: log lines go straight to the store, where it is the only reader of log
-        records (:mod:`.lines`); ``observer`` is told of every event emitted (the guard rails)."""
+        records (:mod:`.lines`); ``observer`` is told of every event emitted (the guard rails);
+        ``tally`` sums what goes out (this attempt's goodput, its MFU, its summary)."""
         self.queue = queue
         self.rejections = Rejections()
         self.spans = PhaseSpans(tracer, logger, run_span, observer)
         self.anomalies = AnomalyWatch(self.spans.emit, meter, anomaly_rules)  # judges the rows as they go out
-        self.rows = RowBatcher(self.spans.emit, self.rejections, self._record_durations, self.anomalies)
+        self.tally = tally
+        watches = (self.anomalies,) if tally is None else (self.anomalies, tally)
+        self.rows = RowBatcher(self.spans.emit, self.rejections, self._record_durations, watches)
         self.instruments = ConverterInstruments(
             meter,
             queue,
@@ -178,9 +183,14 @@ class Converter:
             attrs: dict[str, AnyValue] = line_attributes(item)  # type: ignore[assignment]
             emit(item.t, None, encodable(item.line), attrs, SEVERITY.get(level, SEVERITY["INFO"]), level)
         elif type(item) is PhaseStart:
-            self.spans.start(item.t, encodable(item.name), item.token, item.step)
+            name = encodable(item.name)
+            self.spans.start(item.t, name, item.token, item.step)
+            if self.tally is not None:
+                self.tally.phase_started(item.t, name, item.token)
         elif type(item) is PhaseEnd:
             self.spans.end(item.t, item.token, item.error)
+            if self.tally is not None:
+                self.tally.phase_ended(item.t, item.token)
         elif type(item) is CheckpointSaved:
             self.checkpoints.record(
                 item._replace(path=encodable(item.path), metadata=safe_value(item.metadata))
@@ -189,15 +199,23 @@ class Converter:
             clean = {encodable(str(k)): f for k, v in item.stats.items() if (f := to_float(v)) is not None}
             emit(item.t, Event.SYSTEM, clean)
         elif type(item) is Hyperparameters:
-            emit(item.t, Event.HYPERPARAMS, safe_value(item.values))
+            values = safe_value(item.values)
+            emit(item.t, Event.HYPERPARAMS, values)
+            if self.tally is not None:
+                self.tally.hyperparameters(values)
         elif type(item) is LifecycleEvent:
-            emit(item.t, encodable(str(item.name)), safe_value(item.body), _attributes(item.attributes))
+            name, attributes = encodable(str(item.name)), _attributes(item.attributes)
+            emit(item.t, name, safe_value(item.body), attributes)
+            if self.tally is not None:
+                self.tally.event(item.t, name, attributes)
         elif type(item) is Failure:
             self.failures.record(item)
 
     def close_open_phases(self, t: float) -> None:
         with self._lock:
             self.spans.close_all(t)
+            if self.tally is not None:
+                self.tally.phases_closed(t)
 
     def status_fields(self) -> StatusSection:
         """This converter's part of the rank's status snapshot."""

@@ -13,12 +13,12 @@ import collections
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from opentelemetry.util.types import AnyValue
 
 from ..._schema import Attr, Event, MetricsReport, StepEnd
 from ..._text import encodable
-from .anomalies import AnomalyWatch
 from .columns import NAN, MetricRun, StepColumns, metric_columns, step_columns
 from .values import Rejections, as_step
 
@@ -32,6 +32,16 @@ _FLOAT = {float}
 Emit = Callable[[float, str, AnyValue, Mapping[str, AnyValue]], None]  # (time, event, body, attributes)
 
 
+class RowWatch(Protocol):
+    """Is handed the typed rows right after they were emitted (the anomaly rules, the run's tally)."""
+
+    def metric_runs(self, runs: Sequence[MetricRun]) -> None: ...
+
+    def step_columns(self, cols: StepColumns) -> None: ...
+
+    def rewound(self) -> None: ...
+
+
 class RowBatcher:
     """Holds the rows since the last emit; tracks the last values, recent steps and rewinds."""
 
@@ -40,10 +50,10 @@ class RowBatcher:
         emit: Emit,
         rejections: Rejections,
         on_steps: Callable[[list[float]], None],
-        watch: AnomalyWatch | None = None,
+        watches: Sequence[RowWatch] = (),
     ) -> None:
         self._emit, self._rejections, self._on_steps = emit, rejections, on_steps
-        self._watch = watch  # judges the typed rows right after they are emitted
+        self._watches = tuple(watches)  # handed the typed rows right after they are emitted
         self.last_metrics: dict[str, float] = {}
         self.max_step: int | None = None
         self.step_ends = 0
@@ -205,8 +215,8 @@ class RowBatcher:
                 return  # threads a few steps out of order
             self.flush()  # rows before the rewind go out first
             self._emit(t, Event.RUN_REWIND, None, {Attr.STEP: step, Attr.REWIND_FROM: self.max_step})
-            if self._watch is not None:
-                self._watch.rewound()
+            for watch in self._watches:
+                watch.rewound()
         self.max_step = step
 
     # -- out -----------------------------------------------------------------------------------
@@ -222,8 +232,8 @@ class RowBatcher:
                 {"runs": [run.body() for run in runs]},
                 {Attr.STEP: last.steps[-1] if last.steps[-1] is not None else -1, Attr.ROWS: rows},
             )
-            if self._watch is not None:
-                self._watch.metric_runs(runs)
+            for watch in self._watches:
+                watch.metric_runs(runs)
         if self._step_cols:
             cols, self._step_cols = self._step_cols, StepColumns()
             self.steps_emitted += len(cols)
@@ -233,8 +243,8 @@ class RowBatcher:
                 cols.body(),
                 {Attr.STEP: cols.steps[-1], Attr.ROWS: len(cols)},
             )
-            if self._watch is not None:
-                self._watch.step_columns(cols)
+            for watch in self._watches:
+                watch.step_columns(cols)
 
     # -- derived figures, when asked (by the watchdog, the metric reader), not per step ---------
     def recent_durations(self) -> list[float]:

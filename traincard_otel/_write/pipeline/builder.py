@@ -3,13 +3,15 @@ need each other, and handed to the next through its constructor.
 
 queue and store writer -> providers (exporters into the writer) -> run span -> system sampler ->
 guard rails (which watch the converter's events) -> converter -> the pipeline's own instruments ->
-GenAI span capture -> insight gauges -> watchdog (which reads the converter's step times). Building
+GenAI span capture -> insight gauges (this attempt's goodput and MFU, from the converter's tally)
+-> the gang's watch (on a gang's control node) -> watchdog (which reads the converter's step times). Building
 starts nothing: no thread, no hook, no event (:meth:`Pipeline.start` does).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -17,10 +19,8 @@ from opentelemetry import context as otel_context
 from opentelemetry.metrics import CallbackOptions, Meter, NoOpMeter, Observation
 from opentelemetry.sdk.resources import Resource
 
-from ..._analysis.analysis import Insights, analyse
 from ..._config import Settings
 from ..._identity import ENV_LAUNCHER_PID, MetaflowIdentity, RankIdentity, resource_attributes
-from ..._read.load.reader import StoreReader
 from ..._safety import internal_error
 from ..._schema import RUN_SPAN, Attr, Metric
 from ..._schema.records import GENAI_PRICES_FIELD
@@ -30,8 +30,10 @@ from ..convert import Converter
 from ..convert.anomalies import parse_rules
 from ..convert.instruments import health_instruments
 from ..convert.lines import StoreLines
+from ..convert.tally import RunTally
 from ..queue import ReportQueue
 from ..store.writer import StoreWriter
+from ..telemetry.gang_watch import GangWatch
 from ..telemetry.health import Watchdog
 from ..telemetry.stack_watch import Emit
 from .genai import capture_genai_spans
@@ -83,6 +85,8 @@ def build_pipeline(
     event = lifecycle_event(queue)
     guards = _guards(settings, mf, rank, backend, event)
     armed = guards.stop_on or guards.notifier is not None
+    started_at = time.time()
+    tally = RunTally(started_at, rank=rank.rank, attempt=attempt)
     converter = Converter(
         queue,
         tracer=tracer,
@@ -94,11 +98,18 @@ def build_pipeline(
         anomaly_rules=anomaly_rules,
         store_lines=StoreLines(writer) if writer is not None and not providers.exports_logs else None,
         observer=guards.observe if armed else None,
+        tally=tally,
     )
     _pipeline_instruments(run_meter, attempt, queue, writer)
     genai = capture_genai_spans(queue, run_meter) if settings.genai else None  # from the global provider
     if genai is not None and settings.genai_prices:
         queue.progress[GENAI_PRICES_FIELD] = settings.genai_prices
+    insight_gauges = InsightGauges(  # goodput from rank 0, whose timeline is the run's
+        run_meter,
+        goodput=(lambda: tally.goodput(time.time(), running=tally.running)) if rank.rank == 0 else None,
+        efficiency=lambda: tally.efficiency(queue.progress),
+    )
+    gang_watch = GangWatch.on_control_node(backend, rank, event, insight_gauges.gang.publish)
     watchdog = Watchdog(
         progress=lambda: (queue.step, queue.heartbeat_at),
         recent_step_times=converter.rows.recent_durations,
@@ -113,6 +124,7 @@ def build_pipeline(
         stall_floor_s=settings.stall_timeout_s,
         rank_timeout_s=settings.rank_timeout_s,
         rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
+        gang_check=gang_watch.check if gang_watch is not None else None,
     )
     health_instruments(run_meter, watchdog.status_fields)
     return Pipeline(
@@ -130,7 +142,10 @@ def build_pipeline(
         watchdog=watchdog,
         guards=guards,
         genai=genai,
-        insight_gauges=_insight_gauges(run_meter, mf, rank, backend),
+        insight_gauges=insight_gauges,
+        tally=tally,
+        gang_watch=gang_watch,
+        started_at=started_at,
     )
 
 
@@ -193,21 +208,3 @@ def _pipeline_instruments(meter: Meter, attempt: int, queue: ReportQueue, writer
     ):
         create = meter.create_observable_gauge if kind == "gauge" else meter.create_observable_counter
         create(spec.name, callbacks=[cb], unit=spec.unit, description=spec.meaning)
-
-
-# -- the insight gauges: goodput and MFU from this process's own store ---------------------------
-def _insight_gauges(
-    meter: Meter, mf: MetaflowIdentity | None, rank: RankIdentity, backend: Backend | None
-) -> InsightGauges:
-    """Goodput and MFU gauges, fed from this process's own store (rank 0: its timeline is the
-    run's) when a live card's refresher has not just published the analysis it draws."""
-    if backend is None or rank.rank != 0:
-        return InsightGauges(meter)
-    readers: list[StoreReader] = []  # made at the first read, then read incrementally
-
-    def own_insights() -> Insights | None:
-        if not readers:
-            readers.append(StoreReader(backend, source=mf.pathspec if mf else None))
-        return analyse(readers[0].read())
-
-    return InsightGauges(meter, source=own_insights)

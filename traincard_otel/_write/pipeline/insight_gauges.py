@@ -1,44 +1,38 @@
-"""Goodput and MFU as OTel gauges, the same figures the card shows; a gang's failed and hung
+"""Goodput and MFU as OTel gauges, from what this process's converter saw; a gang's failed and hung
 ranks (:class:`GangGauges`) as metrics an alert can fire on.
 
-These are read-time insights (:func:`traincard_otel._analysis.analysis.analyse`): they need the
-whole run, restarts included, so they are computed from what the store holds, not from the
-converter's stream. A process that draws the live card publishes the analysis the card draws;
-every other process with a store analyses its own store when the metric reader exports (the
-pipeline's ``source``). A process with neither reports nothing rather than a made-up zero.
+The goodput gauges describe this process's own attempt
+(:class:`~traincard_otel._write.convert.tally.RunTally`, reported by rank 0, whose timeline is the
+run's); the card's goodput is the whole run's, restarts included, as read from the store.
+``traincard.model.flops`` and ``traincard.mfu`` are each rank's own, reported by that rank's
+process. Nothing is read back from the store, and a process with nothing to say (no timed step, no
+FLOPs from the adapter) reports nothing rather than a made-up zero.
 """
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable, Iterable, Mapping
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from ..._analysis.analysis import Insights
 from ..._analysis.efficiency import RankEfficiency
-from ..._safety import report_internal_error
+from ..._analysis.goodput import Goodput
 from ..._schema import Attr, Metric
 from ..._types import JsonValue
 
 
 class InsightGauges:
-    """Observable gauges over the latest :class:`~traincard_otel._analysis.analysis.Insights`.
-
-    A process that draws the live card :meth:`publish`\\ es the analysis its card draws; a process
-    with a store reads its own (``source``) when the metric reader exports and nothing newer than
-    ``min_age_s`` was published or read (a card too busy to refresh, or no card at all).
-    """
+    """Observable gauges over this process's goodput (``goodput``, None where it reports none)
+    and its rank's efficiency (``efficiency``), each computed when the metric reader exports."""
 
     def __init__(
         self,
         meter: Meter,
-        source: Callable[[], Insights | None] | None = None,
-        min_age_s: float = 1.0,
+        *,
+        goodput: Callable[[], Goodput | None] | None,
+        efficiency: Callable[[], RankEfficiency | None],
     ) -> None:
-        self._latest: Insights | None = None
-        self._source, self._min_age_s, self._read_at = source, min_age_s, -math.inf
+        self._goodput, self._efficiency = goodput, efficiency
         self.gang = GangGauges(meter)
         for spec, observe in (
             (Metric.GOODPUT_TIME, self._goodput_time),
@@ -50,46 +44,31 @@ class InsightGauges:
                 spec.name, callbacks=[observe], unit=spec.unit, description=spec.meaning
             )
 
-    def publish(self, insights: Insights) -> None:
-        """Keep ``insights`` (the live card's analysis) for the next export; the process reads its
-        own store for them only when the card has published nothing for ``min_age_s``."""
-        self._latest, self._read_at = insights, time.monotonic()
-
-    def publish_gang(self, gang: Mapping[str, JsonValue]) -> None:
-        """Keep the gang's first failure and hung ranks (the analysis's ``gang``)."""
-        self.gang.publish(gang)
-
-    def _current(self) -> Insights | None:
-        source = self._source
-        if source is not None and time.monotonic() - self._read_at >= self._min_age_s:
-            self._read_at = time.monotonic()
-            try:
-                self._latest = source()
-            except Exception as exc:
-                report_internal_error("insight gauges", exc)
-        return self._latest
-
     def _goodput_time(self, _options: CallbackOptions) -> Iterable[Observation]:
-        g = (found := self._current()) and found.goodput
-        if not g:
+        g = self._goodput() if self._goodput is not None else None
+        if g is None:
             return []
         return [Observation(v, {Attr.GOODPUT_CATEGORY: k}) for k, v in g.seconds.items() if v == v]
 
     def _goodput_ratio(self, _options: CallbackOptions) -> Iterable[Observation]:
-        g = (found := self._current()) and found.goodput
-        ratio = g.ratio if g else None
+        g = self._goodput() if self._goodput is not None else None
+        ratio = g.ratio if g is not None else None
         return [Observation(ratio)] if ratio is not None else []
 
-    def _per_rank(self, pick: Callable[[RankEfficiency], float | None]) -> list[Observation]:
-        e = (found := self._current()) and found.efficiency
-        ranks = e.ranks if e else ()
-        return [Observation(v, {Attr.RANK: r.rank}) for r in ranks if (v := pick(r)) is not None and v == v]
+    def _rank(self, pick: Callable[[RankEfficiency], float | None]) -> list[Observation]:
+        e = self._efficiency()
+        value = pick(e) if e is not None else None
+        return (
+            [Observation(value, {Attr.RANK: e.rank})]
+            if e is not None and value is not None and value == value
+            else []
+        )
 
     def _model_flops(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return self._per_rank(lambda r: r.achieved_flops)
+        return self._rank(lambda r: r.achieved_flops)
 
     def _mfu(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return self._per_rank(lambda r: r.mfu)
+        return self._rank(lambda r: r.mfu)
 
 
 _Attrs = dict[str, str | int | bool]  # a metric point's attributes
@@ -113,7 +92,8 @@ def _hung_attributes(facts: Mapping[str, JsonValue]) -> _Attrs:
 class GangGauges:
     """A gang's failed ranks (a counter: each failed rank counted once, the first one marked) and
     hung ranks (a gauge: 1 for each rank hung now), for alert rules to fire on. Published by the
-    control node's refresher from the gang's analysis, so the gang is counted once."""
+    control node's watchdog from its diagnosis of the gang's rank states, so the gang is counted
+    once (:mod:`traincard_otel._write.telemetry.gang_watch`)."""
 
     def __init__(self, meter: Meter) -> None:
         self._failed: dict[int, _Attrs] = {}  # rank -> its attributes, kept once seen

@@ -18,6 +18,8 @@ from opentelemetry._logs import SeverityNumber
 from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.trace import Span, Status, StatusCode, set_span_in_context
 
+from ..._analysis.efficiency import RankEfficiency
+from ..._analysis.goodput import Goodput
 from ..._config import Settings
 from ..._identity import MetaflowIdentity, RankIdentity
 from ..._safety import internal_error, report_internal_error
@@ -26,9 +28,11 @@ from ..._store.backends import Backend
 from ..._types import JsonObject, Reported
 from ..._version import __version__
 from ..convert import Converter
+from ..convert.tally import RunTally
 from ..queue import ReportQueue
 from ..store.writer import StoreWriter
 from ..telemetry import logbridge as logbridge
+from ..telemetry.gang_watch import GangWatch
 from ..telemetry.health import Watchdog
 from ..telemetry.stack_watch import Emit
 from . import children
@@ -37,6 +41,7 @@ from .capture import capture_console, watch_siblings
 from .genai import GenAISpanProcessor
 from .guards import Guards
 from .insight_gauges import InsightGauges
+from .own_summary import OwnSummary
 from .providers import Providers
 from .schedule import FlushSchedule
 
@@ -96,6 +101,9 @@ class Pipeline:
         guards: Guards,
         genai: GenAISpanProcessor | None,
         insight_gauges: InsightGauges,
+        tally: RunTally,
+        gang_watch: GangWatch | None,
+        started_at: float,
     ) -> None:
         self.settings, self.mf, self.rank, self.backend = settings, mf, rank, backend
         self.attempt = attempt
@@ -104,7 +112,8 @@ class Pipeline:
         self.converter, self.sampler, self.watchdog, self.guards = converter, sampler, watchdog, guards
         self.genai, self.insight_gauges = genai, insight_gauges
         self._emit = lifecycle_event(queue)
-        self.started_at = time.time()
+        self.tally, self.gang_watch = tally, gang_watch
+        self.started_at = started_at
         self.status = "running"
         self.terminated_by: str | None = None
         self.ended_siblings: list[JsonObject] = []  # other ranks of this node seen to end
@@ -120,6 +129,8 @@ class Pipeline:
             self.on_shutdown.append(genai.shutdown)
         self._log_bridge: logbridge.LogBridge | None = None
         self.console: ConsoleCapture | None = None
+        # this process's summary for sweeps, written by its own writer (nothing reads it back)
+        self.own_summary = OwnSummary(writer, tally, self) if writer is not None else None
 
     def add_log_processor(self, processor: LogRecordProcessor) -> None:
         """Attach another reader of the run's log records (log lines then go through the SDK)."""
@@ -217,6 +228,14 @@ class Pipeline:
         if flush:
             self.flush()
 
+    def goodput(self) -> Goodput | None:
+        """This attempt's goodput so far, from what the converter saw."""
+        return self.tally.goodput(time.time(), running=self.tally.running)
+
+    def efficiency(self) -> RankEfficiency | None:
+        """This rank's model FLOP/s and MFU over its recent steps."""
+        return self.tally.efficiency(self.queue.progress)
+
     def state(self) -> StatusSection:
         q = self.queue
         st: StatusSection = {
@@ -275,6 +294,8 @@ class Pipeline:
         if self._log_bridge is not None:
             self._log_bridge.refresh()
         self.emit_status()
+        if self.own_summary is not None:
+            self.own_summary.tick(self.queue.step, self.converter.failures.summary)
         if self.writer is not None:
             self.writer.request_flush()
         children.claim()
@@ -300,6 +321,8 @@ class Pipeline:
                 self.watchdog.dump("sigterm" if self.terminated_by or status == "terminated" else "exit")
             for hook in self.on_shutdown:
                 hook()
+            if self.gang_watch is not None:  # the gang's last word, before the last export and write
+                bounded(self.watchdog.last_look, left(deadline, 1.0), default=None)
             self.schedule.stop(0.5)
             self.converter.drain()
             if self.converter.failures.summary is not None:
@@ -311,6 +334,7 @@ class Pipeline:
             elif self.status == "running":
                 self.status = "finished"
             self.status = self.guards.end_status(self.status)
+            self.tally.running = False
             end = time.time()
             self.converter.close_open_phases(end)
             guard_attrs = self.guards.ended(self.status, self.queue.step)
@@ -321,6 +345,8 @@ class Pipeline:
                 self.event(Event.run_ended(self.status), attrs)
             self.converter.drain()
             self.emit_status()
+            if self.own_summary is not None:  # the process's last word for sweeps
+                self.own_summary.hand_over(self.queue.step, self.converter.failures.summary)
             self.run_span.set_attribute(Attr.STATUS, self.status)
             if self.status not in ("failed", "finished", "stopped_early"):
                 self.run_span.set_status(Status(StatusCode.ERROR, self.status))

@@ -5,9 +5,10 @@ touches storage. A failed write keeps its segment for the next attempt (same nam
 never duplicate data), and the writer backs off on the schedule of :mod:`.retry` until the store
 answers again; beyond ``max_pending`` records, new records are dropped and counted, and the counts
 and :attr:`StoreWriter.store_health` are written to ``state.json`` for the card and
-:func:`traincard_otel.load`. Limits and counts are in rows: a packed run of per-step rows
-(:mod:`.segment`) counts as its length. A forked child's copy of a writer writes nothing: its
-buffer and names (writer id, next segment number) are the parent's.
+:func:`traincard_otel.load`. The process's summary (:meth:`StoreWriter.set_summary`), when it is
+given one, is written after the state, as an object of its own. Limits and counts are in rows: a
+packed run of per-step rows (:mod:`.segment`) counts as its length. A forked child's copy of a
+writer writes nothing: its buffer and names (writer id, next segment number) are the parent's.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class StoreWriter:
         self.flush_interval_s = flush_interval_s
         self.max_pending = max_pending
         self._state: JsonObject = {}  # the latest status snapshot (a ``traincard.status`` event)
+        self._summary: bytes | None = None  # this process's summary, until it is written
         self.dropped: dict[str, int] = {}
         self.segments_written = 0
         self.records_written = 0
@@ -116,6 +118,14 @@ class StoreWriter:
             return
         with self._lock:
             self._state = dict(state)
+
+    def set_summary(self, summary: Mapping[str, JsonValue]) -> None:
+        """Keep ``summary`` (what this process saw, for sweeps) for the next flush to write, once."""
+        if os.getpid() != self.pid:
+            return
+        data = json.dumps(summary, allow_nan=True, default=str).encode()  # as the state is
+        with self._lock:
+            self._summary = data
 
     def count_dropped(self, reason: str, n: int = 1) -> None:
         with self._lock:
@@ -178,7 +188,7 @@ class StoreWriter:
                 if self.write_errors == errors:
                     self.backoff.succeeded()  # the store answers again: the state written next says so
                 self._maybe_compact()
-                ok = self._write_state()
+                ok = self._write_state() and self._write_summary()
             if self.write_errors > errors:
                 self.backoff.failed()
             return ok
@@ -267,6 +277,21 @@ class StoreWriter:
             data = json.dumps(state, default=str, allow_nan=True).encode()
             self.backend.write(layout.state_name(self.attempt, self.rank, self.writer_id), data)
         except Exception as exc:
+            self._note_error(exc)
+            return False
+        return True
+
+    def _write_summary(self) -> bool:
+        with self._lock:
+            data, self._summary = self._summary, None
+        if data is None:
+            return True
+        try:
+            self.backend.write(layout.summary_name(self.attempt, self.rank, self.writer_id), data)
+        except Exception as exc:
+            with self._lock:
+                if self._summary is None:  # a newer one waits already: it replaces this one
+                    self._summary = data
             self._note_error(exc)
             return False
         return True

@@ -1,7 +1,9 @@
-"""Health watchdog: stalls, lost ranks, and how the previous attempt ended.
+"""Health watchdog: stalls, lost ranks, how the previous attempt ended, and (on a gang's control
+node) the gang's failed and hung ranks.
 
-``host_oom_evidence`` and the gang-wide analysis live in :mod:`traincard_otel._analysis.gang.attribution`
-(the reader applies them to every gang it reads).
+``host_oom_evidence`` and the gang-wide analysis live in :mod:`traincard_otel._analysis.gang`; the
+reader applies them to every gang it reads, and the control node's watchdog to the gang's rank
+states as they come (:mod:`.gang_watch`, checked on the rank check's schedule).
 
 Runs on its own daemon thread, so it keeps working while the training thread is blocked in native
 code that releases the GIL (a hung collective, a CUDA sync, a stuck data loader). Everything it
@@ -21,7 +23,7 @@ from ..._analysis.gang.attribution import host_oom_evidence
 from ..._safety import internal_error
 from ..._schema import Attr, Event, StatusSection
 from ..._store import layout
-from ..._store.backends import Backend
+from ..._store.backends import Backend, read_small
 from ..._types import JsonObject
 from .stack_watch import REQUEST_POLL_S, Emit, StackWatch
 
@@ -34,7 +36,7 @@ STACK_REFRESH_MAX_S = 30.0  # while a stall lasts, the stacks are read again at 
 def read_states(backend: Backend) -> list[JsonObject]:
     names = [n for n in backend.list() if (p := layout.parse(n)) is not None and p.kind == "state"]
     out = []
-    for raw in backend.read_many(names).values():
+    for raw in read_small(backend, names).values():
         try:
             out.append(json.loads(raw))
         except ValueError:
@@ -104,13 +106,16 @@ class Watchdog:
         rank_timeout_s: float = 120.0,
         period_s: float = 1.0,
         rank_check_s: float = 5.0,
+        gang_check: Callable[[], object] | None = None,
     ) -> None:
+        """``gang_check``: the control node's look at its gang (:class:`.gang_watch.GangWatch`)."""
         self._progress, self._step_times = progress, recent_step_times
         self._wait_shares, self._gpu_util = recent_wait_shares, gpu_utilization
         self._emit, self._backend = emit, backend
         self.rank, self.world_size, self.attempt, self.host = rank, world_size, attempt, host
         self.stall_floor_s, self.rank_timeout_s = stall_floor_s, rank_timeout_s
         self.period_s, self.rank_check_s = period_s, rank_check_s
+        self._gang_check = gang_check
         self.stalled_since: float | None = None
         self.stalls = 0
         self.lost_ranks: dict[int, JsonObject] = {}
@@ -139,6 +144,8 @@ class Watchdog:
             if self.rank == 0 and self.world_size > 1 and time.time() >= self._next_rank_check:
                 self._next_rank_check = time.time() + self.rank_check_s
                 self._guard("rank check", self.check_ranks)
+                if self._gang_check is not None:
+                    self._guard("gang check", self._gang_check)
             self.where.forget_answer(time.time())
             if self._backend is not None and time.time() >= self.where.next_request_check:
                 self.where.next_request_check = time.time() + REQUEST_POLL_S
@@ -146,7 +153,12 @@ class Watchdog:
                     "stack request", lambda: self.where.check_request(stalled=self.stalled_since is not None)
                 )
 
-    def _guard(self, where: str, fn: Callable[[], None]) -> None:
+    def last_look(self) -> None:
+        """The gang once more, as this process ends (after :meth:`stop`): its last word on it."""
+        if self._gang_check is not None:
+            self._guard("gang check", self._gang_check)
+
+    def _guard(self, where: str, fn: Callable[[], object]) -> None:
         try:
             fn()
         except Exception as exc:
