@@ -57,6 +57,7 @@ def build_pipeline(
         ConfigError: the anomaly rules' text is invalid (before anything is made).
     """
     anomaly_rules = parse_rules(settings.anomalies)  # a bad rule fails before anything starts
+    started_at = time.time()  # before the run span starts: the run's start, as the store tells it
     attempt = mf.retry_count if mf else (settings.attempt or 0)
     queue = ReportQueue(settings.buffer_cap, report_metrics=rank.rank == 0 or settings.report_ranks == "all")
     writer = (
@@ -85,7 +86,6 @@ def build_pipeline(
     event = lifecycle_event(queue)
     guards = _guards(settings, mf, rank, backend, event)
     armed = guards.stop_on or guards.notifier is not None
-    started_at = time.time()
     tally = RunTally(started_at, rank=rank.rank, attempt=attempt)
     converter = Converter(
         queue,
