@@ -17,6 +17,7 @@ def test_public_names_are_pinned() -> None:
             "TraincardError",
             "__version__",
             "active_reporter",
+            "autolog",
             "configure",
             "instrument",
             "load",
@@ -29,8 +30,11 @@ def test_public_names_are_pinned() -> None:
 
 
 def test_import_pulls_in_no_heavy_framework() -> None:
+    """Nor do the integrations module and autolog(), whose hooks wait for a framework's import."""
     code = (
-        "import sys, traincard_otel\n"
+        "import sys, traincard_otel, traincard_otel.integrations\n"
+        "traincard_otel.autolog()\n"
+        "assert sorted(traincard_otel.integrations.__all__) == sorted(dir(traincard_otel.integrations))\n"
         "heavy = ('torch', 'transformers', 'lightning', 'pytorch_lightning', 'metaflow', 'pynvml',\n"
         "         'pyarrow', 'accelerate')\n"
         "print(','.join(m for m in heavy if m in sys.modules))"

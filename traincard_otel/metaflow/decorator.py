@@ -3,9 +3,12 @@
     @traincard
     @step
     def train(self):
-        trainer = Trainer(...)
-        traincard_otel.instrument(trainer)   # or current.traincard.metrics({...}, step=...)
+        trainer = Trainer(...)   # or current.traincard.metrics({...}, step=...) in any loop
         trainer.train()
+
+Every HF Trainer, Lightning Trainer and Accelerator made in the step is instrumented (the hooks of
+``autolog()``, held from ``task_pre_step`` to ``task_finished``); ``instrument(trainer)`` in the
+step is then the same adapter, reporting once.
 
 Sets up the pipeline in ``task_pre_step`` (store in the task's own datastore folder), exports
 ``TRAINCARD_STORE``/``TRAINCARD_ATTEMPT`` for child processes (torchrun, accelerate launch),
@@ -20,7 +23,7 @@ from collections.abc import Iterable
 
 from metaflow.decorators import StepDecorator
 
-from .. import _pipeline
+from .. import _autolog, _pipeline
 from .._config import resolve
 from .._identity import (
     ENV_CONTROL_TASK,
@@ -40,6 +43,7 @@ from .live_sweep import LiveSweep
 from .refresher import Refresher, traincard_cards
 
 _ENV_SYSTEM_BEFORE = "TRAINCARD_LAUNCHER_SYSTEM_BEFORE"
+_AUTOLOG_OWNER = "@traincard"
 
 
 class TraincardDecorator(StepDecorator):
@@ -165,6 +169,7 @@ class TraincardDecorator(StepDecorator):
             if reporter.settings.stop_on:  # the ranks it starts stop on the same kinds
                 os.environ["TRAINCARD_STOP_ON"] = ",".join(reporter.settings.stop_on)
         current._update_env({"traincard": reporter})
+        _autolog.hold(_AUTOLOG_OWNER)  # the step's Trainers and Accelerators, from their making
         found = _flow_hyperparameters(flow) if gang is None else {}
         if found:
             reporter.hyperparameters(found)
@@ -221,6 +226,7 @@ class TraincardDecorator(StepDecorator):
         retry_count: int,
         max_user_code_retries: int,
     ) -> None:
+        _autolog.release(_AUTOLOG_OWNER)
         if self._refresher is not None:
             self._refresher.stop()
         shutdown()

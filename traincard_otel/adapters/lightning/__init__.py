@@ -26,14 +26,8 @@ namespaces breaks Lightning.
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
-from ..._reporter import Reporter
-from ..._types import Foreign
-from ...exceptions import MissingDependencyError, TraincardError
 from .batches import batch_reader, flops_model, precision_dtype
-from .callback import callback_class
+from .callback import LightningHandle, attach, callback_class, lightning_package
 from .steps import CONNECTOR_METHOD, MODULE_HOOKS, StepTaps, step_progress
 
 __all__ = [
@@ -43,63 +37,9 @@ __all__ = [
     "StepTaps",
     "attach",
     "batch_reader",
+    "callback_class",
     "flops_model",
+    "lightning_package",
     "precision_dtype",
     "step_progress",
 ]
-
-MIN_VERSION = (2, 0)
-
-
-def _package(trainer: Foreign) -> ModuleType:
-    root = type(trainer).__module__.split(".", 1)[0]
-    name = "lightning.pytorch" if root == "lightning" else "pytorch_lightning"
-    try:
-        pl = importlib.import_module(name)
-    except ImportError as exc:
-        raise MissingDependencyError("pip install 'traincard-otel[lightning]'") from exc
-    parts = tuple(int(p) for p in pl.__version__.split(".")[:2] if p.isdigit())
-    if parts < MIN_VERSION:
-        raise TraincardError(f"{name} {pl.__version__} is not supported; traincard-otel supports >= 2.0")
-    return pl
-
-
-class LightningHandle:
-    """Returned by :func:`traincard_otel.instrument` for a Lightning Trainer."""
-
-    def __init__(self, trainer: Foreign, callback: Foreign, taps: StepTaps) -> None:
-        self.trainer, self.callback, self.taps = trainer, callback, taps
-        self.closed = False  # instrument() attaches afresh once closed
-
-    def close(self) -> None:
-        """Detach from the Trainer (its own methods and the module's back in place) and flush."""
-        self.closed = True
-        if self.callback in self.trainer.callbacks:
-            self.trainer.callbacks.remove(self.callback)
-        self.taps.remove()
-        reporter = self.callback.reporter
-        reporter.flush()
-        reporter.remove_metric_source(self.taps.logged_metrics)
-
-
-def attach(trainer: Foreign, reporter: Reporter) -> LightningHandle:
-    """Add the callback to ``trainer`` and wrap its logger connector's ``log_metrics``.
-
-    Raises:
-        TraincardError: this Lightning's Trainer has no logger connector with ``log_metrics``
-            (where every 2.x release has one), so the logged values could not be read.
-    """
-    pl = _package(trainer)
-    connector = getattr(trainer, "_logger_connector", None)
-    if not callable(getattr(connector, CONNECTOR_METHOD, None)):
-        raise TraincardError(
-            f"{pl.__name__} {pl.__version__}: its Trainer has no _logger_connector.log_metrics, "
-            "where traincard-otel reads the values self.log() logs; report this version, and "
-            "call traincard_otel.configure().metrics() from a Callback meanwhile"
-        )
-    taps = StepTaps(reporter, trainer)
-    callback = callback_class(pl)(reporter, taps)
-    taps.install_connector(connector)
-    reporter.add_metric_source(taps.logged_metrics)
-    trainer.callbacks.append(callback)
-    return LightningHandle(trainer, callback, taps)
