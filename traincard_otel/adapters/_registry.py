@@ -8,6 +8,7 @@ framework class may define ``__eq__``) and held weakly (a registry must not keep
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import weakref
@@ -50,17 +51,18 @@ def claim(obj: object, attach: Callable[[], H]) -> Handle:
         handle = attach()
         key = id(obj)
         try:
-            ref: Callable[[], object] = weakref.ref(obj, lambda dead: _forget(key, dead))
+            ref: Callable[[], object] = weakref.ref(obj, functools.partial(_forget, _handles, key))
         except TypeError:  # not weakly referable: held for the life of the process
             ref = lambda: obj  # noqa: E731
         _handles[key] = (ref, handle)
         return handle
 
 
-def _forget(key: int, dead: object) -> None:
-    entry = _handles.get(key)
+def _forget(handles: dict[int, tuple[Callable[[], object], Handle]], key: int, dead: object) -> None:
+    # The dict comes bound: at interpreter exit the module's globals may be gone before the objects.
+    entry = handles.get(key)
     if entry is not None and entry[0] is dead:
-        _handles.pop(key, None)
+        handles.pop(key, None)
 
 
 def calling_object(accept: Callable[[object], bool], *, skip: object = None, depth: int = 12) -> Foreign:
