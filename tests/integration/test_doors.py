@@ -15,7 +15,6 @@ from otlp_receiver import http_receiver
 import traincard_otel
 
 pytest.importorskip("transformers")
-pytest.importorskip("opentelemetry.instrumentation")
 
 RUNNER = Path(sys.executable).parent / "opentelemetry-instrument"
 SCRIPT = REPO / "tests" / "integration" / "scripts" / "plain_hf_train.py"
@@ -23,6 +22,7 @@ SCRIPT = REPO / "tests" / "integration" / "scripts" / "plain_hf_train.py"
 
 def _instrumented_run(tmp_path: Path, **env: str) -> list[dict[str, object]]:
     """Run the plain script under ``opentelemetry-instrument``; returns what the Trainer logged."""
+    pytest.importorskip("opentelemetry.instrumentation")  # the `instrument` extra
     logged = tmp_path / "log_history.json"
     proc = subprocess.run(
         [str(RUNNER), sys.executable, str(SCRIPT), str(logged)],
@@ -67,6 +67,7 @@ def test_opentelemetry_disabled_instrumentations_turns_it_off_by_name(tmp_path: 
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_autolog_patches_frameworks_imported_after_it_and_undoes_it(tmp_path: Path) -> None:
     code = (
         "import importlib, sys, traincard_otel\n"
