@@ -92,7 +92,7 @@ def test_a_class_of_the_integrations_names_the_extra_its_framework_needs() -> No
         "    try:\n"
         "        getattr(integrations, name)\n"
         "    except MissingDependencyError as exc:\n"
-        "        assert f\"traincard-otel[{extra}]\" in str(exc), exc\n"
+        '        assert f"traincard-otel[{extra}]" in str(exc), exc\n'
         "    else:\n"
         "        raise AssertionError(name)\n"
         "try:\n"
