@@ -318,3 +318,23 @@ def test_hf_callback_with_autolog_is_one_adapter(autologging: None, store_dir: P
     trainer.add_callback(late)  # after the making: at its first event it finds the Trainer reported
     trainer.evaluate()
     assert late.trainer is None and late not in trainer.callback_handler.callbacks
+
+
+def test_a_bad_setting_on_the_callback_stops_the_trainers_making(
+    store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
+    from transformers import Trainer
+
+    from traincard_otel.integrations import HFCallback
+
+    with pytest.raises(TypeError, match="flush_every"):
+        HFCallback(flush_every=3)  # a name configure() does not take: at once
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")  # as in production: internal errors are only logged
+    with pytest.raises(traincard_otel.ConfigError, match="bogus"):
+        Trainer(  # a value that is not valid: when the callback binds, at the end of the making
+            model=tiny_gpt2(),
+            args=training_args(str(tmp_path / "out"), max_steps=1, eval_strategy="no"),
+            train_dataset=ProgressionDataset(16),
+            callbacks=[HFCallback(stop_on="bogus")],
+        )

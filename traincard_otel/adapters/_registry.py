@@ -9,6 +9,7 @@ framework class may define ``__eq__``) and held weakly (a registry must not keep
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import threading
 import weakref
@@ -16,7 +17,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Protocol, TypeVar
 
-from .._types import Foreign
+from .._reporter import configure
+from .._types import Foreign, Reported
 
 
 class Handle(Protocol):
@@ -84,6 +86,13 @@ def calling_object(accept: Callable[[object], bool], *, skip: object = None, dep
                 return candidate
         frame = frame.f_back
     return None
+
+
+def checked_settings(settings: dict[str, Reported]) -> dict[str, Reported]:
+    """``settings`` for :func:`traincard_otel.configure`, given to a callback or tracker now and used
+    when it binds: a name ``configure`` does not take raises ``TypeError`` here, at start."""
+    inspect.signature(configure).bind(**settings)
+    return settings
 
 
 def framework_roots(obj: object) -> set[str]:

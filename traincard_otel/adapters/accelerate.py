@@ -18,7 +18,7 @@ from .._safety import guarded
 from .._schema import Event
 from .._types import Foreign, Reported
 from ..exceptions import TraincardError
-from ._registry import calling_object, claim, framework_roots
+from ._registry import calling_object, checked_settings, claim, framework_roots
 
 accelerate_tracking = require("accelerate.tracking", "accelerate")
 MIN_VERSION = (0, 26)
@@ -57,7 +57,7 @@ class AccelerateTracker(accelerate_tracking.GeneralTracker):  # type: ignore[nam
 
     def __init__(self, **settings: Reported) -> None:
         super().__init__()
-        self.settings = settings
+        self.settings = checked_settings(settings)
         self.accelerator: Foreign = None  # the Accelerator reported, once bound
         self._reporter: Reporter | None = None
         self._model: Foreign = None
@@ -104,7 +104,7 @@ class AccelerateTracker(accelerate_tracking.GeneralTracker):  # type: ignore[nam
         several processes, combine it across them before leaving the loop (docs/guards.md)."""
         return self.reporter.should_stop
 
-    @guarded("accelerate.start", None)
+    @guarded("accelerate.start", None, passes=(TraincardError,))  # a bad setting stops init_trackers
     def start(self) -> None:
         self.reporter  # noqa: B018  (binds to the Accelerator whose init_trackers calls this)
 

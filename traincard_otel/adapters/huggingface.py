@@ -32,7 +32,7 @@ from ..exceptions import TraincardError
 from ._arguments import changed_arguments
 from ._hf_history import LoggedReport, LogHistoryReader, numeric
 from ._hf_taps import TAPPED_EVENTS, HandlerEvent, agreement, counting_step, reporting_failure, tap
-from ._registry import calling_object, claim
+from ._registry import calling_object, checked_settings, claim
 from ._rl import is_online_rl, tap_log
 
 transformers = require("transformers", "hf")
@@ -72,7 +72,7 @@ class HFCallback(transformers.TrainerCallback):  # type: ignore[misc,name-define
     """
 
     def __init__(self, **settings: Reported) -> None:
-        self.settings = settings
+        self.settings = checked_settings(settings)
         self.reporter: Reporter = None  # type: ignore[assignment]  # set when it binds
         self.trainer: Foreign = None  # the Trainer reported, once bound
         self.model: Foreign = None  # the Trainer's, for the model FLOPs per token
@@ -109,7 +109,7 @@ class HFCallback(transformers.TrainerCallback):  # type: ignore[misc,name-define
             handler.callbacks = [c for c in handler.callbacks if c is not self]
         return isinstance(handle, HFHandle) and handle.callback is self
 
-    @guarded("hf.on_init_end", None)
+    @guarded("hf.on_init_end", None, passes=(TraincardError,))  # a bad setting stops the making
     def on_init_end(self, args: object, state: object, control: object, **kwargs: object) -> None:
         self._bound()
 

@@ -21,7 +21,7 @@ from ..._safety import guarded
 from ..._schema import Attr, Event
 from ..._types import Foreign, Reported
 from ...exceptions import MissingDependencyError, TraincardError
-from .._registry import claim
+from .._registry import checked_settings, claim
 from .batches import flops_model, precision_dtype
 from .steps import CONNECTOR_METHOD, StepTaps
 
@@ -88,7 +88,7 @@ def _build(pl: ModuleType) -> type:
         """
 
         def __init__(self, **settings: Reported) -> None:
-            self.settings = settings
+            self.settings = checked_settings(settings)
             self.reporter: Reporter = None  # type: ignore[assignment]  # set when it binds
             self.taps: StepTaps = None  # type: ignore[assignment]
             self._train: Phase | None = None
@@ -106,7 +106,7 @@ def _build(pl: ModuleType) -> type:
             self.reporter, self.taps = reporter, taps
             taps.on_checkpoints = self._record_checkpoints_now
 
-        @guarded("lightning.setup", None)
+        @guarded("lightning.setup", None, passes=(TraincardError,))  # a bad setting stops the fit
         def setup(self, trainer: Foreign, pl_module: Foreign, stage: str) -> None:
             if self.taps is None:  # passed in callbacks: bind, unless another door was first
                 claim(trainer, lambda: attach(trainer, {}, self))
