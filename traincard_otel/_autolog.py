@@ -24,7 +24,7 @@ from types import ModuleType
 from ._instrument import instrument
 from ._safety import internal_error
 from ._types import Foreign, Reported
-from .adapters._registry import calling_object, framework_roots
+from .adapters._registry import calling_object, checked_settings, framework_roots
 from .exceptions import TraincardError
 
 __all__ = ["PATCHED_CLASSES", "autolog", "hold", "release"]
@@ -59,11 +59,14 @@ def autolog(*, disable: bool = False, **settings: Reported) -> None:
             instrumented already keep reporting until ``shutdown()``).
         **settings: passed to :func:`traincard_otel.configure` when the first object is
             instrumented.
+
+    Raises:
+        TypeError: a setting ``configure`` does not take.
     """
     if disable:
         release("autolog")
     else:
-        hold("autolog", settings)
+        hold("autolog", checked_settings(settings))
 
 
 def hold(owner: str, settings: dict[str, Reported] | None = None) -> None:

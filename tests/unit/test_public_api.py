@@ -105,3 +105,13 @@ def test_a_class_of_the_integrations_names_the_extra_its_framework_needs() -> No
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_autolog_refuses_a_setting_configure_does_not_take_and_holds_nothing() -> None:
+    import pytest
+
+    from traincard_otel import _autolog
+
+    with pytest.raises(TypeError, match="flush_every"):
+        traincard_otel.autolog(flush_every=1)
+    assert _autolog._FINDER not in sys.meta_path and not _autolog._owners
