@@ -1,4 +1,4 @@
-"""Lightning adapter, for both ``lightning.pytorch`` and ``pytorch_lightning`` (never mixed).
+"""Lightning adapter, for both ``lightning.pytorch`` and ``pytorch_lightning``.
 
 ``instrument(trainer)`` reports phases, step ends with their samples, tokens and data wait,
 progress, the model's FLOPs per token, checkpoints written by ``ModelCheckpoint`` with their
@@ -18,10 +18,12 @@ no second logging call. It costs the training thread a few µs a step:
   CUDA tensor waits for its value there); an evaluation's is reported at once, inside its phase.
 * A Callback remains for what happens once a fit, an epoch, an evaluation or a save (phases,
   progress, checkpoints, exceptions); Lightning skips a hook attribute that is not callable, so
-  its per-step hooks are switched off.
+  its per-step hooks are switched off. Users may pass it themselves (``LightningCallback`` in
+  :mod:`traincard_otel.integrations`): it is the same adapter.
 
-The Callback class is built against the package the trainer itself comes from: mixing the two
-namespaces breaks Lightning.
+``instrument()`` builds the Callback class for the namespace the trainer comes from; one that a
+user makes is built for the namespace imported, and works in a list of callbacks of either, since
+Lightning calls a callback's hooks by name.
 """
 
 from __future__ import annotations
