@@ -6,8 +6,8 @@ TRAINCARD_DIR=/tmp/tc python examples/accelerate_script.py && traincard render /
 import torch
 from accelerate import Accelerator
 
-from traincard_otel.integrations import AccelerateTracker
 from traincard_otel.adapters.torch_loop import track
+from traincard_otel.integrations import AccelerateTracker
 
 
 def main(steps: int = 300) -> None:
