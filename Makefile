@@ -17,7 +17,7 @@ $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[metaflow,hf,lightning,accelerate,gpu,otlp,prometheus,store,notebook,bench,dev]' --config-settings editable_mode=compat
+	$(BIN)/pip install -q -e '.[metaflow,hf,lightning,accelerate,gpu,otlp,prometheus,instrument,store,notebook,bench,dev]' --config-settings editable_mode=compat
 	touch $@
 
 venv: $(BIN)/.installed

@@ -146,7 +146,7 @@ def child_hf(mode: str, steps: int, block: int, device: str) -> None:
         trainer = hf_trainer(mode, out, steps, [Clock()], device)
         if mode == "traincard":
             import traincard_otel
-            from traincard_otel.adapters.huggingface import TAPPED_EVENTS
+            from traincard_otel.adapters._hf_taps import TAPPED_EVENTS
 
             traincard_otel.instrument(trainer)
             # traincard wraps the callback handler's events and training_step on the instances

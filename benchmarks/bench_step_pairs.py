@@ -221,7 +221,7 @@ def child_hf(tracker: str, steps: int, batch: int) -> dict[str, Any]:
         handler: Any = trainer.callback_handler
         if tracker in TRACKED:
             import traincard_otel
-            from traincard_otel.adapters.huggingface import TAPPED_EVENTS
+            from traincard_otel.adapters._hf_taps import TAPPED_EVENTS
 
             traincard_otel.instrument(trainer)
             taps = {name: vars(handler)[name] for name in TAPPED_EVENTS if name in vars(handler)}

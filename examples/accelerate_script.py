@@ -6,12 +6,12 @@ TRAINCARD_DIR=/tmp/tc python examples/accelerate_script.py && traincard render /
 import torch
 from accelerate import Accelerator
 
-from traincard_otel.adapters.accelerate import TraincardTracker
 from traincard_otel.adapters.torch_loop import track
+from traincard_otel.integrations import AccelerateTracker
 
 
 def main(steps: int = 300) -> None:
-    accelerator = Accelerator(cpu=True, log_with=[TraincardTracker()])
+    accelerator = Accelerator(cpu=True, log_with=[AccelerateTracker()])
     accelerator.init_trackers("accelerate-demo", config={"lr": 1e-2, "steps": steps})
     model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)

@@ -1,5 +1,7 @@
 """Fine-tune a tiny GPT-2 with the Hugging Face Trainer in a Metaflow step, with the live card.
 
+`@traincard` is the whole integration: every Trainer made in the step is reported.
+
 python examples/hf_finetune_flow.py run                 # --device cuda on a GPU machine
 python examples/hf_finetune_flow.py card server      # live, while it runs
 python examples/hf_finetune_flow.py card view train  # after the run
@@ -29,8 +31,6 @@ class FinetuneFlow(FlowSpec):
 
         from tiny_gpt2 import trainer as make_trainer
 
-        import traincard_otel
-
         out = os.path.join(tempfile.gettempdir(), f"traincard-example-{current.run_id}")
         trainer = make_trainer(out, max_steps=int(self.max_steps), use_cpu=self.device == "cpu")
         if int(self.fail_at):
@@ -44,7 +44,6 @@ class FinetuneFlow(FlowSpec):
                         raise RuntimeError(f"synthetic failure at step {state.global_step}")
 
             trainer.add_callback(Boom())
-        traincard_otel.instrument(trainer)
         trainer.train()
         self.log_history = trainer.state.log_history
         self.next(self.end)

@@ -1,4 +1,4 @@
-"""A tiny Lightning model trained in a Metaflow step with the live card.
+"""A tiny Lightning model trained in a Metaflow step with the live card (`@traincard` alone).
 
 python examples/lightning_flow.py run
 """
@@ -16,8 +16,6 @@ class LightningFlow(FlowSpec):
     def train(self):
         import lightning.pytorch as pl
         import torch
-
-        import traincard_otel
 
         class Regressor(pl.LightningModule):
             def __init__(self):
@@ -53,7 +51,6 @@ class LightningFlow(FlowSpec):
             enable_progress_bar=False,
             callbacks=[pl.callbacks.ModelCheckpoint(monitor="val_loss", save_top_k=2)],
         )
-        traincard_otel.instrument(trainer)
         trainer.fit(Regressor(), loader(0), loader(1))
         self.next(self.end)
 

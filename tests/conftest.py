@@ -105,3 +105,13 @@ def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TRAINCARD_RUN_NAME", d.name)
     monkeypatch.setenv("TRAINCARD_SYSTEM", "false")
     return d
+
+
+@pytest.fixture
+def autologging() -> Iterator[None]:
+    """``traincard_otel.autolog()`` for the test, undone after it."""
+    import traincard_otel
+
+    traincard_otel.autolog()
+    yield
+    traincard_otel.autolog(disable=True)

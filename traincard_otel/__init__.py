@@ -1,12 +1,15 @@
 """traincard-otel: OpenTelemetry-native training observability for Metaflow.
 
-One line, ``traincard_otel.instrument(trainer)``, turns a training run into OpenTelemetry
-signals that feed a live Metaflow card (``@card(type="traincard")``) through the task's
-datastore and, when ``OTEL_*`` variables ask for it, an existing OTLP stack.
+One line, ``traincard_otel.instrument(trainer)`` (or ``autolog()``, or the ``@traincard`` step
+decorator alone), turns a training run into OpenTelemetry signals that feed a live Metaflow card
+(``@card(type="traincard")``) through the task's datastore and, when ``OTEL_*`` variables ask for
+it, an existing OTLP stack. The frameworks' own callback and tracker classes are in
+:mod:`traincard_otel.integrations`.
 """
 
 from __future__ import annotations
 
+from ._autolog import autolog
 from ._configure import active_reporter, configure
 from ._data.rundata import RunData, Series
 from ._instrument import instrument
@@ -29,6 +32,7 @@ __all__ = [
     "TraincardError",
     "__version__",
     "active_reporter",
+    "autolog",
     "configure",
     "instrument",
     "load",

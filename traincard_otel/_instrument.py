@@ -1,38 +1,27 @@
 """instrument(obj): find the framework from the object's classes and wire its adapter.
 
 Frameworks are recognised by the top-level module of the object's class hierarchy, so nothing
-is imported to check: whoever holds a Trainer has already imported its framework.
+is imported to check: whoever holds a Trainer has already imported its framework. Every door
+(``autolog()``, ``@traincard``, the OpenTelemetry instrumentor, the frameworks' own callback
+classes) reaches an object through the same registry, so the first one attaches and the others
+get its handle.
 """
 
 from __future__ import annotations
 
-import weakref
-from typing import Protocol
+from collections.abc import Mapping
 
 from ._configure import configure
-from ._safety import warn_once
 from ._types import Reported
+from .adapters._registry import Handle, claim, framework_roots, instrumented
+
+__all__ = ["SUPPORTED", "Handle", "instrument"]
 
 SUPPORTED = (
     "transformers.Trainer (and subclasses such as trl.SFTTrainer), "
     "lightning.pytorch.Trainer / pytorch_lightning.Trainer, "
     "accelerate.Accelerator, torch.optim.Optimizer (hand-written loops)"
 )
-
-
-class Handle(Protocol):
-    """What :func:`instrument` returns: ``close()`` flushes and detaches the adapter."""
-
-    closed: bool
-
-    def close(self) -> None: ...
-
-
-_instrumented: weakref.WeakKeyDictionary[object, Handle] = weakref.WeakKeyDictionary()
-
-
-def _roots(obj: object) -> set[str]:
-    return {cls.__module__.split(".", 1)[0] for cls in type(obj).__mro__}
 
 
 def instrument(obj: object, *, model: object = None, **settings: Reported) -> Handle:
@@ -47,40 +36,44 @@ def instrument(obj: object, *, model: object = None, **settings: Reported) -> Ha
         **settings: passed to :func:`traincard_otel.configure` if telemetry is not set up yet.
 
     Returns:
-        A handle; ``handle.close()`` flushes (also done at exit). Instrumenting the same object
-        twice returns the first handle and reports nothing twice; after ``close()`` it attaches again.
+        A handle; ``handle.close()`` flushes (also done at exit). Instrumenting an object again,
+        here or through another door (``autolog()``, ``@traincard``, a callback passed to the
+        framework), returns the first handle and reports nothing twice; after ``close()`` it
+        attaches again.
 
     Raises:
         TypeError: ``obj`` is not a supported framework object.
+        ConfigError: ``settings`` differ from those telemetry is running with.
     """
-    try:
-        existing = _instrumented.get(obj)
-    except TypeError:
-        existing = None
-    if existing is not None and not existing.closed:
-        warn_once(f"instrument-twice:{id(obj)}", "traincard: %r is already instrumented", type(obj).__name__)
-        return existing
-    roots = _roots(obj)
-    handle: Handle
+    existing = instrumented(obj)
+    if existing is None:
+        return claim(obj, lambda: _attach(obj, model, settings))
+    if settings:  # they must agree with the running pipeline's, as on a first call
+        configure(**settings)
+    use_model = getattr(existing, "use_model", None)
+    if model is not None and callable(use_model):
+        use_model(model)
+    return existing
+
+
+def _attach(obj: object, model: object, settings: Mapping[str, Reported]) -> Handle:
+    roots = framework_roots(obj)
     if "transformers" in roots:
         from .adapters.huggingface import attach
 
-        handle = attach(obj, configure(**settings))
-    elif roots & {"lightning", "pytorch_lightning"} and hasattr(obj, "fit"):
+        return attach(obj, settings)
+    if roots & {"lightning", "pytorch_lightning"} and hasattr(obj, "fit"):
         from .adapters.lightning import attach as attach_lightning
 
-        handle = attach_lightning(obj, configure(**settings))
-    elif "accelerate" in roots and hasattr(obj, "trackers"):
+        return attach_lightning(obj, settings)
+    if "accelerate" in roots and hasattr(obj, "trackers"):
         from .adapters.accelerate import attach as attach_accelerate
 
-        handle = attach_accelerate(obj, configure(**settings), model)
-    elif "torch" in roots and hasattr(obj, "register_step_post_hook") and hasattr(obj, "param_groups"):
+        return attach_accelerate(obj, settings, model)
+    if "torch" in roots and hasattr(obj, "register_step_post_hook") and hasattr(obj, "param_groups"):
         from .adapters.torch_loop import attach as attach_loop
 
-        handle = attach_loop(obj, configure(**settings), model)
-    else:
-        raise TypeError(
-            f"traincard_otel.instrument() does not support {type(obj).__qualname__}; supported: {SUPPORTED}"
-        )
-    _instrumented[obj] = handle
-    return handle
+        return attach_loop(obj, configure(**settings), model)
+    raise TypeError(
+        f"traincard_otel.instrument() does not support {type(obj).__qualname__}; supported: {SUPPORTED}"
+    )

@@ -54,14 +54,19 @@ def internal_error(where: str, exc: Exception) -> None:
     report_internal_error(where, exc)
 
 
-def guarded(where: str, default: R) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorate a hook so that an exception is reported and ``default`` returned instead."""
+def guarded(
+    where: str, default: R, *, passes: tuple[type[Exception], ...] = ()
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a hook so that an exception is reported and ``default`` returned instead; one of
+    ``passes`` (a set-up error that must stop the program, say) is raised as it is."""
 
     def wrap(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
         def inner(*args: P.args, **kwargs: P.kwargs) -> R:
             try:
                 return fn(*args, **kwargs)
+            except passes:
+                raise
             except Exception as exc:
                 internal_error(where, exc)
                 return default

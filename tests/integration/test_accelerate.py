@@ -1,4 +1,5 @@
-"""Accelerate: accelerator.log(...) reaches the store, through log_with= or instrument(accelerator)."""
+"""Accelerate: accelerator.log(...) reaches the store, through log_with=, instrument(accelerator) or
+autolog(), once whichever of them are combined."""
 
 from __future__ import annotations
 
@@ -40,25 +41,36 @@ def _train(accelerator, steps: int = 12) -> list[float]:  # type: ignore[no-unty
     return logged
 
 
-@pytest.mark.parametrize("how", ["log_with", "instrument"])
-def test_accelerate_log_reaches_the_store(how: str, store_dir: Path) -> None:
-    from traincard_otel.adapters.accelerate import TraincardTracker
+@pytest.mark.parametrize(
+    "how", ["log_with", "instrument", "autolog", "log_with+instrument", "log_with+autolog"]
+)
+def test_accelerate_log_reaches_the_store_once(how: str, store_dir: Path) -> None:
+    from traincard_otel.integrations import AccelerateTracker
 
-    if how == "log_with":
-        accelerator = accelerate.Accelerator(cpu=True, log_with=[TraincardTracker()])
-        accelerator.init_trackers("demo", config={"lr": 0.05})
-    else:
-        accelerator = accelerate.Accelerator(cpu=True)
+    passed = AccelerateTracker()
+    if "autolog" in how:
+        traincard_otel.autolog()
+    try:
+        accelerator = accelerate.Accelerator(cpu=True, log_with=[passed] if "log_with" in how else None)
+    finally:
+        traincard_otel.autolog(disable=True)
+    if "instrument" in how:
         traincard_otel.instrument(accelerator)
+    if "log_with" in how:
+        accelerator.init_trackers("demo", config={"lr": 0.05})
+    ours = [t for t in accelerator.trackers if isinstance(t, AccelerateTracker)]
+    assert len(ours) == 1 and ours[0].accelerator is accelerator
+    assert (ours[0] is passed) == ("log_with" in how)  # a tracker passed is the one that reports
     logged = _train(accelerator)
     traincard_otel.shutdown()
     run = traincard_otel.load(store_dir)
     assert run.metrics["loss"].steps == list(range(1, 13))
     assert run.metrics["loss"].values == pytest.approx(logged)
     assert run.metrics["eval_loss"].values == [0.5]
-    assert run.status["step"] == 12
-    if how == "log_with":
-        assert any(e["name"] == "traincard.hyperparams" and e["body"] == {"lr": "0.05"} for e in run.events)
+    assert run.status["step"] == 12 and run.status["progress"]["world_size"] == 1
+    assert run.status["progress"]["flops_per_token"] == 6 * 5  # the model prepare() saw, after attaching
+    hyperparameters = [e["body"] for e in run.events if e["name"] == "traincard.hyperparams"]
+    assert hyperparameters == ([{"lr": "0.05"}] if "log_with" in how else [])
 
 
 @pytest.mark.parametrize("hint", [True, False])

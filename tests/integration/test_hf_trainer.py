@@ -236,3 +236,110 @@ def test_logged_dicts_are_read_with_their_numbers_only(store_dir: Path, tmp_path
     assert run.metrics["count"].values == [3.0]
     assert not {"note", "flag"} & set(run.metrics)
     assert not run.status["rejected"]  # what the Trainer logs that is not a number is not bad input
+
+
+def _reported_once(run: Any, trainer: Any, steps: int) -> None:
+    """Every point the Trainer logged is in ``run`` exactly once, as are its steps, phases and saves."""
+    history = trainer.state.log_history
+    for key in ("loss", "eval_loss"):
+        expected = [(h["step"], h[key]) for h in history if key in h]
+        assert (
+            expected and list(zip(run.metrics[key].steps, run.metrics[key].values, strict=True)) == expected
+        )
+    assert run.step_times[0].steps == list(range(1, steps + 1))
+    names = [p["n"] for p in run.phases]
+    assert names.count("training.train") == 1
+    assert names.count("training.eval") == len([h for h in history if "eval_loss" in h])
+    assert [c["step"] for c in run.checkpoints] == [steps]
+    assert run.status["status"] == "finished" and run.status["step"] == steps
+
+
+@pytest.mark.slow
+def test_autolog_and_instrument_report_a_trainer_once(
+    autologging: None, store_dir: Path, tmp_path: Path
+) -> None:
+    from traincard_otel.adapters._registry import instrumented
+
+    from examples.tiny_gpt2 import trainer as make_trainer
+
+    trainer = make_trainer(str(tmp_path / "out"), max_steps=6, logging_steps=2, eval_steps=3, save_steps=6)
+    handle = instrumented(trainer)  # by autolog(), at the Trainer's making
+    assert handle is not None and traincard_otel.instrument(trainer) is handle
+    assert instrumented(trainer.accelerator) is None  # the Trainer's own Accelerator is the Trainer's
+    trainer.train()
+    traincard_otel.shutdown()
+    _reported_once(traincard_otel.load(store_dir), trainer, 6)
+
+    traincard_otel.autolog(disable=True)
+    assert instrumented(make_trainer(str(tmp_path / "later"), max_steps=1)) is None
+
+
+@pytest.mark.slow
+def test_hf_callback_passed_to_the_trainer(store_dir: Path, tmp_path: Path) -> None:
+    from transformers import Trainer
+
+    from traincard_otel.integrations import HFCallback
+
+    from examples.tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
+
+    callback = HFCallback()
+    trainer = Trainer(
+        model=tiny_gpt2(),
+        args=training_args(str(tmp_path / "out"), max_steps=6, logging_steps=2, eval_steps=3, save_steps=6),
+        train_dataset=ProgressionDataset(256),
+        eval_dataset=ProgressionDataset(64, seed=1),
+        callbacks=[callback],
+    )
+    # Bound at the end of the Trainer's making, and called through the handler's wrapped events
+    # rather than from its list (where it would also cost every step's dispatch).
+    assert callback.trainer is trainer and callback not in trainer.callback_handler.callbacks
+    assert traincard_otel.instrument(trainer).callback is callback  # the same adapter: once
+    trainer.train()
+    traincard_otel.shutdown()
+    _reported_once(traincard_otel.load(store_dir), trainer, 6)
+
+
+def test_hf_callback_with_autolog_is_one_adapter(autologging: None, store_dir: Path, tmp_path: Path) -> None:
+    from transformers import Trainer
+
+    from traincard_otel.adapters._registry import instrumented
+    from traincard_otel.integrations import HFCallback
+
+    from examples.tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
+
+    first, second = HFCallback(), HFCallback()
+    trainer = Trainer(
+        model=tiny_gpt2(),
+        args=training_args(str(tmp_path / "out"), max_steps=1),
+        train_dataset=ProgressionDataset(16),
+        eval_dataset=ProgressionDataset(16),
+        callbacks=[first, second],
+    )
+    handle = instrumented(trainer)
+    assert handle is not None and handle.callback is first and second.trainer is None
+    assert not [c for c in trainer.callback_handler.callbacks if isinstance(c, HFCallback)]
+    late = HFCallback()
+    trainer.add_callback(late)  # after the making: at its first event it finds the Trainer reported
+    trainer.evaluate()
+    assert late.trainer is None and late not in trainer.callback_handler.callbacks
+
+
+def test_a_bad_setting_on_the_callback_stops_the_trainers_making(
+    store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from transformers import Trainer
+
+    from traincard_otel.integrations import HFCallback
+
+    from examples.tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
+
+    with pytest.raises(TypeError, match="flush_every"):
+        HFCallback(flush_every=3)  # a name configure() does not take: at once
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")  # as in production: internal errors are only logged
+    with pytest.raises(traincard_otel.ConfigError, match="bogus"):
+        Trainer(  # a value that is not valid: when the callback binds, at the end of the making
+            model=tiny_gpt2(),
+            args=training_args(str(tmp_path / "out"), max_steps=1, eval_strategy="no"),
+            train_dataset=ProgressionDataset(16),
+            callbacks=[HFCallback(stop_on="bogus")],
+        )

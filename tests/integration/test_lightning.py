@@ -288,3 +288,65 @@ def test_lightning_manual_optimization_reports_each_optimizer_step(store_dir: Pa
     )
     # Lightning hands its loggers the logged values at every batch in manual optimization
     assert run.metrics["loss"].steps == list(range(1, 8))
+
+
+def _fit_briefly(pl, trainer) -> None:  # type: ignore[no-untyped-def]
+    """Two epochs of the regressor (16 steps, an evaluation after each epoch)."""
+    trainer.fit(_module(pl), _loader(0), _loader(1))
+    traincard_otel.shutdown()
+
+
+def _trainer(pl, tmp_path: Path, callbacks: list[object]):  # type: ignore[no-untyped-def]
+    ckpt = pl.callbacks.ModelCheckpoint(dirpath=str(tmp_path / "ckpt"), monitor="val_loss", save_top_k=1)
+    return pl.Trainer(
+        max_epochs=2,
+        log_every_n_steps=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        callbacks=[*callbacks, ckpt],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+
+
+def _reported_once(run) -> None:  # type: ignore[no-untyped-def]
+    assert run.metrics["train_loss"].steps == list(range(16))  # logged before the step's end
+    assert run.step_times[0].steps == list(range(1, 17))
+    assert len(run.metrics["val_loss"].values) == 2
+    assert [p["n"] for p in run.phases].count("training.train") == 1
+    assert run.checkpoints and run.status["status"] == "finished"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("namespace", ["lightning.pytorch", "pytorch_lightning"])
+def test_lightning_callback_passed_to_the_trainer(namespace: str, store_dir: Path, tmp_path: Path) -> None:
+    """One class for both namespaces: Lightning calls a callback's hooks by name."""
+    pl = pytest.importorskip(namespace)
+    from traincard_otel.integrations import LightningCallback
+
+    callback = LightningCallback()
+    trainer = _trainer(pl, tmp_path, [callback])
+    _fit_briefly(pl, trainer)  # bound in setup(), at the start of the fit
+    assert traincard_otel.instrument(trainer).callback is callback
+    _reported_once(traincard_otel.load(store_dir))
+
+
+@pytest.mark.slow
+def test_autolog_instruments_a_lightning_trainer(autologging: None, store_dir: Path, tmp_path: Path) -> None:
+    pl = pytest.importorskip("pytorch_lightning")
+    from traincard_otel.adapters._registry import instrumented
+    from traincard_otel.integrations import LightningCallback
+
+    passed = LightningCallback()
+    with_callback = _trainer(pl, tmp_path, [passed])  # autolog adopts the callback passed
+    handle = instrumented(with_callback)
+    assert handle is not None and handle.callback is passed
+    assert [type(c) for c in with_callback.callbacks].count(type(passed)) == 1
+
+    trainer = _trainer(pl, tmp_path, [])
+    handle = instrumented(trainer)
+    assert handle is not None and handle.callback in trainer.callbacks
+    assert traincard_otel.instrument(trainer) is handle
+    _fit_briefly(pl, trainer)
+    _reported_once(traincard_otel.load(store_dir))

@@ -1,4 +1,7 @@
-"""The example flow run for real by Metaflow in a subprocess, local datastore, card fetched back."""
+"""The example flow run for real by Metaflow in a subprocess, local datastore, card fetched back.
+
+Its step has ``@traincard`` and a Hugging Face Trainer, and no other line for the card: the
+decorator instruments every Trainer made in the step."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.browser_helpers import open_html, screenshot
 from tests.support.helpers import REPO, card_payload, metaflow_client, subprocess_env
 
 pytest.importorskip("metaflow")
@@ -22,6 +26,7 @@ def flow_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("flow")
     for name in ("hf_finetune_flow.py", "tiny_gpt2.py"):
         shutil.copy(REPO / "examples" / name, d / name)
+    assert "instrument(" not in (d / "hf_finetune_flow.py").read_text()  # @traincard alone
     return d
 
 
@@ -104,3 +109,29 @@ def test_failed_task_still_gets_a_final_card_with_the_failure(flow_dir: Path) ->
     assert payload["failure"]["type"] == "RuntimeError"
     assert "synthetic failure at step 12" in payload["failure"]["message"]
     assert payload["banners"][0]["kind"] == "failed"
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_card_of_a_step_with_only_the_decorator_in_chromium(
+    browser: Any,
+    flow_dir: Path,
+    finished_run: str,
+    tmp_path: Path,
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    payload = card_payload(html := get_card(flow_dir, finished_run))
+    loss_chart = next(c for c in payload["charts"] if c["id"] == "loss")
+    assert {s["label"] for s in loss_chart["series"]} >= {"train", "eval"}
+    points = sum(len(s["y"]) for s in loss_chart["series"])
+    open_html(browser, html, tmp_path)
+    WebDriverWait(browser, 30).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
+    assert browser.execute_script("return document.body.dataset.error || ''") == ""
+    assert "finished" in browser.find_element(By.CSS_SELECTOR, "#tc-status .tc-pill").text.lower()
+    loss = browser.find_element(By.CSS_SELECTOR, '.tc-chart[data-chart-id="loss"]')
+    assert loss.find_elements(By.TAG_NAME, "canvas") and int(loss.get_attribute("data-points")) == points
+    rows = browser.find_elements(By.CSS_SELECTOR, "#tc-checkpoints tbody tr")
+    assert [r.get_attribute("data-step") for r in rows] == ["60"]
+    screenshot(browser, "decorator-alone")

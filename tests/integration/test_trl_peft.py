@@ -1,4 +1,4 @@
-"""PEFT/LoRA-wrapped and TRL trainers are Trainers: instrument() reports them the same way."""
+"""PEFT/LoRA-wrapped and TRL trainers are Trainers: instrument() and autolog() report them the same way."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_peft_lora_model_under_the_trainer(store_dir: Path, tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_trl_sft_trainer(store_dir: Path, tmp_path: Path) -> None:
+def test_trl_sft_trainer_under_autolog(autologging: None, store_dir: Path, tmp_path: Path) -> None:
     trl = pytest.importorskip("trl")
     datasets = pytest.importorskip("datasets")
     from tokenizers import Tokenizer, models, pre_tokenizers
@@ -61,16 +61,15 @@ def test_trl_sft_trainer(store_dir: Path, tmp_path: Path) -> None:
         save_strategy="no",
         max_length=32,
     )
-    trainer = trl.SFTTrainer(
+    trainer = trl.SFTTrainer(  # instrumented by autolog() as it is made
         model=tiny_gpt2(vocab=len(vocab)),
         args=config,
         processing_class=tokenizer,
         train_dataset=datasets.Dataset.from_dict({"text": texts}),
     )
-    traincard_otel.instrument(trainer)
     trainer.train()
     traincard_otel.shutdown()
     run = traincard_otel.load(store_dir)
     expected = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert expected and run.metrics["loss"].values == expected
-    assert run.status["status"] == "finished"
+    assert run.status["status"] == "finished" and run.step_times[0].steps == list(range(1, 9))

@@ -14,12 +14,12 @@ def test_unsupported_transformers_version_names_the_supported_range(
     store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("transformers")
-    from traincard_otel.adapters.huggingface import taps
+    from traincard_otel.adapters import huggingface
 
     from examples.tiny_gpt2 import trainer as make_trainer
 
     trainer = make_trainer(str(tmp_path / "out"), max_steps=1)
-    monkeypatch.setattr(taps.transformers, "__version__", "4.2.0")
+    monkeypatch.setattr(huggingface.transformers, "__version__", "4.2.0")
     with pytest.raises(TraincardError, match=r"transformers 4\.2\.0 is too old.*>= 4\.40"):
         traincard_otel.instrument(trainer)
 

@@ -49,6 +49,9 @@ READ = ("_read.locate", "_read.load", "_read.payload", "_read.card", "_read.api"
 FRONT = (
     "_configure",
     "_instrument",
+    "_autolog",
+    "integrations",
+    "instrumentor",
     "adapters",
     "metaflow",
     "exporters",

@@ -17,6 +17,7 @@ def test_public_names_are_pinned() -> None:
             "TraincardError",
             "__version__",
             "active_reporter",
+            "autolog",
             "configure",
             "instrument",
             "load",
@@ -29,8 +30,11 @@ def test_public_names_are_pinned() -> None:
 
 
 def test_import_pulls_in_no_heavy_framework() -> None:
+    """Nor do the integrations module and autolog(), whose hooks wait for a framework's import."""
     code = (
-        "import sys, traincard_otel\n"
+        "import sys, traincard_otel, traincard_otel.integrations\n"
+        "traincard_otel.autolog()\n"
+        "assert sorted(traincard_otel.integrations.__all__) == sorted(dir(traincard_otel.integrations))\n"
         "heavy = ('torch', 'transformers', 'lightning', 'pytorch_lightning', 'metaflow', 'pynvml',\n"
         "         'pyarrow', 'accelerate')\n"
         "print(','.join(m for m in heavy if m in sys.modules))"
@@ -72,3 +76,42 @@ def test_the_testing_module_example_uses_public_names_and_runs() -> None:
     namespace: dict[str, object] = {"train": train}
     exec(compile(tree, "traincard_otel/testing.py", "exec"), namespace)
     namespace["test_my_training_loop_reports_loss"]()  # type: ignore[operator]
+
+
+def test_a_class_of_the_integrations_names_the_extra_its_framework_needs() -> None:
+    """With a framework missing, the module imports and a class's name raises the install hint."""
+    code = (
+        "import sys\n"
+        "for name in ('transformers', 'lightning', 'pytorch_lightning', 'accelerate',\n"
+        "             'opentelemetry.instrumentation'):\n"
+        "    sys.modules[name] = None  # as if not installed\n"
+        "import traincard_otel.integrations as integrations\n"
+        "from traincard_otel import MissingDependencyError\n"
+        "for name, extra in (('HFCallback', 'hf'), ('LightningCallback', 'lightning'),\n"
+        "                    ('AccelerateTracker', 'accelerate')):\n"
+        "    try:\n"
+        "        getattr(integrations, name)\n"
+        "    except MissingDependencyError as exc:\n"
+        '        assert f"traincard-otel[{extra}]" in str(exc), exc\n'
+        "    else:\n"
+        "        raise AssertionError(name)\n"
+        "try:\n"
+        "    import traincard_otel.instrumentor\n"
+        "except MissingDependencyError as exc:\n"
+        "    assert 'traincard-otel[instrument]' in str(exc), exc\n"
+        "else:\n"
+        "    raise AssertionError('instrumentor')\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_autolog_refuses_a_setting_configure_does_not_take_and_holds_nothing() -> None:
+    import pytest
+
+    from traincard_otel import _autolog
+
+    with pytest.raises(TypeError, match="flush_every"):
+        traincard_otel.autolog(flush_every=1)
+    assert _autolog._FINDER not in sys.meta_path and not _autolog._owners

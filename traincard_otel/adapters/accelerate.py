@@ -1,5 +1,6 @@
-"""Hugging Face Accelerate: a tracker for ``Accelerator(log_with=[TraincardTracker()])``, so
-``accelerator.log(values, step=...)`` reaches the card, and ``instrument(accelerator)``.
+"""Hugging Face Accelerate: :class:`AccelerateTracker`, for ``Accelerator(log_with=[AccelerateTracker()])``,
+so ``accelerator.log(values, step=...)`` reaches the card; ``instrument(accelerator)`` wires the same
+tracker (adopting one passed in ``log_with``).
 
 Accelerate calls trackers on the main process only (``main_process_only``), like every tracker;
 step ends and heartbeats of the other ranks come from the optimizer hooks of
@@ -8,15 +9,17 @@ step ends and heartbeats of the other ranks come from the optimizer hooks of
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .._analysis.flops import model_fields
+from .._configure import configure
 from .._optional import require
 from .._safety import guarded
 from .._schema import Event
 from .._types import Foreign, Reported
 from .._write.report.reporter import Reporter
 from ..exceptions import TraincardError
+from ._registry import calling_object, checked_settings, claim, framework_roots
 
 accelerate_tracking = require("accelerate.tracking", "accelerate")
 MIN_VERSION = (0, 26)
@@ -32,25 +35,64 @@ def _check_version() -> None:
         )
 
 
+def _holds(tracker: object) -> Callable[[object], bool]:
+    return lambda obj: "accelerate" in framework_roots(obj) and tracker in getattr(obj, "trackers", ())
+
+
 # accelerate ships no type information: its tracker base class is Any to mypy.
-class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name-defined,misc]
-    """An Accelerate tracker writing to traincard (configures telemetry on first use)."""
+class AccelerateTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name-defined,misc]
+    """An Accelerate tracker reporting to the card and OTel: ``accelerator.log(...)``'s values, the
+    run's configuration, and the model's FLOPs per token (the model given to ``instrument``, else
+    the first one ``accelerator.prepare`` has seen).
+
+    Passed in ``log_with``, it binds to its Accelerator when ``init_trackers`` starts it (or at its
+    first call); ``instrument(accelerator)`` wires this same tracker.
+
+    Args:
+        **settings: passed to :func:`traincard_otel.configure` when it binds.
+    """
 
     name = "traincard"
     requires_logging_directory = False
     main_process_only = True
 
-    def __init__(self, reporter: Reporter | None = None, **settings: Reported) -> None:
+    def __init__(self, **settings: Reported) -> None:
         super().__init__()
-        self._reporter = reporter
-        self._settings = settings
+        self.settings = checked_settings(settings)
+        self.accelerator: Foreign = None  # the Accelerator reported, once bound
+        self._reporter: Reporter | None = None
+        self._model: Foreign = None
+        self._model_reported = False
+        self._inert = False  # a second tracker of ours on one Accelerator: the first reports
+
+    def bind(self, accelerator: Foreign, reporter: Reporter, model: Foreign = None) -> None:
+        """Report ``accelerator``'s run to ``reporter`` (see :func:`attach`)."""
+        self.accelerator, self._reporter = accelerator, reporter
+        reporter.progress(world_size=accelerator.num_processes)
+        self.use_model(model)
+
+    def use_model(self, model: Foreign) -> None:
+        """Report the FLOPs per token of ``model`` (None: the first model the Accelerator prepared,
+        once it has one), in the Accelerator's mixed precision."""
+        if model is not None:
+            self._model, self._model_reported = model, False
+        model = self._model
+        if model is None and self.accelerator is not None:
+            model = next(iter(getattr(self.accelerator, "_models", ())), None)
+        if model is not None and not self._model_reported:
+            self._model_reported = True
+            precision = str(getattr(self.accelerator, "mixed_precision", "no"))
+            self.reporter.progress(**model_fields(model, precision))
 
     @property
     def reporter(self) -> Reporter:
         if self._reporter is None:
-            from .._configure import configure
-
-            self._reporter = configure(**self._settings)
+            accelerator = calling_object(_holds(self), skip=self)
+            if accelerator is not None:
+                handle = claim(accelerator, lambda: attach(accelerator, {}, tracker=self))
+                self._inert = getattr(handle, "tracker", None) is not self
+            if self._reporter is None:  # no Accelerator found, or another tracker reports it
+                self._reporter = configure(**self.settings)
         return self._reporter
 
     @property
@@ -63,19 +105,30 @@ class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name
         several processes, combine it across them before leaving the loop (docs/guards.md)."""
         return self.reporter.should_stop
 
+    @guarded("accelerate.start", None, passes=(TraincardError,))  # a bad setting stops init_trackers
+    def start(self) -> None:
+        self.reporter  # noqa: B018  (binds to the Accelerator whose init_trackers calls this)
+
     @guarded("accelerate.store_init_configuration", None)
     def store_init_configuration(self, values: Mapping[str, object]) -> None:
-        self.reporter.event(Event.HYPERPARAMS, body={str(k): str(v) for k, v in values.items()})
+        reporter = self.reporter
+        if not self._inert:
+            reporter.event(Event.HYPERPARAMS, body={str(k): str(v) for k, v in values.items()})
 
     @guarded("accelerate.log", None)
     def log(self, values: Mapping[str, Reported], step: int | None = None, **kwargs: object) -> None:
+        reporter = self.reporter
+        if self._inert:
+            return
+        if not self._model_reported:
+            self.use_model(None)
         scalars = {k: v for k, v in values.items() if not isinstance(v, (str, dict, list))}
         if scalars:
             phase = "eval" if any(k.startswith(("eval", "val")) for k in scalars) else "train"
-            self.reporter.metrics(scalars, step=step, phase=phase)
+            reporter.metrics(scalars, step=step, phase=phase)
         if step is not None:
-            self.reporter.progress(step=step)
-            self.reporter.heartbeat()
+            reporter.progress(step=step)
+            reporter.heartbeat()
 
     @guarded("accelerate.finish", None)
     def finish(self) -> None:
@@ -85,9 +138,13 @@ class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name
 class AccelerateHandle:
     """Returned by :func:`traincard_otel.instrument` for an ``Accelerator``."""
 
-    def __init__(self, accelerator: Foreign, tracker: TraincardTracker) -> None:
+    def __init__(self, accelerator: Foreign, tracker: AccelerateTracker) -> None:
         self.accelerator, self.tracker = accelerator, tracker
         self.closed = False  # instrument() attaches afresh once closed
+
+    def use_model(self, model: Foreign) -> None:
+        """Report the FLOPs per token of ``model`` (given to a later ``instrument`` call)."""
+        self.tracker.use_model(model)
 
     def close(self) -> None:
         """Detach the tracker and flush."""
@@ -97,19 +154,31 @@ class AccelerateHandle:
         self.tracker.reporter.flush()
 
 
-def attach(accelerator: Foreign, reporter: Reporter, model: Foreign = None) -> AccelerateHandle:
-    """Add a :class:`TraincardTracker` to ``accelerator`` (on the main process, like Accelerate does).
+def attach(
+    accelerator: Foreign,
+    settings: Mapping[str, Reported],
+    model: Foreign = None,
+    tracker: AccelerateTracker | None = None,
+) -> AccelerateHandle:
+    """Bind ``tracker`` (else an unbound one passed in ``log_with``, else a new one) to
+    ``accelerator``, reporting to :func:`configure` with ``settings`` and the tracker's own, and
+    add it to ``accelerator.trackers`` on the main process, like Accelerate does; it leaves
+    ``log_with``, where ``init_trackers`` would add it a second time.
 
-    ``model`` (else the first model ``accelerator.prepare`` has seen) gives the FLOPs per token
-    for MFU, in the accelerator's mixed precision.
+    ``model`` (else the first model ``accelerator.prepare`` has seen, once it has one) gives the
+    FLOPs per token for MFU, in the accelerator's mixed precision.
     """
     _check_version()
-    model = model if model is not None else next(iter(getattr(accelerator, "_models", ())), None)
-    if model is not None:
-        precision = str(getattr(accelerator, "mixed_precision", "no"))
-        reporter.progress(**model_fields(model, precision))
-    tracker = TraincardTracker(reporter)
-    if accelerator.is_main_process:
-        accelerator.trackers.append(tracker)
-    reporter.progress(world_size=accelerator.num_processes)
+    log_with = list(getattr(accelerator, "log_with", None) or ())
+    if tracker is None:
+        passed = (t for t in (*accelerator.trackers, *log_with) if isinstance(t, AccelerateTracker))
+        tracker = next((t for t in passed if t.accelerator is None), None)
+    tracker = tracker if tracker is not None else AccelerateTracker()
+    accelerator.log_with = [t for t in log_with if not isinstance(t, AccelerateTracker)]
+    # A new list: init_trackers may be iterating over the old one (it starts each tracker).
+    trackers = [t for t in accelerator.trackers if not isinstance(t, AccelerateTracker) or t is tracker]
+    if accelerator.is_main_process and tracker not in trackers:
+        trackers.append(tracker)
+    accelerator.trackers = trackers
+    tracker.bind(accelerator, configure(**{**settings, **tracker.settings}), model)
     return AccelerateHandle(accelerator, tracker)

@@ -3,9 +3,12 @@
     @traincard
     @step
     def train(self):
-        trainer = Trainer(...)
-        traincard_otel.instrument(trainer)   # or current.traincard.metrics({...}, step=...)
+        trainer = Trainer(...)   # or current.traincard.metrics({...}, step=...) in any loop
         trainer.train()
+
+Every HF Trainer, Lightning Trainer and Accelerator made in the step is instrumented (the hooks of
+``autolog()``, held from ``task_pre_step`` to ``task_finished``); ``instrument(trainer)`` in the
+step is then the same adapter, reporting once.
 
 Sets up the pipeline in ``task_pre_step`` (store in the task's own datastore folder), exports
 ``TRAINCARD_STORE``/``TRAINCARD_ATTEMPT`` for child processes (torchrun, accelerate launch),
@@ -20,6 +23,7 @@ from collections.abc import Iterable
 
 from metaflow.decorators import StepDecorator
 
+from .. import _autolog
 from .._config import resolve
 from .._configure import active_reporter
 from .._identity import (
@@ -44,6 +48,7 @@ from .refresher import Refresher, mark_driven, traincard_cards
 from .step_warnings import StepWarnings
 
 _ENV_SYSTEM_BEFORE = "TRAINCARD_LAUNCHER_SYSTEM_BEFORE"
+_AUTOLOG_OWNER = "@traincard"
 
 
 class TraincardDecorator(StepDecorator):
@@ -175,6 +180,7 @@ class TraincardDecorator(StepDecorator):
             if reporter.settings.stop_on:  # the ranks it starts stop on the same kinds
                 os.environ["TRAINCARD_STOP_ON"] = ",".join(reporter.settings.stop_on)
         current._update_env({"traincard": reporter})
+        _autolog.hold(_AUTOLOG_OWNER)  # the step's Trainers and Accelerators, from their making
         found = _flow_hyperparameters(flow) if gang is None else {}
         if found:
             reporter.hyperparameters(found)
@@ -230,6 +236,7 @@ class TraincardDecorator(StepDecorator):
         retry_count: int,
         max_user_code_retries: int,
     ) -> None:
+        _autolog.release(_AUTOLOG_OWNER)
         if self._refresher is not None:
             self._refresher.stop()
         shutdown()  # the task's last summary is written before its final card compares summaries

@@ -1,4 +1,4 @@
-"""Lightning adapter, for both ``lightning.pytorch`` and ``pytorch_lightning`` (never mixed).
+"""Lightning adapter, for both ``lightning.pytorch`` and ``pytorch_lightning``.
 
 ``instrument(trainer)`` reports phases, step ends with their samples, tokens and data wait,
 progress, the model's FLOPs per token, checkpoints written by ``ModelCheckpoint`` with their
@@ -18,22 +18,18 @@ no second logging call. It costs the training thread a few µs a step:
   CUDA tensor waits for its value there); an evaluation's is reported at once, inside its phase.
 * A Callback remains for what happens once a fit, an epoch, an evaluation or a save (phases,
   progress, checkpoints, exceptions); Lightning skips a hook attribute that is not callable, so
-  its per-step hooks are switched off.
+  its per-step hooks are switched off. Users may pass it themselves (``LightningCallback`` in
+  :mod:`traincard_otel.integrations`): it is the same adapter.
 
-The Callback class is built against the package the trainer itself comes from: mixing the two
-namespaces breaks Lightning.
+``instrument()`` builds the Callback class for the namespace the trainer comes from; one that a
+user makes is built for the namespace imported, and works in a list of callbacks of either, since
+Lightning calls a callback's hooks by name.
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
-from ..._types import Foreign
-from ..._write.report.reporter import Reporter
-from ...exceptions import MissingDependencyError, TraincardError
 from .batches import batch_reader, flops_model, precision_dtype
-from .callback import callback_class
+from .callback import LightningHandle, attach, callback_class, lightning_package
 from .steps import CONNECTOR_METHOD, MODULE_HOOKS, StepTaps, step_progress
 
 __all__ = [
@@ -43,63 +39,9 @@ __all__ = [
     "StepTaps",
     "attach",
     "batch_reader",
+    "callback_class",
     "flops_model",
+    "lightning_package",
     "precision_dtype",
     "step_progress",
 ]
-
-MIN_VERSION = (2, 0)
-
-
-def _package(trainer: Foreign) -> ModuleType:
-    root = type(trainer).__module__.split(".", 1)[0]
-    name = "lightning.pytorch" if root == "lightning" else "pytorch_lightning"
-    try:
-        pl = importlib.import_module(name)
-    except ImportError as exc:
-        raise MissingDependencyError("pip install 'traincard-otel[lightning]'") from exc
-    parts = tuple(int(p) for p in pl.__version__.split(".")[:2] if p.isdigit())
-    if parts < MIN_VERSION:
-        raise TraincardError(f"{name} {pl.__version__} is not supported; traincard-otel supports >= 2.0")
-    return pl
-
-
-class LightningHandle:
-    """Returned by :func:`traincard_otel.instrument` for a Lightning Trainer."""
-
-    def __init__(self, trainer: Foreign, callback: Foreign, taps: StepTaps) -> None:
-        self.trainer, self.callback, self.taps = trainer, callback, taps
-        self.closed = False  # instrument() attaches afresh once closed
-
-    def close(self) -> None:
-        """Detach from the Trainer (its own methods and the module's back in place) and flush."""
-        self.closed = True
-        if self.callback in self.trainer.callbacks:
-            self.trainer.callbacks.remove(self.callback)
-        self.taps.remove()
-        reporter = self.callback.reporter
-        reporter.flush()
-        reporter.remove_metric_source(self.taps.logged_metrics)
-
-
-def attach(trainer: Foreign, reporter: Reporter) -> LightningHandle:
-    """Add the callback to ``trainer`` and wrap its logger connector's ``log_metrics``.
-
-    Raises:
-        TraincardError: this Lightning's Trainer has no logger connector with ``log_metrics``
-            (where every 2.x release has one), so the logged values could not be read.
-    """
-    pl = _package(trainer)
-    connector = getattr(trainer, "_logger_connector", None)
-    if not callable(getattr(connector, CONNECTOR_METHOD, None)):
-        raise TraincardError(
-            f"{pl.__name__} {pl.__version__}: its Trainer has no _logger_connector.log_metrics, "
-            "where traincard-otel reads the values self.log() logs; report this version, and "
-            "call traincard_otel.configure().metrics() from a Callback meanwhile"
-        )
-    taps = StepTaps(reporter, trainer)
-    callback = callback_class(pl)(reporter, taps)
-    taps.install_connector(connector)
-    reporter.add_metric_source(taps.logged_metrics)
-    trainer.callbacks.append(callback)
-    return LightningHandle(trainer, callback, taps)
