@@ -5,8 +5,6 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples"))
-
 from examples.tiny_gpt2 import trainer
 
 
