@@ -1,7 +1,8 @@
-"""Answers computed from a run's rows and records: anomalies, goodput, model FLOPs utilisation, and
-the comparison with a baseline run.
+"""Answers computed from a run's rows and records: anomalies, goodput, model FLOPs utilisation, the
+comparison with a baseline run, a gang's diagnosis, summaries for sweeps.
 
-Pure computations with no I/O and no imports above the foundation layer: the converter feeds
-:class:`~.anomalies.AnomalyDetector` as rows go out, the card and ``load()`` read
-:func:`~.goodput.goodput` and :mod:`.flops` off what the store holds.
+Pure computations with no I/O, below both sides of the store: the converter judges rows with
+:class:`~.anomalies.AnomalyDetector` and tallies goodput as they go out (the write side); the
+card, ``load()`` and the CLI analyse what a store holds with :func:`~.analysis.analyse` (the read
+side).
 """

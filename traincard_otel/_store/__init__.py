@@ -1,5 +1,5 @@
-"""The telemetry store: immutable segments and atomically replaced state, per attempt and rank.
-
-Writers (one per process) live in :mod:`.writer`; the reader that merges every attempt and rank
-into one timeline is :mod:`.reader`; where bytes go is :mod:`.backends`.
+"""The store as both sides know it: where its bytes live (:mod:`.backends`: a local folder or a
+Metaflow datastore), the names of its objects (:mod:`.layout`), and its formats: immutable JSON-lines
+segments (:mod:`.segment`) and compacted Parquet parts (:mod:`.part_format`). The writer is
+:mod:`traincard_otel._write.store`; the reader, :mod:`traincard_otel._read.load`.
 """
