@@ -158,7 +158,7 @@ def test_a_frozen_s3_endpoint_costs_one_bounded_attempt_and_no_step_time(tmp_pat
 
     from s3_server import BUCKET, CREDENTIALS, s3_server_process
 
-    from traincard_otel._store.backends import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
+    from traincard_otel._store.datastore_calls import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 
     # A read timeout set by the user (Metaflow's client parameters win key by key) bounds the
     # attempt as the default one does, in less of the test's time.

@@ -16,7 +16,7 @@ from .._types import JsonObject
 from . import layout, part_columns, part_metrics, segment
 from .backends import Backend
 from .columns import rank_series
-from .parts import add_other_rows, add_table
+from .parts import add_kept_records, add_other_rows, add_step_rows, add_table
 from .records import add_metric_columns, add_record, add_step_columns
 from .time_order import in_time_order
 
@@ -60,7 +60,8 @@ class StoreReader:
         self, batch: list[tuple[layout.ObjectName, str]], fetched: dict[str, bytes]
     ) -> None:
         """Parts with metric columns: every series' rows gathered from all of them, each series'
-        columns then built once (:mod:`.part_columns`), then each part's other rows added."""
+        columns then built once (:mod:`.part_columns`), then each part's step ends and other
+        records added."""
         from .compaction import read_columns
 
         pieces: part_columns.Pieces = {}
@@ -68,16 +69,22 @@ class StoreReader:
         for p, name in batch:
             seen = self._seqs.setdefault((p.attempt, p.rank, p.writer), set())
             try:
-                names, metric, rest = read_columns(fetched[name], seq=bool(seen))
+                names, metric, steps, rest = read_columns(fetched[name], seq=bool(seen))
                 self._records += part_columns.collect(names, metric, seen, p.attempt, p.rank, pieces)
             except Exception:  # a corrupt part is skipped and counted, like a corrupt segment
                 self._corrupt.add(name)
                 self._done.add(name)
                 continue
-            others.append((p, name, part_metrics.kept(rest, seen)))
+            kept = part_metrics.kept
+            others.append((p, name, None if steps is None else kept(steps, seen), kept(rest, seen)))
         part_columns.fill(self.data, pieces)
-        for p, name, rest in others:
-            add_other_rows(self.data, rest, p.attempt, p.rank)
+        for p, name, steps, rest in others:
+            if steps is None:  # a part that keeps its step ends among the other records
+                add_other_rows(self.data, rest, p.attempt, p.rank)
+            else:
+                add_step_rows(self.data, steps, p.attempt, p.rank)
+                add_kept_records(self.data, rest["rest"], p.attempt, p.rank)
+                self._records += int(steps.num_rows)
             self._records += int(rest.num_rows)
             self._seqs[(p.attempt, p.rank, p.writer)].update(range(p.seq, p.last + 1))
             self._done.add(name)
@@ -142,7 +149,7 @@ class StoreReader:
         for p, n in parts:  # a part of segments this reader already read adds nothing: not fetched
             if self._seqs.get((p.attempt, p.rank, p.writer), set()).issuperset(range(p.seq, p.last + 1)):
                 self._done.add(n)
-        parts = [(p, n) for p, n in parts if n not in self._done]
+        parts = _outermost([(p, n) for p, n in parts if n not in self._done])
         covered = {(p.attempt, p.rank, p.writer, seq) for p, _n in parts for seq in range(p.seq, p.last + 1)}
         new = [
             n
@@ -206,6 +213,22 @@ class StoreReader:
             if state.get("hot_path_overflow"):
                 dropped["buffer_full"] = dropped.get("buffer_full", 0) + int(state["hot_path_overflow"])
         return states
+
+
+def _outermost(parts: list[tuple[layout.ObjectName, str]]) -> list[tuple[layout.ObjectName, str]]:
+    """``parts`` without those inside another one of the same writer: a merge writes the part of
+    several before it deletes them (:mod:`.merge`), and a reader may list both."""
+    reach: dict[tuple[int, int, str], int] = {}
+    inside = set()
+    for p, name in sorted(
+        parts, key=lambda pn: (pn[0].attempt, pn[0].rank, pn[0].writer, pn[0].seq, -pn[0].last)
+    ):
+        key = (p.attempt, p.rank, p.writer)
+        if p.last <= reach.get(key, 0):
+            inside.add(name)
+        else:
+            reach[key] = p.last
+    return [(p, name) for p, name in parts if name not in inside]
 
 
 def read_store(backend: Backend, source: str | None = None) -> RunData:

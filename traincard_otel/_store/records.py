@@ -19,7 +19,7 @@ from .._data.rundata import DATA_WAIT_TAIL, MAX_GENAI_SPANS, Record, RunData, Se
 from .._schema import Attr, Event
 from .._schema.keys import series_key
 from .._types import JsonObject, JsonValue
-from .columns import FLOAT, INT, SMALL, Column, extend, rank_series, repeat, typed_series
+from .columns import FLOAT, INT, SMALL, Column, extend, own, rank_series, repeat, typed_series
 
 
 def _no_gaps(column: Sequence[JsonValue]) -> bool:
@@ -136,6 +136,7 @@ def extend_series(
 
 def _push(col: MutableSequence[JsonValue], item: JsonValue) -> MutableSequence[JsonValue]:
     """``col`` with ``item`` appended; a typed column that cannot take it becomes a list."""
+    col = own(col)
     try:
         col.append(item)
     except (TypeError, OverflowError):

@@ -25,6 +25,7 @@ from .._safety import internal_error
 from .._types import JsonObject, JsonValue
 from . import layout, segment
 from .backends import Backend
+from .merge import Part, Tiers, merge_parts
 from .retry import Backoff
 from .segment import Record
 
@@ -78,8 +79,11 @@ class StoreWriter:
         self._closed_records = 0  # rows in _closed
         self.compact_segments, self.compact_records = COMPACT_SEGMENTS, COMPACT_RECORDS
         self.parts_written = 0
+        self.parts_merged = 0
+        self.tiers = Tiers()
         self.compaction_note: str | None = None
         self._next_seq = 1
+        self._closing = False
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()
         self._wake = threading.Event()
@@ -177,22 +181,24 @@ class StoreWriter:
             if ok:
                 if self.write_errors == errors:
                     self.backoff.succeeded()  # the store answers again: the state written next says so
-                self._maybe_compact()
+                if not self._maybe_compact():
+                    self._maybe_merge()
                 ok = self._write_state()
             if self.write_errors > errors:
                 self.backoff.failed()
             return ok
 
-    def _maybe_compact(self) -> None:
-        """Merge closed segments into one Parquet part once there are enough of them.
+    def _maybe_compact(self) -> bool:
+        """Merge closed segments into one Parquet part once there are enough of them; whether it did.
 
         The part is written before the segments it covers are deleted, and readers skip segments a
         part covers, so a reader never sees a record twice or misses one.
         """
         if self.compaction_note is not None or not self._closed:
-            return
-        if len(self._closed) < self.compact_segments and self._closed_records < self.compact_records:
-            return
+            return False
+        few = len(self._closed) < self.compact_segments and self._closed_records < self.compact_records
+        if few and not (self._closing and self.parts_written):  # a long run ends with parts alone
+            return False
         try:
             from .compaction import to_parquet
 
@@ -201,12 +207,12 @@ class StoreWriter:
             self.compaction_note = "store compaction is off: pyarrow is not installed (traincard-otel[store])"
             logger.warning("traincard: %s", self.compaction_note)
             self._closed, self._closed_records = [], 0
-            return
+            return False
         except Exception as exc:  # the segments stay readable; the writer must keep writing them
             self.compaction_note = f"store compaction is off: {type(exc).__name__}: {exc}"
             self._closed, self._closed_records = [], 0
             internal_error("store compaction", exc)
-            return
+            return False
         first, last = self._closed[0][0], self._closed[-1][0]
         try:
             self.backend.write(
@@ -216,17 +222,47 @@ class StoreWriter:
             self._note_error(exc)
             if len(self._closed) > 4 * self.compact_segments:  # segments stay readable; stop holding them
                 self._closed, self._closed_records = [], 0
-            return
+            return True
         self.parts_written += 1
+        self.tiers.add(Part(first, last, self._closed_records, 0))
         covered = [
             layout.segment_name(self.attempt, self.rank, self.writer_id, seq) for seq, _ in self._closed
         ]
         self._closed, self._closed_records = [], 0
+        self._delete(covered)
+        return True
+
+    def _maybe_merge(self) -> None:
+        """Merge the latest parts into one when :class:`~.merge.Tiers` says so (one merge a flush)."""
+        taken = self.tiers.due()
+        if taken is None or getattr(self.backend, "delete", None) is None:
+            return
+        names = [layout.part_name(self.attempt, self.rank, self.writer_id, p.first, p.last) for p in taken]
+        try:
+            fetched = self.backend.read_many(names)
+            payload = merge_parts([fetched[name] for name in names])
+        except Exception as exc:  # those parts stay as they are; later ones are merged apart from them
+            self.tiers.parts.clear()
+            internal_error("store part merge", exc)
+            return
+        first, last = taken[0].first, taken[-1].last
+        try:
+            self.backend.write(
+                layout.part_name(self.attempt, self.rank, self.writer_id, first, last), payload
+            )
+        except Exception as exc:
+            self._note_error(exc)
+            return
+        self.tiers.merged(taken)
+        self.parts_merged += 1
+        self._delete(names)
+
+    def _delete(self, names: list[str]) -> None:
         delete = getattr(self.backend, "delete", None)
         if delete is not None:
             try:
-                delete(covered)
-            except Exception as exc:  # leftovers are harmless: readers skip covered segments
+                delete(names)
+            except Exception as exc:  # leftovers are harmless: readers skip what a part covers
                 self._note_error(exc)
 
     def _write_segments(self) -> bool:
@@ -259,6 +295,7 @@ class StoreWriter:
                 pending=self._buffered + self._pending_unwritten(),
                 write_errors=self.write_errors,
                 parts=self.parts_written,
+                parts_merged=self.parts_merged,
                 compaction_note=self.compaction_note,
                 last_write_error=self.last_error,
             )
@@ -291,6 +328,7 @@ class StoreWriter:
         """
         self._stop.set()
         self._wake.set()
+        self._closing = True
         deadline = time.monotonic() + timeout_s
         if self._thread is not None:
             self._thread.join(max(0.0, deadline - time.monotonic()))
