@@ -36,7 +36,7 @@ from .._schema import (
     Event,
     Failure,
     LifecycleEvent,
-    LogLine,
+    LogLines,
     Metric,
     StatusSnapshot,
     SystemMetric,
@@ -272,16 +272,27 @@ class Pipeline:
         self.on_shutdown.insert(0, watch.stop)
 
     def _capture_console(self) -> None:
-        from .._telemetry.console import ConsoleCapture
+        from .._telemetry.console import ConsoleCapture, Line
 
         queue, stream_attrs = self.queue, {Attr.RANK: str(self.rank.rank)}
 
-        def sink(level: str, line: str, traceback: str | None, stream: str | None, at: float) -> None:
+        def sink(lines: list[Line], stream: str | None) -> None:
             attrs = {**stream_attrs, Attr.LOG_STREAM: stream} if stream else stream_attrs
-            queue.put(LogLine(at, level, line, traceback, attrs))
+            levels, texts, tracebacks, times = zip(*lines, strict=True)
+            blocks = {i: tb for i, tb in enumerate(tracebacks) if tb is not None} if any(tracebacks) else {}
+            queue.put(LogLines(list(times), list(levels), list(texts), blocks, attrs))
+
+        logged: tuple[int, str | None, tuple[str, ...]] = (0, None, ())  # the messages, as last seen
 
         def seen(line: str) -> bool:
-            return any(m in line for m in list(queue.recent_messages) if len(m) >= 8)
+            nonlocal logged
+            recent = queue.recent_messages
+            if not recent:
+                return False
+            last = recent[-1]
+            if logged[0] != len(recent) or logged[1] is not last:  # new messages since the last line
+                logged = (len(recent), last, tuple(m for m in list(recent) if len(m) >= 8))
+            return any(map(line.__contains__, logged[2]))
 
         try:
             console = self.console = ConsoleCapture(sink, seen).start()

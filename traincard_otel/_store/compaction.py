@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from .._types import Foreign
-from .segment import PACKED_METRICS, PACKED_STEPS, Record
+from .segment import PACKED_METRICS, PACKED_STEPS, Record, encode_line
 
 SCHEMA_FIELDS = (
     ("seq", "int64"),
@@ -262,8 +262,9 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
             else:
                 other.repeat("seq", seq, 1)
                 other.repeat("k", str(kind), 1)
-                other.extend("t", [float(rec.get("t") or 0.0)])
-                other.repeat("rest", json.dumps(rec, default=str), 1)
+                t = rec.get("t")
+                other.extend("t", [float(t[0] if isinstance(t, array) else t or 0.0)])
+                other.repeat("rest", encode_line(rec), 1)  # a run of lines: its times in base64
 
     step_rows = len(st.typed["seq"])
     schema = part_schema(list(metrics.index), metrics.rows, step_rows)

@@ -17,7 +17,7 @@ from . import layout, part_columns, part_metrics, segment
 from .backends import Backend
 from .columns import rank_series
 from .parts import add_kept_records, add_other_rows, add_step_rows, add_table
-from .records import add_metric_columns, add_record, add_step_columns
+from .records import add_log_lines, add_metric_columns, add_record, add_step_columns
 from .time_order import in_time_order
 
 __all__ = ["RunData", "Series", "StoreReader", "rank_series", "read_store"]
@@ -177,6 +177,8 @@ class StoreReader:
                     self._records += add_metric_columns(data, rec, p.attempt, p.rank) - 1
                 elif kind == segment.PACKED_STEPS:
                     self._records += add_step_columns(data, rec, p.attempt, p.rank) - 1
+                elif kind == segment.PACKED_LINES:
+                    self._records += add_log_lines(data, rec, p.attempt, p.rank) - 1
                 else:
                     add_record(data, rec, p.attempt, p.rank)
             self._records += len(records)

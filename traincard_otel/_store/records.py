@@ -20,6 +20,7 @@ from .._schema import Attr, Event
 from .._schema.keys import series_key
 from .._types import JsonObject, JsonValue
 from .columns import FLOAT, INT, SMALL, Column, extend, own, rank_series, repeat, typed_series
+from .segment import PACKED_LINES, line_columns
 
 
 def _no_gaps(column: Sequence[JsonValue]) -> bool:
@@ -164,6 +165,27 @@ def _add_row(metrics: dict[str, Series], rec: Record, t: float, attempt: int, ra
         _append(series, step, value, t, attempt, rank)
 
 
+def add_log_lines(data: RunData, rec: Record, attempt: int, rank: int) -> int:
+    """A packed run of log lines (:func:`~.segment.line_columns`), one log entry a line; returns
+    how many."""
+    attrs: JsonObject = rec["a"]
+    tracebacks: dict[str, str] = rec.get("tb") or {}
+    for i, (t, level, text) in enumerate(zip(rec["t"], rec["lvl"], rec["msg"], strict=True)):
+        traceback = tracebacks.get(str(i))
+        data.logs.append(
+            {
+                "time": t,
+                "level": level,
+                "message": text,
+                "traceback": traceback,
+                "attributes": attrs if traceback is None else {**attrs, Attr.EXCEPTION_STACKTRACE: traceback},
+                "attempt": attempt,
+                "rank": rank,
+            }
+        )
+    return len(rec["msg"])
+
+
 def add_record(data: RunData, rec: Record, attempt: int, rank: int) -> None:
     kind, t = rec.get("k"), float(rec.get("t") or 0.0)
     if kind == "m":
@@ -203,6 +225,11 @@ def add_record(data: RunData, rec: Record, attempt: int, rank: int) -> None:
         _append(found, None, rec.get("v"), t, attempt, rank)
     elif kind == "s":
         data.phases.append({**rec, "attempt": attempt, "rank": rank})
+    elif kind == PACKED_LINES:
+        try:
+            add_log_lines(data, line_columns(rec), attempt, rank)
+        except (ValueError, TypeError, KeyError):
+            data.stats["corrupt_line_runs"] = int(data.stats.get("corrupt_line_runs", 0)) + 1
     elif kind == "l":
         data.logs.append(
             {
