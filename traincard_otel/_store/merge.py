@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from .._types import Foreign
-from .compaction import fill_table, layout_of, metric_column, part_schema
+from .compaction import fill_table, layout_of, metric_column, part_schema, writer_of
 
 MERGE_PARTS = 8  # parts of one tier merged into one of the next
 MAX_MERGED_ROWS = 4_000_000  # no merge makes a part of more rows (a part is read and written whole)
@@ -85,7 +85,7 @@ def merge_parts(parts: Sequence[bytes]) -> bytes:
     index = {name: i for i, name in enumerate(names)}
     schema = part_schema(names, sum(f.metric_rows for f in layouts), sum(f.step_rows or 0 for f in layouts))
     out = io.BytesIO()
-    with pq.ParquetWriter(out, schema, compression="zstd") as writer:
+    with writer_of(out, schema) as writer:
         for kind in range(3):  # metric rows, step ends, other records
             pending: list[Foreign] = []
             rows = 0

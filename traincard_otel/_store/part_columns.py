@@ -93,19 +93,23 @@ def collect(names: list[str], metric: Foreign, skip: set[int], attempt: int, ran
     return int(metric.num_rows)
 
 
-def fill(data: RunData, pieces: Pieces) -> None:
+def fill(data: RunData, pieces: Pieces, *, share: bool = False) -> None:
     """Append each series' pieces to its columns (a series not yet in ``data`` is added).
 
-    Series whose rows are the same rows of the same parts (every metric of a run reported at
-    every step) get one :class:`~.columns.Shared` column of steps, times, attempts and ranks.
+    ``share``: series whose rows are the same rows of the same parts (every metric of a run
+    reported at every step) get one :class:`~.columns.Shared` column of steps, times, attempts
+    and ranks (a read that nothing extends: a shared column is copied before it grows).
     """
     import pyarrow as pa
 
     built: dict[tuple[object, ...], MutableSequence[JsonValue]] = {}
+    kind = Shared if share else Column
 
     def once(
         key: tuple[object, ...], make: Callable[..., MutableSequence[JsonValue]], *args: object
     ) -> MutableSequence[JsonValue]:
+        if not share:
+            return make(*args)
         col = built.get(key)
         if col is None:
             col = built[key] = make(*args)
@@ -120,11 +124,11 @@ def fill(data: RunData, pieces: Pieces) -> None:
         steps = _chunks(got.steps, pa.int64())
         times = _chunks(got.times, pa.float64())
         columns = (
-            ("steps", once(("steps", *map(id, got.steps)), from_arrow_ints, steps, Shared)),
+            ("steps", once(("steps", *map(id, got.steps)), from_arrow_ints, steps, kind)),
             ("values", from_arrow_floats(_chunks(got.values, pa.float64()))),
-            ("times", once(("times", *map(id, got.times)), from_arrow_floats, times, Shared)),
-            ("attempts", once(("attempts", owners), _labels, owners, 0)),
-            ("ranks", once(("ranks", owners), _labels, owners, 1)),
+            ("times", once(("times", *map(id, got.times)), from_arrow_floats, times, kind)),
+            ("attempts", once(("attempts", owners), _labels, owners, 0, kind)),
+            ("ranks", once(("ranks", owners), _labels, owners, 1, kind)),
         )
         empty = not len(series.values)
         for field, column in columns:
@@ -140,10 +144,10 @@ def _chunks(pieces: list[Foreign], type_: Foreign) -> Foreign:
     return pa.chunked_array([chunk for piece in pieces for chunk in piece.chunks], type_)
 
 
-def _labels(owners: Sequence[tuple[int, int, int]], which: int) -> Column:
-    """The attempt (``which`` 0) or rank (1) of each row of ``owners``' pieces: one repeat per
-    run of pieces with the same label (usually one for the whole series)."""
-    out = Shared(SMALL)
+def _labels(owners: Sequence[tuple[int, int, int]], which: int, kind: type[Column]) -> Column:
+    """The attempt (``which`` 0) or rank (1) of each row of ``owners``' pieces (a ``kind``): one
+    repeat per run of pieces with the same label (usually one for the whole series)."""
+    out = kind(SMALL)
     at = 0
     while at < len(owners):
         label, n, at = owners[at][which], owners[at][2], at + 1

@@ -32,8 +32,12 @@ class StoreReader:
     last one, not the run's length.
     """
 
-    def __init__(self, backend: Backend, source: str | None = None) -> None:
+    def __init__(self, backend: Backend, source: str | None = None, *, share_columns: bool = False) -> None:
+        """``share_columns``: the metric series read from the same parts share one read-only
+        column of steps, times, attempts and ranks (:class:`~.columns.Shared`), for a read that
+        nothing extends later (a series that grows copies its shared columns first)."""
         self.backend = backend
+        self.share_columns = share_columns
         self.data = RunData(source=source or backend.spec)
         self._done: set[str] = set()
         self._corrupt: set[str] = set()
@@ -77,7 +81,7 @@ class StoreReader:
                 continue
             kept = part_metrics.kept
             others.append((p, name, None if steps is None else kept(steps, seen), kept(rest, seen)))
-        part_columns.fill(self.data, pieces)
+        part_columns.fill(self.data, pieces, share=self.share_columns)
         for p, name, steps, rest in others:
             if steps is None:  # a part that keeps its step ends among the other records
                 add_other_rows(self.data, rest, p.attempt, p.rank)
@@ -234,5 +238,5 @@ def _outermost(parts: list[tuple[layout.ObjectName, str]]) -> list[tuple[layout.
 
 
 def read_store(backend: Backend, source: str | None = None) -> RunData:
-    """Read and merge everything under ``backend``."""
-    return StoreReader(backend, source).read()
+    """Read and merge everything under ``backend`` (once: the series share their columns)."""
+    return StoreReader(backend, source, share_columns=True).read()

@@ -187,6 +187,12 @@ def add_log_lines(data: RunData, rec: Record, attempt: int, rank: int) -> int:
 
 
 def add_record(data: RunData, rec: Record, attempt: int, rank: int) -> None:
+    if rec.get("k") == PACKED_LINES:  # a run of lines a part kept whole (its times in base64)
+        try:
+            add_log_lines(data, line_columns(rec), attempt, rank)
+        except (ValueError, TypeError, KeyError):
+            data.stats["corrupt_line_runs"] = int(data.stats.get("corrupt_line_runs", 0)) + 1
+        return
     kind, t = rec.get("k"), float(rec.get("t") or 0.0)
     if kind == "m":
         _add_row(data.metrics, rec, t, attempt, rank)
@@ -225,11 +231,6 @@ def add_record(data: RunData, rec: Record, attempt: int, rank: int) -> None:
         _append(found, None, rec.get("v"), t, attempt, rank)
     elif kind == "s":
         data.phases.append({**rec, "attempt": attempt, "rank": rank})
-    elif kind == PACKED_LINES:
-        try:
-            add_log_lines(data, line_columns(rec), attempt, rank)
-        except (ValueError, TypeError, KeyError):
-            data.stats["corrupt_line_runs"] = int(data.stats.get("corrupt_line_runs", 0)) + 1
     elif kind == "l":
         data.logs.append(
             {

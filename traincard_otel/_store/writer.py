@@ -181,24 +181,24 @@ class StoreWriter:
             if ok:
                 if self.write_errors == errors:
                     self.backoff.succeeded()  # the store answers again: the state written next says so
-                if not self._maybe_compact():
-                    self._maybe_merge()
+                self._maybe_compact()
+                self._maybe_merge()
                 ok = self._write_state()
             if self.write_errors > errors:
                 self.backoff.failed()
             return ok
 
-    def _maybe_compact(self) -> bool:
-        """Merge closed segments into one Parquet part once there are enough of them; whether it did.
+    def _maybe_compact(self) -> None:
+        """Merge closed segments into one Parquet part once there are enough of them.
 
         The part is written before the segments it covers are deleted, and readers skip segments a
         part covers, so a reader never sees a record twice or misses one.
         """
         if self.compaction_note is not None or not self._closed:
-            return False
+            return
         few = len(self._closed) < self.compact_segments and self._closed_records < self.compact_records
         if few and not (self._closing and self.parts_written):  # a long run ends with parts alone
-            return False
+            return
         try:
             from .compaction import to_parquet
 
@@ -207,12 +207,12 @@ class StoreWriter:
             self.compaction_note = "store compaction is off: pyarrow is not installed (traincard-otel[store])"
             logger.warning("traincard: %s", self.compaction_note)
             self._closed, self._closed_records = [], 0
-            return False
+            return
         except Exception as exc:  # the segments stay readable; the writer must keep writing them
             self.compaction_note = f"store compaction is off: {type(exc).__name__}: {exc}"
             self._closed, self._closed_records = [], 0
             internal_error("store compaction", exc)
-            return False
+            return
         first, last = self._closed[0][0], self._closed[-1][0]
         try:
             self.backend.write(
@@ -222,7 +222,7 @@ class StoreWriter:
             self._note_error(exc)
             if len(self._closed) > 4 * self.compact_segments:  # segments stay readable; stop holding them
                 self._closed, self._closed_records = [], 0
-            return True
+            return
         self.parts_written += 1
         self.tiers.add(Part(first, last, self._closed_records, 0))
         covered = [
@@ -230,7 +230,6 @@ class StoreWriter:
         ]
         self._closed, self._closed_records = [], 0
         self._delete(covered)
-        return True
 
     def _maybe_merge(self) -> None:
         """Merge the latest parts into one when :class:`~.merge.Tiers` says so (one merge a flush)."""
