@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "exceptions",
             "environment_variables",
             "_safety",
+            "_gil",
             "_optional",
             "_schema",
             "_types",

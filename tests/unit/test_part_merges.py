@@ -4,6 +4,8 @@ across resumes and stores of earlier formats, and a store's objects stay bounded
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,7 @@ NAMES = ["loss", "lr"]
 
 def _writer(root: Path, fan_in: int = 2, writer_id: str | None = None) -> StoreWriter:
     w = StoreWriter(LocalBackend(root), attempt=0, rank=0, flush_interval_s=60)
-    w.compact_segments, w.tiers = 2, Tiers(fan_in=fan_in)
+    w.compact_segments, w.merger.tiers = 2, Tiers(fan_in=fan_in)
     if writer_id is not None:
         w.writer_id = writer_id
     return w
@@ -47,6 +49,7 @@ def _steps(first: int, last: int, names: list[str] = NAMES) -> list[segment.Reco
 def _flush(w: StoreWriter, first: int, last: int, names: list[str] = NAMES) -> None:
     w.add_many(_steps(first, last, names))
     assert w.flush_now()
+    assert w.merger.wait(10.0)  # (merges run on a thread of their own)
 
 
 def _objects(root: Path) -> list[str]:
@@ -57,7 +60,7 @@ def test_parts_merge_tier_by_tier_and_read_every_point_line_and_step_end_in_orde
     w = _writer(tmp_path)
     for i in range(16):  # 16 segments: 8 parts of two, merged in pairs, the pairs in pairs ...
         _flush(w, 10 * i + 1, 10 * i + 10)
-    assert w.parts_written == 8 and w.parts_merged >= 4
+    assert w.parts_written == 8 and w.merger.merged >= 4
     parts = [n for n in _objects(tmp_path) if n.endswith(".parquet")]
     assert len(parts) <= 3, parts  # a tier holds at most fan_in - 1 parts, with one merge a flush
     run = traincard_otel.load(tmp_path)
@@ -106,7 +109,7 @@ def test_a_live_reader_sees_no_duplicates_or_gaps_while_parts_merge(tmp_path: Pa
         assert data.metrics["loss"].steps == list(range(1, 10 * i + 11))
         assert data.step_times[0].steps == list(range(1, 10 * i + 11))
         assert len(data.logs) == 10 * i + 10
-    assert w.parts_merged >= 2
+    assert w.merger.merged >= 2
     late = StoreReader(LocalBackend(tmp_path)).read()  # a reader starting now reads the merged parts
     assert late.metrics["lr"].steps == list(range(1, 121)) and len(late.logs) == 120
 
@@ -180,3 +183,33 @@ def test_a_tier_is_merged_only_from_parts_with_no_segments_between_them() -> Non
     capped.add(Part(1, 1, 10, 0))
     capped.add(Part(2, 2, 10, 0))
     assert capped.due() is None  # 20 rows: more than a part may hold
+
+
+class _SlowPartReads(LocalBackend):
+    """A store whose reads of parts (a merge's) wait for ``gate``."""
+
+    gate: threading.Event
+
+    def read_many(self, names: Iterable[str]) -> dict[str, bytes]:
+        names = list(names)
+        if any(name.endswith(".parquet") for name in names):
+            self.gate.wait(10.0)
+        return super().read_many(names)
+
+
+def test_segments_are_written_every_flush_while_a_merge_runs(tmp_path: Path) -> None:
+    backend = _SlowPartReads(tmp_path)
+    backend.gate = threading.Event()
+    w = StoreWriter(backend, attempt=0, rank=0, flush_interval_s=60)
+    w.compact_segments, w.merger.tiers = 2, Tiers(fan_in=2)
+    for i in range(4):  # two parts: a merge starts, and waits
+        w.add_many(_steps(10 * i + 1, 10 * i + 10))
+        assert w.flush_now()
+    assert not w.merger.wait(0.2)
+    w.add_many(_steps(41, 50))
+    assert w.flush_now()  # not held up by the merge
+    assert "seg-00000005.jsonl" in _objects(tmp_path)
+    assert traincard_otel.load(tmp_path).metrics["loss"].steps == list(range(1, 51))
+    backend.gate.set()
+    assert w.merger.wait(10.0) and w.merger.merged == 1
+    assert traincard_otel.load(tmp_path).metrics["loss"].steps == list(range(1, 51))

@@ -25,7 +25,7 @@ from .._safety import internal_error
 from .._types import JsonObject, JsonValue
 from . import layout, segment
 from .backends import Backend
-from .merge import Part, Tiers, merge_parts
+from .merge import Merger, Part
 from .retry import Backoff
 from .segment import Record
 
@@ -79,8 +79,11 @@ class StoreWriter:
         self._closed_records = 0  # rows in _closed
         self.compact_segments, self.compact_records = COMPACT_SEGMENTS, COMPACT_RECORDS
         self.parts_written = 0
-        self.parts_merged = 0
-        self.tiers = Tiers()
+        self.merger = Merger(
+            backend,
+            lambda first, last: layout.part_name(attempt, rank, self.writer_id, first, last),
+            self._note_error,
+        )
         self.compaction_note: str | None = None
         self._next_seq = 1
         self._closing = False
@@ -182,7 +185,6 @@ class StoreWriter:
                 if self.write_errors == errors:
                     self.backoff.succeeded()  # the store answers again: the state written next says so
                 self._maybe_compact()
-                self._maybe_merge()
                 ok = self._write_state()
             if self.write_errors > errors:
                 self.backoff.failed()
@@ -224,37 +226,12 @@ class StoreWriter:
                 self._closed, self._closed_records = [], 0
             return
         self.parts_written += 1
-        self.tiers.add(Part(first, last, self._closed_records, 0))
+        self.merger.add(Part(first, last, self._closed_records, 0))
         covered = [
             layout.segment_name(self.attempt, self.rank, self.writer_id, seq) for seq, _ in self._closed
         ]
         self._closed, self._closed_records = [], 0
         self._delete(covered)
-
-    def _maybe_merge(self) -> None:
-        """Merge the latest parts into one when :class:`~.merge.Tiers` says so (one merge a flush)."""
-        taken = self.tiers.due()
-        if taken is None or getattr(self.backend, "delete", None) is None:
-            return
-        names = [layout.part_name(self.attempt, self.rank, self.writer_id, p.first, p.last) for p in taken]
-        try:
-            fetched = self.backend.read_many(names)
-            payload = merge_parts([fetched[name] for name in names])
-        except Exception as exc:  # those parts stay as they are; later ones are merged apart from them
-            self.tiers.parts.clear()
-            internal_error("store part merge", exc)
-            return
-        first, last = taken[0].first, taken[-1].last
-        try:
-            self.backend.write(
-                layout.part_name(self.attempt, self.rank, self.writer_id, first, last), payload
-            )
-        except Exception as exc:
-            self._note_error(exc)
-            return
-        self.tiers.merged(taken)
-        self.parts_merged += 1
-        self._delete(names)
 
     def _delete(self, names: list[str]) -> None:
         delete = getattr(self.backend, "delete", None)
@@ -294,7 +271,7 @@ class StoreWriter:
                 pending=self._buffered + self._pending_unwritten(),
                 write_errors=self.write_errors,
                 parts=self.parts_written,
-                parts_merged=self.parts_merged,
+                parts_merged=self.merger.merged,
                 compaction_note=self.compaction_note,
                 last_write_error=self.last_error,
             )
@@ -340,6 +317,7 @@ class StoreWriter:
 
         threading.Thread(target=final, name="traincard-store-final", daemon=True).start()
         done.wait(max(0.0, deadline - time.monotonic()))
+        self.merger.wait(max(0.0, deadline - time.monotonic()))  # a finished run ends merged
         if not done.is_set() or not result[0]:
             lost = self._buffered + self._pending_unwritten()
             if lost:
