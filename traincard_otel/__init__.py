@@ -7,16 +7,47 @@ datastore and, when ``OTEL_*`` variables ask for it, an existing OTLP stack.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from . import _run
 from ._data.rundata import RunData, Series
-from ._insights.items import ItemMeter
-from ._instrument import instrument
 from ._load import load
-from ._pipeline import shutdown
-from ._reporter import Phase, Reporter, active_reporter, configure
-from ._sweep import sweep
 from ._version import __version__
 from .exceptions import ConfigError, MissingDependencyError, TraincardError
+
+if TYPE_CHECKING:
+    from ._insights.items import ItemMeter
+    from ._instrument import instrument
+    from ._pipeline import shutdown
+    from ._reporter import Phase, Reporter, active_reporter, configure
+    from ._sweep import sweep
+
+# What reports (the pipeline, the OTel SDK) is imported when first named: reading a run
+# (``load()``, ``traincard render``) never pays for it.
+_LAZY = {
+    "ItemMeter": "._insights.items",
+    "instrument": "._instrument",
+    "shutdown": "._pipeline",
+    "Phase": "._reporter",
+    "Reporter": "._reporter",
+    "active_reporter": "._reporter",
+    "configure": "._reporter",
+    "sweep": "._sweep",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def _card_html(data: _run.LoadedRun) -> str:
