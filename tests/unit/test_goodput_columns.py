@@ -263,3 +263,30 @@ def test_goodput_is_what_a_loop_over_the_steps_found(seed: int, typed: bool) -> 
             category
         )
     assert got.seconds["restart"] > 0  # the resumes were found
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_growing_run_analysed_again_and_again_reads_as_analysed_afresh(seed: int) -> None:
+    """A live card's series only grow: each analysis starts from what the last one found. New
+    steps, a resume across the last analysis, an attempt starting, and an evaluation phase that
+    ends later over steps already analysed all read as a fresh analysis reads them."""
+    whole = _run(seed, typed=True)
+    full = whole.step_times[0]
+    live = RunData(source="live", states=whole.states, events=whole.events, data_wait=whole.data_wait)
+    live.data_wait_total = whole.data_wait_total
+    series = live.step_times[0] = rank_series("step_time", 0)
+    rng = random.Random(seed)
+    at, phases = 0, list(whole.phases)
+    while at < len(full.values):
+        n = rng.randint(1, 200)
+        for name in ("steps", "values", "times", "attempts", "ranks"):
+            getattr(series, name).extend(getattr(full, name)[at : at + n])
+        at += n
+        if phases and at > len(full.values) // 2:
+            live.phases.append(phases.pop(0))  # ended now, over steps analysed before
+        now = series.times[-1] + 5
+        got, expected = goodput(live, now), _step_by_step(live, now)
+        assert got is not None and expected is not None
+        for category in CATEGORIES:
+            assert got.seconds[category] == pytest.approx(expected.seconds[category], rel=1e-9, abs=1e-9)
+        assert (got.wall_s, got.attempts) == pytest.approx((expected.wall_s, expected.attempts))

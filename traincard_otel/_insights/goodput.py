@@ -44,16 +44,15 @@ import bisect
 import dataclasses
 import itertools
 import math
-import operator
-from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from .._schema import PHASE_SPAN_PREFIX, Attr, Event
 from .._types import JsonObject
+from .steps import TimedSteps, inside
 
 if TYPE_CHECKING:
-    from .._data.rundata import RunData, Series
+    from .._data.rundata import RunData
 
 CATEGORIES: Final = (
     "productive",
@@ -159,144 +158,6 @@ def _overlap(lo: float, hi: float, pieces: Sequence[tuple[float, float, str]]) -
     return sum(max(0.0, min(hi, t1) - max(lo, t0)) for t0, t1, _c in pieces)
 
 
-class _Steps:
-    """One rank's timed steps sorted by end time, as the reader's columns (no copy when they are
-    in order): every pass over them is a C-level one (``sum``, ``bisect``, ``map``), never a Python
-    loop per step, so a 1M-step run is analysed in a fraction of a second."""
-
-    def __init__(self, series: Series) -> None:
-        times = series.times
-        if all(map(operator.le, times, itertools.islice(times, 1, None))):  # the usual case: in order
-            self.ends, self.durations = series.times, series.values
-            self.steps, self.attempts = series.steps, series.attempts
-        else:  # ranks' clocks, or attempts read out of order
-            order = sorted(range(len(series.values)), key=times.__getitem__)
-            self.ends = [times[i] for i in order]
-            self.durations = [series.values[i] for i in order]
-            self.steps = [series.steps[i] for i in order]
-            self.attempts = [series.attempts[i] for i in order]
-        self.excluded: list[tuple[int, int]] = []  # index ranges of evaluation steps, disjoint, in order
-
-    def exclude(self, t0: float, t1: float) -> None:
-        """Leave out the steps that end in [t0, t1) (evaluation steps: their time is the phase's)."""
-        lo, hi = bisect.bisect_right(self.ends, t0), bisect.bisect_right(self.ends, t1)
-        if lo < hi:
-            self.excluded = _union([*self.excluded, (lo, hi)])
-
-    def counted(self) -> list[tuple[int, int]]:
-        """The index ranges of the steps not left out, in order."""
-        out, at = [], 0
-        for lo, hi in self.excluded:
-            if at < lo:
-                out.append((at, lo))
-            at = hi
-        if at < len(self.ends):
-            out.append((at, len(self.ends)))
-        return out
-
-    def total(self, ranges: Sequence[tuple[int, int]]) -> float:
-        """The summed durations of the steps in ``ranges``."""
-        return sum(sum(self.durations[lo:hi]) for lo, hi in ranges)
-
-    def overlap(self, lo: float, hi: float) -> float:
-        """Seconds of counted step time inside [lo, hi)."""
-        total = 0.0
-        i = bisect.bisect_right(self.ends, lo)
-        while i < len(self.ends) and self.ends[i] - self.durations[i] < hi:
-            if not _inside(i, self.excluded):
-                total += max(0.0, min(hi, self.ends[i]) - max(lo, self.ends[i] - self.durations[i]))
-            i += 1
-        return total
-
-    def attempt_spans(self) -> dict[int, tuple[int, int, float]]:
-        """Each attempt's first and last step (indexes) and the earliest start of its steps."""
-        attempts, n = self.attempts, len(self.attempts)
-        spans: dict[int, tuple[int, int, float]] = {}
-        lo = 0
-        while lo < n:  # attempts are usually stretches of steps: one count() per attempt
-            a = attempts[lo]
-            hi = lo + attempts.count(a)
-            if attempts[lo:hi].count(a) != hi - lo:
-                return self._scattered_spans()
-            spans[a] = (lo, hi - 1, self._earliest_start(lo, hi))
-            lo = hi
-        return spans
-
-    def _scattered_spans(self) -> dict[int, tuple[int, int, float]]:
-        spans: dict[int, tuple[int, int, float]] = {}
-        for i, (a, end, d) in enumerate(zip(self.attempts, self.ends, self.durations, strict=True)):
-            first, _last, start = spans.get(a, (i, i, end - d))
-            spans[a] = (first, i, min(start, end - d))
-        return spans
-
-    def _earliest_start(self, lo: int, hi: int) -> float:
-        """The earliest start of the steps ``lo..hi-1`` (sorted by end time)."""
-        ends, durations = self.ends, self.durations
-        # only a step ending before the first one's start plus the longest duration can start
-        # earlier than the first one
-        reach = bisect.bisect_left(ends, ends[lo] - durations[lo] + max(durations[lo:hi]), lo, hi)
-        return float(min(map(operator.sub, ends[lo : reach + 1], durations[lo : reach + 1])))
-
-    def recomputed(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-        """The index ranges of the counted steps that run again a step an earlier one reached (a
-        step number at or below the highest reached so far): a resume's or a retry's."""
-        steps = self.steps
-        if not (isinstance(steps, array) and steps.typecode == "q"):
-            return _recomputed_rows(steps, ranges)
-        out: list[tuple[int, int]] = []
-        reached: int | None = None
-        for lo, hi in ranges:
-            # stretches where the step number rises; a resume starts a new one
-            backs = itertools.compress(
-                range(lo + 1, hi), map(operator.le, steps[lo + 1 : hi], steps[lo : hi - 1])
-            )
-            starts = [lo, *backs, hi]
-            for a, b in itertools.pairwise(starts):
-                if reached is not None:
-                    cut = bisect.bisect_right(steps, reached, a, b)  # the rising stretch's redone head
-                    if cut > a:
-                        out.append((a, cut))
-                    if cut < b:
-                        reached = max(reached, steps[b - 1])
-                else:
-                    reached = steps[b - 1]
-        return out
-
-
-def _recomputed_rows(steps: Sequence[object], ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """:meth:`_Steps.recomputed` a step at a time (steps that are not all integers)."""
-    out: list[tuple[int, int]] = []
-    reached: int | None = None
-    for lo, hi in ranges:
-        for i in range(lo, hi):
-            step = steps[i]
-            if type(step) is not int:
-                continue
-            if reached is not None and step <= reached:
-                if out and out[-1][1] == i:
-                    out[-1] = (out[-1][0], i + 1)
-                else:
-                    out.append((i, i + 1))
-            else:
-                reached = step
-    return out
-
-
-def _union(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], max(hi, out[-1][1]))
-        else:
-            out.append((lo, hi))
-    return out
-
-
-def _inside(i: int, ranges: Sequence[tuple[int, int]]) -> bool:
-    k = bisect.bisect_right(ranges, (i, math.inf)) - 1
-    return k >= 0 and ranges[k][0] <= i < ranges[k][1]
-
-
 def goodput(run: RunData, now: float | None = None) -> Goodput | None:
     """The goodput of ``run`` (see the module docstring); None when it timed no steps.
 
@@ -308,7 +169,7 @@ def goodput(run: RunData, now: float | None = None) -> Goodput | None:
     series = run.step_times[rank]
     if not len(series.values):
         return None
-    steps = _Steps(series)
+    steps = TimedSteps(series)
     # A store is read as it is: records of a hostile or damaged one may hold anything.
     states = sorted(
         (s for s in run.states if _int(s.get("rank")) == rank), key=lambda s: _int(s.get("attempt"))
@@ -366,9 +227,7 @@ def goodput(run: RunData, now: float | None = None) -> Goodput | None:
     for t0, t1, category in special:
         if category != "stall":
             steps.exclude(t0, t1)
-    counted = steps.counted()
-    step_total = steps.total(counted)
-    recomputed = steps.recomputed(counted)  # index ranges of the steps run again
+    step_total, recomputed = steps.counted()  # recomputed: index ranges of the steps run again
     in_special = 0.0
     for t0, t1, category in special:
         seconds[category] += t1 - t0
@@ -385,7 +244,7 @@ def goodput(run: RunData, now: float | None = None) -> Goodput | None:
     redone = steps.total(recomputed) * (1 - wait_share)
     for t, wait in known.items():  # the redone steps whose wait is known: their own
         for i in range(bisect.bisect_left(steps.ends, t), bisect.bisect_right(steps.ends, t)):
-            if _inside(i, recomputed):
+            if inside(i, recomputed):
                 d = steps.durations[i]
                 redone += d - min(wait, d) - d * (1 - wait_share)
     redone = min(redone, max(step_total - waited, 0.0))
