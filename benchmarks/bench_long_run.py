@@ -247,7 +247,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--metrics-only", action="store_true", help="no step ends, a flush every 10 000 steps, one process"
     )
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--before", default=None, help="a git revision to time beside the working tree")
+    parser.add_argument(
+        "--before",
+        default=None,
+        help="a git revision (or a folder holding its traincard_otel) to time beside",
+    )
     parser.add_argument(
         "--before-store", default=None, help="the store REV reads (its folder; built by REV if missing)"
     )
@@ -265,7 +269,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         codes = {"after": ROOT}
-        if args.before:
+        if args.before and Path(args.before).is_dir():  # a folder holding an older traincard_otel
+            codes["before"] = Path(args.before).resolve()
+        elif args.before:
             codes["before"] = checkout(args.before, Path(tempfile.mkdtemp(dir=tmp)))
         store = Path(args.store) if args.store else tmp / "store"
         wide = store.parent / (store.name + "-wide.parquet")

@@ -17,13 +17,13 @@ this process's rank; the lines of one read of the pipe reach the sink as one bat
 Python traceback is one ERROR record carrying the whole block; a line that says it is a warning,
 or has Python's warning format (``path.py:12: ...``), is WARNING; a line that says it is an error
 (``ERROR:``, ``[error]``, ``RuntimeError: ...``) is ERROR, and so is any other stderr line, except
-a progress bar; the rest is INFO. Carriage-return progress bars
-(tqdm) keep only their latest state: one record when the bar's line ends, and at most one every
-``PROGRESS_EVERY_S`` while it runs. Text printed while a bar is drawing (a Python warning) follows
-the bar's state on its line and ends it: the record keeps it, as the terminal does, at the text's
-severity. Lines longer than ``MAX_LINE_CHARS`` are cut with a mark; terminal codes (colours, cursor
-moves) are removed, and bytes that are not UTF-8 are escaped. Text that a ``logging`` record
-already brought to the card (a StreamHandler printing it) is not recorded twice.
+a progress bar; the rest is INFO. Carriage-return progress bars (tqdm) keep only their latest
+state: one record when the bar's line ends, and at most one every ``PROGRESS_EVERY_S`` while it
+runs. Text printed while a bar is drawing (a Python warning) follows the bar's state on its line
+and ends it: the record keeps it, as the terminal does, at the text's severity. Lines longer than
+``MAX_LINE_CHARS`` are cut with a mark; terminal codes (colours, cursor moves) are removed, and
+bytes that are not UTF-8 are escaped. Text that a ``logging`` record already brought to the card (a
+StreamHandler printing it) is not recorded twice.
 """
 
 from __future__ import annotations
@@ -58,11 +58,8 @@ _TRACEBACK = "Traceback (most recent call last):"
 _TERMINAL_CODES = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _TRACEBACK_BYTES = _TRACEBACK.encode()
 
-#: A line: (level, text, traceback or None, time its end was written)
-Line = tuple[str, str, str | None, float]
-#: Takes the lines of one batch (what one read of the pipe, or one write, brought) and their
-#: stream (None where unknown): one call a batch, not one a line.
-Sink = Callable[[list[Line], str | None], None]
+Line = tuple[str, str, str | None, float]  # level, text, traceback or None, when its end was written
+Sink = Callable[[list[Line], str | None], None]  # a batch of lines (one read's) and their stream or None
 
 
 class LineSplitter:
@@ -240,20 +237,18 @@ class _FdTee:
                     self._give_back()
 
     def _copy_and_parse(self) -> None:
-        # Each wake-up of this thread takes the GIL from the training thread (three times: after
-        # the read, the write and the wait), and on a busy machine the training thread then waits
-        # for a core to be handed the GIL back. So this thread wakes for a batch of writes, not
-        # for each: after copying what came, it sleeps GATHER_S while the next writes gather in
-        # the pipe (a loop printing a line per step writes twice per step when unbuffered, as
-        # Metaflow runs a task). A lone write still goes through at once; what follows it within
-        # GATHER_S waits at most that long. Lines are parsed a batch at a time (every
-        # PARSE_EVERY_S, each read's bytes with the time they came): in a batch the parser's code
-        # and data stay in the core's caches, where a line parsed alone costs several times as
-        # much. Held bytes are parsed at the latest PARSE_EVERY_S after they came, also when
-        # nothing follows them (a loop printing "epoch 1" and then training quietly for an hour),
-        # and not in the wake-up that read them (unless the pipe was full): a library's logging
-        # handler prints before the logging bridge's handler notes the record, and the printed
-        # copy must find it noted.
+        # Each wake-up of this thread takes the GIL from the training thread (after the read, the
+        # write and the wait), and on a busy machine the training thread then waits for a core to
+        # be handed it back. So this thread wakes for a batch of writes: after copying what came,
+        # it sleeps GATHER_S while the next writes gather in the pipe (an unbuffered print is two
+        # writes, as Metaflow runs a task). A lone write goes through at once; what follows it
+        # within GATHER_S waits at most that long. Lines are parsed a batch at a time (every
+        # PARSE_EVERY_S, each read's bytes with the time they came): in a batch the parser stays
+        # in the core's caches, where a line parsed alone costs several times as much. Held bytes
+        # are parsed at the latest PARSE_EVERY_S after they came, also when nothing follows them
+        # (a loop printing "epoch 1" and then training quietly for an hour), and not in the
+        # wake-up that read them (unless the pipe was full): a library's logging handler prints
+        # before the logging bridge's handler notes the record, which the printed copy must find.
         self._broken, parsed_at = False, time.monotonic()
         held: list[tuple[float, bytes]] = []
         while True:
