@@ -140,10 +140,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     def median(capture: bool, key: str) -> float:
         return spread([f[key] / (f["lines"] if key == "others_s" else 1) for f in lines[capture]])["median"]
 
-    rows = [
-        {"case": f"capture {'on' if capture else 'off'}", "step_us": step * 1e6, "ratio": step / off}
-        | {
-            "others_us_per_line": median(capture, "others_s") * 1e6,
+    per_line = {capture: median(capture, "others_s") * 1e6 for capture in (False, True)}
+    rows: list[dict[str, Any]] = [
+        {
+            "case": f"capture {'on' if capture else 'off'}",
+            "step_us": step * 1e6,
+            "ratio": step / off,
+            "others_us_per_line": per_line[capture],
             "probe_late_p99_ms": median(capture, "late_p99_s") * 1e3,
             "probe_late_max_ms": median(capture, "late_max_s") * 1e3,
         }
@@ -151,8 +154,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ]
     out = report("console", rows, None, args.json, steps=steps, pairs=pairs)
     print(f"capture adds {(on - off) * 1e6:+.1f} µs a printing step ({(on / off - 1) * 100:+.2f} %)")
-    per_line = rows[1]["others_us_per_line"] - rows[0]["others_us_per_line"]
-    print(f"and {per_line:.1f} µs of the other threads' CPU a printed line")
+    per_line_added = per_line[True] - per_line[False]
+    print(f"and {per_line_added:.1f} µs of the other threads' CPU a printed line")
     return out
 
 
