@@ -17,6 +17,7 @@ from opentelemetry.metrics import Meter
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AnyValue
 
+from .._gil import Slices
 from .._insights.anomalies import AnomalyRules
 from .._queue import ReportQueue
 from .._safety import internal_error
@@ -117,7 +118,9 @@ class Converter:
             # They follow the stretch's rows out, before the next event.
             lines: list[LogLine | LogLines] = []
             start, n = 0, len(items)
+            slices = Slices()  # a drain of many reports gives the GIL away now and then
             while start < n:
+                slices.check()
                 end = start
                 rows: list[MetricsReport | StepEnd] = []
                 while end < n and type(items[end]) in _BATCHED_TYPES:

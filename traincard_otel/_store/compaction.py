@@ -27,6 +27,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from .._gil import Slices
 from .._types import Foreign
 from .segment import PACKED_METRICS, PACKED_STEPS, Record, encode_line
 
@@ -252,7 +253,9 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
     metrics = _MetricColumns()
     st = _Columns(seq="q", s="q", n="q", tok="q", t="d", value="d", w="d")
     other = _Columns(seq="q", t="d")
+    slices = Slices()
     for seq, records in segments:
+        slices.check()
         for rec in records:
             kind = rec.get("k")
             if kind == PACKED_METRICS:

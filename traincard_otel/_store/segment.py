@@ -30,6 +30,7 @@ import sys
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 
+from .._gil import Slices
 from .._schema import Attr, StoreKind
 from .._types import JsonObject, JsonValue
 
@@ -138,7 +139,11 @@ def encode_line(rec: Record) -> str:
 
 def encode(records: list[Record]) -> bytes:
     """One segment's bytes for ``records`` (in order; decoded back by :func:`decode`)."""
-    return "".join(encode_line(rec) + "\n" for rec in records).encode()
+    slices, lines = Slices(), []
+    for rec in records:  # a flush's records, in slices: the GIL goes to the training thread now and then
+        lines.append(encode_line(rec) + "\n")
+        slices.check()
+    return "".join(lines).encode()
 
 
 def _records(data: bytes) -> tuple[list[Record], bool]:
