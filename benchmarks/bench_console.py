@@ -91,29 +91,26 @@ def _env(capture: bool, store: str) -> dict[str, str]:
     return env
 
 
-def _lines_child(steps: int, capture: bool, store: str) -> dict[str, float]:
+def _run(script: str, steps: int, capture: bool, store: str) -> Any:
+    """A child running ``script``: what it wrote last to its stderr, as JSON."""
     with open(os.devnull, "wb") as sink:
         out = subprocess.run(
-            [sys.executable, "-c", LINES_CHILD, str(steps)],
+            [sys.executable, "-c", script, str(steps)],
             stdout=sink,
             stderr=subprocess.PIPE,
             env=_env(capture, store),
             check=True,
         )
-    figures: dict[str, float] = json.loads(out.stderr.decode().strip().splitlines()[-1])
+    return json.loads(out.stderr.decode().strip().splitlines()[-1])
+
+
+def _lines_child(steps: int, capture: bool, store: str) -> dict[str, float]:
+    figures: dict[str, float] = _run(LINES_CHILD, steps, capture, store)
     return figures
 
 
 def _child(steps: int, capture: bool, store: str) -> list[float]:
-    with open(os.devnull, "wb") as sink:
-        out = subprocess.run(
-            [sys.executable, "-c", CHILD, str(steps)],
-            stdout=sink,
-            stderr=subprocess.PIPE,
-            env=_env(capture, store),
-            check=True,
-        )
-    times: list[float] = json.loads(out.stderr.decode().strip().splitlines()[-1])
+    times: list[float] = _run(CHILD, steps, capture, store)
     return times
 
 

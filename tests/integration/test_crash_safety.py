@@ -21,19 +21,20 @@ from traincard_otel._store.backends import LocalBackend
 from traincard_otel._store.writer import StoreWriter
 
 FLUSH = 0.2
-LOOP = textwrap.dedent(
-    """
-    import time, traincard_otel
-    r = traincard_otel.configure()
-    step = 0
-    while True:
-        step += 1
-        r.metrics({"loss": 1.0 / step, "lr": 0.1}, step=step)
-        r.step_end(step, duration_s=0.001)
-        print(step, flush=True)
-        time.sleep(0.001)
-    """
-)
+# A loop reporting a step every millisecond and printing its step (a line every 10 steps with
+# lines=True); LOOP is the whole script.
+REPORTING = """
+step = 0
+while True:
+    step += 1
+    r.metrics({"loss": 1.0 / step, "lr": 0.1}, step=step)
+    r.step_end(step, duration_s=0.001)
+    print(step, flush=True)
+    if lines and step % 10 == 0:
+        r.log(f"line {step}")
+    time.sleep(0.001)
+"""
+LOOP = "import time, traincard_otel\nr, lines = traincard_otel.configure(), False\n" + REPORTING
 
 
 @pytest.mark.slow
@@ -69,8 +70,9 @@ def test_kill_9_loses_at_most_the_last_flush_interval(tmp_path: Path, seed: int)
 # The loop above with compaction every 2 segments and merges of every 2 parts (the thresholds of a
 # long run, reached in seconds); "merging" and "deleting" hold the merge where the kill must land
 # (reading its parts, or between writing the merged part and deleting the ones it holds).
-COMPACTING_LOOP = textwrap.dedent(
-    """
+COMPACTING_LOOP = (
+    textwrap.dedent(
+        """
     import sys, time, traincard_otel
     from traincard_otel import _pipeline
     from traincard_otel._store import merge
@@ -96,16 +98,10 @@ COMPACTING_LOOP = textwrap.dedent(
         delete(names)
 
     w.backend.read_many, w.backend.delete = read_many, delete_parts
-    step = 0
-    while True:
-        step += 1
-        r.metrics({"loss": 1.0 / step, "lr": 0.1}, step=step)
-        r.step_end(step, duration_s=0.001)
-        print(step, flush=True)
-        if step % 10 == 0:
-            r.log(f"line {step}")
-        time.sleep(0.001)
+    lines = True
     """
+    )
+    + REPORTING
 )
 
 
