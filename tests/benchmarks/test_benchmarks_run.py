@@ -266,7 +266,7 @@ def test_step_pairs_overhead_counts_bursts_and_pools_processes(tmp_path) -> None
 
 
 def test_log_every_step_pairs_give_the_median_ratio_and_the_threads_cpu() -> None:
-    from benchmarks.bench_log_every_step import pairs_row
+    from benchmarks.log_every_step.pairs import pairs_row
 
     def run(step_s: float, thread_s: float, other_s: float) -> dict[str, object]:
         return {"step_s": step_s, "thread_s": thread_s, "threads_s": {"traincard-schedule": other_s}}
@@ -354,7 +354,7 @@ def test_log_every_step_pairs_two_plain_processes_and_can_keep_each_scripts_layo
 
 
 def test_log_every_step_names_the_product_code_it_measured() -> None:
-    from benchmarks.bench_log_every_step import product_code
+    from benchmarks.log_every_step.pairs import product_code
 
     code = product_code()
     tree = subprocess.run(
@@ -367,7 +367,7 @@ def test_log_every_step_names_the_product_code_it_measured() -> None:
 
 
 def test_log_every_step_reads_callgrinds_first_dump_by_thread(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from benchmarks.bench_log_every_step import callgrind_threads
+    from benchmarks.log_every_step.instructions import callgrind_threads
 
     # --separate-threads=yes: <stem>.<dump>-<thread>; the final dump at exit (no dump number) and
     # a second dump are not the counted steps.

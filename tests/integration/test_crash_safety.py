@@ -22,19 +22,20 @@ from tests.support.helpers import subprocess_env
 from tests.support.s3_server import s3_server
 
 FLUSH = 0.2
-LOOP = textwrap.dedent(
-    """
-    import time, traincard_otel
-    r = traincard_otel.configure()
-    step = 0
-    while True:
-        step += 1
-        r.metrics({"loss": 1.0 / step, "lr": 0.1}, step=step)
-        r.step_end(step, duration_s=0.001)
-        print(step, flush=True)
-        time.sleep(0.001)
-    """
-)
+# A loop reporting a step every millisecond and printing its step (a line every 10 steps with
+# lines=True); LOOP is the whole script.
+REPORTING = """
+step = 0
+while True:
+    step += 1
+    r.metrics({"loss": 1.0 / step, "lr": 0.1}, step=step)
+    r.step_end(step, duration_s=0.001)
+    print(step, flush=True)
+    if lines and step % 10 == 0:
+        r.log(f"line {step}")
+    time.sleep(0.001)
+"""
+LOOP = "import time, traincard_otel\nr, lines = traincard_otel.configure(), False\n" + REPORTING
 
 
 @pytest.mark.slow
@@ -64,6 +65,86 @@ def test_kill_9_loses_at_most_the_last_flush_interval(tmp_path: Path, seed: int)
     assert steps == list(range(1, len(steps) + 1))  # a gap-free prefix
     rate = last_printed / max(run.metrics["loss"].times[-1] - run.metrics["loss"].times[0], 1e-3)
     lost = last_printed - steps[-1]
+    assert lost <= rate * (FLUSH + 1.0), (lost, rate)
+
+
+# The loop above with compaction every 2 segments and merges of every 2 parts (the thresholds of a
+# long run, reached in seconds); "merging" and "deleting" hold the merge where the kill must land
+# (reading its parts, or between writing the merged part and deleting the ones it holds).
+COMPACTING_LOOP = (
+    textwrap.dedent(
+        """
+    import sys, time, traincard_otel
+    from traincard_otel._write import pipeline as _pipeline
+    from traincard_otel._write.store import merge
+    r = traincard_otel.configure()
+    w = _pipeline.active().writer
+    w.compact_segments, w.merger.tiers = 2, merge.Tiers(fan_in=2)
+    where, read, delete = sys.argv[1], w.backend.read_many, w.backend.delete
+
+    def held(marker):
+        sys.stderr.write(marker + "\\n")
+        sys.stderr.flush()
+        time.sleep(5)
+
+    def read_many(names):
+        names = list(names)
+        if where == "merging" and any(n.endswith(".parquet") for n in names):
+            held("merging")
+        return read(names)
+
+    def delete_parts(names):
+        if where == "deleting" and any(n.endswith(".parquet") for n in names):
+            held("deleting")
+        delete(names)
+
+    w.backend.read_many, w.backend.delete = read_many, delete_parts
+    lines = True
+    """
+    )
+    + REPORTING
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["random-0", "random-1", "random-2", "merging", "deleting"])
+def test_kill_9_during_compaction_and_merges_loses_at_most_the_last_flush_interval(
+    tmp_path: Path, where: str
+) -> None:
+    store = tmp_path / "store"
+    script = tmp_path / "loop.py"
+    script.write_text(COMPACTING_LOOP)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), where],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(
+            TRAINCARD_DIR=str(store), TRAINCARD_SYSTEM="false", TRAINCARD_FLUSH_INTERVAL=str(FLUSH)
+        ),
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().strip() == "1"
+    if where.startswith("random"):
+        time.sleep(random.Random(where).uniform(1.5, 3.0))  # several compactions and merges in
+    else:
+        assert proc.stderr.readline().strip() == where  # the merge is held there
+        time.sleep(2 * FLUSH)  # segments go on being written meanwhile
+    proc.send_signal(signal.SIGKILL)
+    printed = [int(line) for line in proc.stdout.read().split()]
+    proc.wait()
+    parts = list(store.rglob("part-*.parquet"))
+    assert parts  # the kill came after compaction had started
+    run = traincard_otel.load(store)
+    assert run.stats["corrupt_segments"] == 0
+    steps = run.metrics["loss"].steps
+    assert steps == list(range(1, len(steps) + 1))  # a gap-free prefix, nothing twice
+    assert run.step_times[0].steps == list(range(1, len(run.step_times[0].steps) + 1))
+    lines = [r["message"] for r in run.logs if r["message"].startswith("line ")]
+    assert lines == [f"line {10 * k}" for k in range(1, len(lines) + 1)]
+    times = run.metrics["loss"].times
+    rate = printed[-1] / max(times[-1] - times[0], 1e-3)
+    lost = printed[-1] - steps[-1]
     assert lost <= rate * (FLUSH + 1.0), (lost, rate)
 
 

@@ -70,7 +70,7 @@ def test_a_frozen_s3_endpoint_costs_one_bounded_attempt_and_no_step_time(tmp_pat
     pytest.importorskip("metaflow")
     import signal
 
-    from traincard_otel._store.backends import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
+    from traincard_otel._store.datastore_calls import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 
     from tests.support.s3_server import BUCKET, CREDENTIALS, s3_server_process
 

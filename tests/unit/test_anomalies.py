@@ -6,6 +6,7 @@ pipeline (``traincard_otel.testing.capture``); a healthy HF run is in tests/inte
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import time
@@ -246,3 +247,44 @@ def test_anomalies_off_leaves_the_rows_alone(monkeypatch: pytest.MonkeyPatch) ->
         run = cap.load()
     assert [e for e in run.events if e["name"] == Event.ANOMALY] == []
     assert len(run.metrics["loss"]) == 140
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_stretch_of_step_ends_is_judged_as_each_step_end_would_be(seed: int) -> None:
+    """observe_steps (a stretch in one pass where none can be slow) finds what observe_step
+    finds a step at a time: drops, their ends, untimed steps, a measure that changes."""
+    rng = random.Random(seed)
+    steps: list[int] = []
+    durations: list[float] = []
+    tokens: list[int] = []
+    samples: list[int] = []
+    for step in range(1, 3001):
+        slow = 300 < step % 400 < 340  # a drop to a third, then back
+        d = rng.uniform(0.009, 0.011) * (3.0 if slow else 1.0)
+        if step == 2500:
+            d = math.nan  # not timed
+        steps.append(step)
+        durations.append(d)
+        tokens.append(0 if 1500 < step < 1700 else 4096)  # no tokens counted for a while: steps/s
+        samples.append(8 if 1500 < step < 1600 else 0)
+    one, stretches = AnomalyDetector(), AnomalyDetector()
+    expected = [
+        (i, a)
+        for i in range(len(steps))
+        for a in one.observe_step(steps[i], durations[i], tokens[i], samples[i])
+    ]
+    # drains of any size, and some from the end of a slow stretch to the start of the next
+    cuts = {
+        0,
+        len(steps),
+        *(rng.randint(1, len(steps) - 1) for _ in range(20)),
+        *range(339, len(steps), 400),
+        *range(300, len(steps), 400),
+    }
+    got: list[tuple[int, object]] = []
+    for lo, hi in itertools.pairwise(sorted(cuts)):
+        found = stretches.observe_steps(steps[lo:hi], durations[lo:hi], tokens[lo:hi], samples[lo:hi])
+        got += [(lo + i, a) for i, a in found]
+    assert got == expected
+    assert len(expected) >= 6  # the drops were found (tokens/s, samples/s, steps/s)
+    assert stretches.counts == one.counts

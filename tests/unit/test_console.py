@@ -13,10 +13,44 @@ from traincard_otel._write.telemetry.console import LineSplitter, _FdTee
 Record = tuple[str, str, "str | None", "str | None"]
 
 
+def _sink(got: list[Record]) -> console.Sink:
+    """A sink keeping each line of each batch as (level, text, traceback, stream)."""
+    return lambda lines, stream: got.extend((lvl, text, tb, stream) for lvl, text, tb, _at in lines)
+
+
+class _Delivering(LineSplitter):
+    """A splitter that hands on what each feed split (as a tee does after each read)."""
+
+    def feed(self, data: bytes, at: float | None = None) -> None:
+        super().feed(data, at)
+        self.deliver()
+
+
 def _splitter(stream: str | None = "stdout", seen: tuple[str, ...] = ()) -> tuple[LineSplitter, list[Record]]:
     got: list[Record] = []
-    splitter = LineSplitter(stream, lambda *r: got.append(r[:4]), lambda line: any(m in line for m in seen))
+    splitter = _Delivering(stream, _sink(got), lambda line: any(m in line for m in seen))
     return splitter, got
+
+
+def test_the_lines_of_one_read_reach_the_sink_as_one_batch() -> None:
+    batches: list[tuple[list[console.Line], str | None]] = []
+    splitter = LineSplitter("stdout", lambda lines, stream: batches.append((lines, stream)), lambda _: False)
+    splitter.feed(b"one\ntwo\nthr", 1.0)
+    splitter.feed(b"ee\nfour\n", 2.0)
+    assert batches == []  # split, held until delivered
+    splitter.deliver()
+    splitter.deliver()  # nothing new: no empty batch
+    assert batches == [
+        (
+            [
+                ("INFO", "one", None, 1.0),
+                ("INFO", "two", None, 1.0),
+                ("INFO", "three", None, 2.0),
+                ("INFO", "four", None, 2.0),
+            ],
+            "stdout",
+        )
+    ]
 
 
 def test_severity_by_stream_and_text() -> None:
@@ -187,7 +221,9 @@ def test_fd_tee_lines_parsed_in_one_batch_keep_the_times_they_were_written(monke
     read, write = os.pipe()
     got: list[tuple[str, float]] = []
     splitter = LineSplitter(
-        "stdout", lambda _lvl, line, _tb, _stream, at: got.append((line, at)), lambda _: False
+        "stdout",
+        lambda lines, _stream: got.extend((line, at) for _lvl, line, _tb, at in lines),
+        lambda _: False,
     )
     tee = _FdTee((write,), splitter)
     try:
@@ -330,9 +366,7 @@ def test_a_printed_log_record_noted_just_after_its_print_is_still_skipped() -> N
     read, write = os.pipe()
     noted: list[str] = []
     got: list[Record] = []
-    splitter = LineSplitter(
-        "stderr", lambda *r: got.append(r[:4]), lambda line: any(m in line for m in noted)
-    )
+    splitter = LineSplitter("stderr", _sink(got), lambda line: any(m in line for m in noted))
     tee = _FdTee((write,), splitter)
     try:
         time.sleep(console.PARSE_EVERY_S + 0.1)  # (the last parse long ago: the next batch is due)

@@ -45,6 +45,23 @@ def test_import_pulls_in_no_heavy_framework() -> None:
     assert out == ""
 
 
+def test_reading_a_run_imports_nothing_that_reports() -> None:
+    """load() and the traincard command import neither the write side nor the OTel SDK: the facade
+    imports what reports when it is first named, and then hands out the same objects."""
+    code = (
+        "import sys, traincard_otel, traincard_otel._cli\n"
+        "traincard_otel.load, traincard_otel.RunData\n"
+        "reporting = ('traincard_otel._write', 'opentelemetry')\n"
+        "print(','.join(m for m in sys.modules if m.startswith(reporting)))\n"
+        "from traincard_otel._write.report.reporter import Reporter\n"
+        "assert traincard_otel.Reporter is Reporter and 'Reporter' in dir(traincard_otel)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == ""
+
+
 def test_instrument_rejects_unknown_objects_with_the_supported_list() -> None:
     import pytest
 

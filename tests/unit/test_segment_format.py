@@ -118,3 +118,31 @@ def test_plain_segments_written_one_record_per_line_are_still_read() -> None:
     plain = b"".join(json.dumps(r).encode() + b"\n" for r in records)
     decoded, corrupt = segment.decode(plain)
     assert not corrupt and _same(decoded, records)
+
+
+def test_a_run_of_lines_is_one_line_and_decodes_to_a_record_a_line() -> None:
+    run = segment.line_run(
+        [1.5, 2.5], ["INFO", "ERROR"], ["a", "ValueError: x"], {"rank": "0"}, {1: "Traceback\nValueError: x"}
+    )
+    data = segment.encode([run, {"k": "e", "t": 3.0, "n": "between", "a": {}}])
+    assert data.count(b"\n") == 2 and segment.row_count(run) == 2
+    records, corrupt = segment.decode(data)
+    assert not corrupt
+    assert records[:2] == [
+        {"k": "l", "t": 1.5, "lvl": "INFO", "msg": "a", "a": {"rank": "0"}},
+        {
+            "k": "l",
+            "t": 2.5,
+            "lvl": "ERROR",
+            "msg": "ValueError: x",
+            "a": {"rank": "0", "exception.stacktrace": "Traceback\nValueError: x"},
+        },
+    ]
+    kept, _ = segment.decode(data, columns_kept=True)
+    assert kept[0]["msg"] == ["a", "ValueError: x"] and list(kept[0]["t"]) == [1.5, 2.5]
+    with pytest.raises(ValueError):
+        segment.line_run([1.0], ["INFO", "INFO"], ["a"], {})
+    damaged = json.loads(data.splitlines()[0])
+    damaged["lvl"] = ["INFO"]  # one level for two lines
+    records, corrupt = segment.decode(json.dumps(damaged).encode() + b"\n" + data.splitlines()[1] + b"\n")
+    assert corrupt and [r["k"] for r in records] == ["e"]

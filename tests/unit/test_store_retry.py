@@ -115,10 +115,10 @@ def test_s3_writes_are_one_attempt_bounded_by_our_timeouts_unless_the_user_set_t
     bound is checked here, and that a user's key wins over ours while the others stay."""
     from metaflow import metaflow_config
 
-    from traincard_otel._store.backends import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, _quick_s3_client
+    from traincard_otel._store.datastore_calls import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, quick_s3_client
 
     monkeypatch.setattr(metaflow_config, "DATATOOLS_CLIENT_PARAMS", {"endpoint_url": "http://s3.local"})
-    params = _quick_s3_client()._s3_client_params
+    params = quick_s3_client()._s3_client_params
     assert params["endpoint_url"] == "http://s3.local"
     assert params["config"] == {
         "connect_timeout": CONNECT_TIMEOUT_S,
@@ -126,6 +126,6 @@ def test_s3_writes_are_one_attempt_bounded_by_our_timeouts_unless_the_user_set_t
         "retries": {"total_max_attempts": 1, "mode": "standard"},
     }
     monkeypatch.setattr(metaflow_config, "DATATOOLS_CLIENT_PARAMS", {"config": {"read_timeout": 3.0}})
-    config = _quick_s3_client()._s3_client_params["config"]
+    config = quick_s3_client()._s3_client_params["config"]
     assert config["read_timeout"] == 3.0 and config["connect_timeout"] == CONNECT_TIMEOUT_S
     assert config["retries"]["total_max_attempts"] == 1

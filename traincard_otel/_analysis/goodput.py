@@ -34,13 +34,15 @@ runs) to exactly one category:
     still running, the time since its last step end (the step in progress).
 
 Phases and stalls are few, so they are resolved exactly (a stall wins over a phase, a checkpoint
-phase over an evaluation phase, and both over the steps they overlap); steps are summed, never
-walked one interval at a time except once to find the re-computed ones.
+phase over an evaluation phase, and both over the steps they overlap); steps are read as the
+reader's columns, at C speed and only the new ones on a live card's refresh (:mod:`.steps`), never
+walked one interval at a time.
 
 The categories, the phases each one takes (:func:`phase_category`), how overlapping phases and
 stalls resolve (:func:`disjoint`) and how step time splits (:func:`split_steps`, :func:`add_edges`,
-:func:`settle`) are defined here once: the read-time :func:`goodput` and the writer's streaming
-:class:`~.goodput_tally.GoodputTally` both use them.
+:func:`settle`) are defined here once, and which steps run again in :func:`.steps.recomputed`:
+the read-time :func:`goodput` and the writer's streaming :class:`~.goodput_tally.GoodputTally`
+both use them.
 """
 
 from __future__ import annotations
@@ -49,15 +51,15 @@ import bisect
 import dataclasses
 import itertools
 import math
-import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from .._schema import PHASE_SPAN_PREFIX, Attr, Event
 from .._types import JsonObject
+from .steps import TimedSteps, inside
 
 if TYPE_CHECKING:
-    from .._data.rundata import RunData, Series
+    from .._data.rundata import RunData
 
 CATEGORIES: Final = (
     "productive",
@@ -229,33 +231,6 @@ def settle(seconds: dict[str, float], wall: float) -> dict[str, float]:
     return {k: (v if math.isfinite(v) else 0.0) for k, v in seconds.items()}
 
 
-class _Steps:
-    """One rank's timed steps as intervals sorted by end time."""
-
-    def __init__(self, series: Series) -> None:
-        times = series.times
-        if all(map(operator.le, times, times[1:])):  # the usual case: in order
-            self.ends, self.durations = list(times), list(series.values)
-            self.steps, self.attempts = list(series.steps), list(series.attempts)
-        else:  # ranks' clocks, or attempts read out of order
-            order = sorted(range(len(series.values)), key=times.__getitem__)
-            self.ends = [times[i] for i in order]
-            self.durations = [series.values[i] for i in order]
-            self.steps = [series.steps[i] for i in order]
-            self.attempts = [series.attempts[i] for i in order]
-        self.excluded = [False] * len(self.ends)
-
-    def overlap(self, lo: float, hi: float) -> float:
-        """Seconds of counted step time inside [lo, hi)."""
-        total = 0.0
-        i = bisect.bisect_right(self.ends, lo)
-        while i < len(self.ends) and self.ends[i] - self.durations[i] < hi:
-            if not self.excluded[i]:
-                total += max(0.0, min(hi, self.ends[i]) - max(lo, self.ends[i] - self.durations[i]))
-            i += 1
-        return total
-
-
 def goodput(run: RunData, now: float | None = None) -> Goodput | None:
     """The goodput of ``run`` (see the module docstring); None when it timed no steps.
 
@@ -267,7 +242,7 @@ def goodput(run: RunData, now: float | None = None) -> Goodput | None:
     series = run.step_times[rank]
     if not len(series.values):
         return None
-    steps = _Steps(series)
+    steps = TimedSteps(series)
     # A store is read as it is: records of a hostile or damaged one may hold anything.
     states = sorted(
         (s for s in run.states if _int(s.get("rank")) == rank), key=lambda s: _int(s.get("attempt"))
@@ -286,9 +261,10 @@ def goodput(run: RunData, now: float | None = None) -> Goodput | None:
         end = _num(s.get("updated_at")) or start
         if start is not None and end is not None:
             windows[_int(s.get("attempt"))] = [start, end]
-    for end, d, a in zip(steps.ends, steps.durations, steps.attempts, strict=True):
-        w = windows.setdefault(a, [end - d, end])
-        w[0], w[1] = min(w[0], end - d), max(w[1], end)
+    spans = steps.attempt_spans()
+    for a, (_first, final, start) in spans.items():
+        w = windows.setdefault(a, [start, steps.ends[final]])
+        w[0], w[1] = min(w[0], start), max(w[1], steps.ends[final])
     for p in phases:
         t0, t1 = float(p["t0"]), float(p["t1"])
         w = windows.setdefault(_int(p.get("attempt")), [t0, t1])
@@ -323,21 +299,8 @@ def goodput(run: RunData, now: float | None = None) -> Goodput | None:
     # Step ends inside an evaluation phase are evaluation steps: their time is the phase's.
     for t0, t1, category in special:
         if category != "stall":
-            lo, hi = bisect.bisect_right(steps.ends, t0), bisect.bisect_right(steps.ends, t1)
-            for i in range(lo, hi):
-                steps.excluded[i] = True
-    step_total = 0.0
-    recomputed: list[tuple[float, float]] = []  # (end time, duration) of the steps run again
-    reached: int | None = None
-    for step, end, d, excluded in zip(steps.steps, steps.ends, steps.durations, steps.excluded, strict=True):
-        if excluded:
-            continue
-        step_total += d
-        if type(step) is int:
-            if reached is not None and step <= reached:
-                recomputed.append((end, d))
-            else:
-                reached = step
+            steps.exclude(t0, t1)
+    step_total, recomputed = steps.counted()  # recomputed: index ranges of the steps run again
     in_special = 0.0
     for t0, t1, category in special:
         seconds[category] += t1 - t0
@@ -348,19 +311,24 @@ def goodput(run: RunData, now: float | None = None) -> Goodput | None:
     # run's average share.
     kept = run.data_wait.get(rank)
     known = dict(zip(kept.times, kept.values, strict=False)) if kept is not None else {}
-    redone_waited = sum(d - min(known[t], d) for t, d in recomputed if t in known)
-    redone_unknown = sum(d for t, d in recomputed if t not in known)
+    redone_waited = redone_known = 0.0
+    for t, wait in known.items():  # the redone steps whose wait is known: their own
+        for i in range(bisect.bisect_left(steps.ends, t), bisect.bisect_right(steps.ends, t)):
+            if inside(i, recomputed):
+                d = steps.durations[i]
+                redone_known += d
+                redone_waited += d - min(wait, d)
     wait_total = _num(run.data_wait_total.get(rank, 0.0)) or 0.0
     seconds["data_wait"], seconds["restart"], seconds["productive"] = split_steps(
-        step_total, wait_total, redone_waited, redone_unknown
+        step_total, wait_total, redone_waited, steps.total(recomputed) - redone_known
     )
 
     # The stretches before an attempt's first step and after its last one, and between attempts.
     first_start = min(w[0] for w in windows.values())
     ordered = sorted(windows.items())
     for k, (attempt, (start, end)) in enumerate(ordered):
-        own = [i for i, a in enumerate(steps.attempts) if a == attempt]
-        edges = (steps.ends[own[0]] - steps.durations[own[0]], steps.ends[own[-1]]) if own else None
+        span = spans.get(attempt)
+        edges = (steps.ends[span[0]] - steps.durations[span[0]], steps.ends[span[1]]) if span else None
         add_edges(
             seconds,
             (start, end),

@@ -3,11 +3,12 @@
 :class:`GoodputTally` is fed the timed step ends, the phases and the stalls of one process in the
 order they are reported, and splits that attempt's wall time into the categories of
 :mod:`.goodput`, with its definitions (the phases each category takes, how overlapping phases and
-stalls resolve, how step time splits into data wait, restart and productive time). What it cannot
-see is what the read-time :func:`.goodput.goodput` adds for a whole run: earlier attempts (their
-time, the gap between attempts, and steps an earlier attempt already reached, which this attempt
-re-computes), and other processes' records. Within its attempt it sees more: every step's own data
-wait (the reader keeps the last 1000), and a phase still open (counted up to now).
+stalls resolve, which steps run again, how step time splits into data wait, restart and productive
+time). What it cannot see is what the read-time :func:`.goodput.goodput` adds for a whole run:
+earlier attempts (their time, the gap between attempts, and steps an earlier attempt already
+reached, which this attempt re-computes), and other processes' records. Within its attempt it sees
+more: every step's own data wait (the reader keeps the last 1000), and a phase still open (counted
+up to now).
 
 Memory stays bounded however long the run: steps are summed as they arrive. A step whose end falls
 in an open evaluation or checkpoint phase is that phase's time (phase ends follow their steps in
@@ -40,6 +41,7 @@ from .goodput import (
     settle,
     split_steps,
 )
+from .steps import recomputed
 
 RECENT_STEPS: Final = 4096  # counted steps kept as intervals, for phases and stalls that end after them
 RECENT_PIECES: Final = 64  # folded phases and stalls kept, for steps reported after they end
@@ -162,8 +164,10 @@ class GoodputTally:
     def _add_each(self, cols: _Columns) -> None:
         excluded = bool(self._open)  # a step ending inside an open eval or checkpoint phase
         recent = self._recent_pieces
+        steps: list[int] = []  # the counted steps' columns
         ends: list[float] = []
         counted: list[float] = []
+        waits: list[float] = []
         for step, end, d, w in zip(*cols, strict=True):
             if d != d or d <= 0:
                 continue
@@ -173,8 +177,7 @@ class GoodputTally:
                 self._first_start = start
             if self._last_end is None or end > self._last_end:
                 self._last_end = end
-            measured = w == w
-            if measured:
+            if w == w:  # measured
                 self._wait_total += w
             if excluded:
                 continue
@@ -183,16 +186,17 @@ class GoodputTally:
                 self._in_special += overlap(
                     start, end, recent[bisect.bisect_right(self._recent_ends, start) :]
                 )
+            steps.append(step)
             ends.append(end)
             counted.append(d)
-            if type(step) is int:
-                if self._reached is not None and step <= self._reached:  # run again after a rewind
-                    if measured:
-                        self._redone_waited += d - min(w, d)
-                    else:
-                        self._redone_unknown += d
+            waits.append(w)
+        redone, self._reached = recomputed(steps, [(0, len(steps))], self._reached)
+        for lo, hi in redone:  # run again after a rewind
+            for d, w in zip(counted[lo:hi], waits[lo:hi], strict=True):
+                if w == w:
+                    self._redone_waited += d - min(w, d)
                 else:
-                    self._reached = step
+                    self._redone_unknown += d
         self._remember(ends, counted)
 
     def _fold(self) -> None:

@@ -45,6 +45,18 @@ class LogLine(NamedTuple):
     attributes: Mapping[str, str] | None
 
 
+class LogLines(NamedTuple):
+    """The lines console capture read in one go, as columns: one report for the batch, not one
+    a line (a line printed every step would otherwise be a report, a store record and an SDK
+    record of its own)."""
+
+    times: list[float]
+    levels: list[str]
+    lines: list[str]
+    tracebacks: dict[int, str]  # by line index: the block a line ends (an ERROR line)
+    attributes: Mapping[str, str] | None  # every line's
+
+
 class PhaseStart(NamedTuple):
     t: float
     name: str
@@ -98,6 +110,7 @@ Report = (
     MetricsReport
     | StepEnd
     | LogLine
+    | LogLines
     | PhaseStart
     | PhaseEnd
     | CheckpointSaved
@@ -179,6 +192,7 @@ class StoreKind:
     STEP_END: Final = "st"
     STEP_RUN: Final = "st*"
     LOG: Final = "l"
+    LOG_RUN: Final = "l*"  # the log lines console capture read in one go (store/segment.py)
     EVENT: Final = "e"
     SPAN: Final = "s"
     METRIC_POINT: Final = "x"

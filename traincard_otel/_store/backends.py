@@ -7,7 +7,6 @@ write goes to a temporary file that is renamed over the target, a datastore writ
 from __future__ import annotations
 
 import contextlib
-import io
 import itertools
 import json
 import os
@@ -18,6 +17,7 @@ from typing import Protocol
 
 from .._types import Foreign, JsonObject
 from ..exceptions import ConfigError
+from .datastore_calls import bounded_delete, bounded_put, quick_s3_client
 
 
 class Backend(Protocol):
@@ -98,13 +98,6 @@ class LocalBackend:
             (self.root / name).unlink(missing_ok=True)
 
 
-# One attempt of a datastore write, bounded: the writer's backoff (:mod:`.retry`) is the retry loop.
-# Metaflow's own write paths retry far longer (S3: up to 20 tries with backoff to 6 minutes; GCS:
-# google's DEFAULT_RETRY for up to 120 s; Azure: the SDK's 10 retries), which would stall the
-# writer for minutes while counting nothing, so writes use Metaflow's clients directly.
-CONNECT_TIMEOUT_S = 3.0
-READ_TIMEOUT_S = 10.0
-
 _SCHEMES = {"s3": "s3", "gs": "gs", "az": "azure"}
 
 
@@ -124,6 +117,7 @@ class MetaflowBackend:
         self.ds_type, self.ds_root, self.prefix = ds_type, ds_root.rstrip("/"), prefix.strip("/")
         self._storage: Foreign = None  # Metaflow's datastore storage for ds_type
         self._put: Callable[[str, bytes], None] | None = None
+        self._delete: Callable[[list[str]], None] | None = None
         self._lister: Foreign = None  # Metaflow's S3 client, for listings
 
     @property
@@ -143,12 +137,12 @@ class MetaflowBackend:
                 raise ConfigError(f"Metaflow has no datastore of type {self.ds_type!r}")
             self._storage = impls[0](self.ds_root)
             if self.ds_type == "s3":
-                self._storage.s3_client = _quick_s3_client()
+                self._storage.s3_client = quick_s3_client()
         return self._storage
 
     def write(self, name: str, data: bytes) -> None:
         if self._put is None:
-            self._put = _bounded_put(self.ds_type, self.ds_root, self.storage)
+            self._put = bounded_put(self.ds_type, self.ds_root, self.storage)
         self._put(self._key(name), data)
 
     def list(self) -> list[str]:
@@ -187,6 +181,16 @@ class MetaflowBackend:
                     with open(local_path, "rb") as fh:
                         out[key[cut:]] = fh.read()
         return out
+
+    def delete(self, names: Iterable[str]) -> None:
+        """Remove objects (compaction's merged segments and parts), one bounded call per object or
+        batch of 1 000 on S3; an object already gone is no error."""
+        keys = [self._key(n) for n in names]
+        if not keys:
+            return
+        if self._delete is None:
+            self._delete = bounded_delete(self.ds_type, self.ds_root, self.storage)
+        self._delete(keys)
 
 
 def read_one(backend: Backend, name: str) -> bytes | None:
@@ -242,83 +246,6 @@ def _s3_keys(client: Foreign, ds_root: str, prefix: str) -> list[str]:
             if rel and not rel.endswith("/") and not rel.rsplit("/", 1)[-1].startswith(".tmp-"):
                 out.append(rel)
     return out
-
-
-def _bounded_put(ds_type: str, ds_root: str, storage: Foreign) -> Callable[[str, bytes], None]:
-    """A ``put(key, data)`` for ``key`` under ``ds_root`` that tries once, with short timeouts."""
-    if ds_type == "s3":
-        from urllib.parse import urlparse
-
-        url = urlparse(ds_root)
-        bucket, base = url.netloc, url.path.strip("/")
-        client = storage.s3_client  # Metaflow's S3Client: its credentials, role and endpoint
-        from metaflow.metaflow_config import S3_SERVER_SIDE_ENCRYPTION
-
-        extra = {"ServerSideEncryption": S3_SERVER_SIDE_ENCRYPTION} if S3_SERVER_SIDE_ENCRYPTION else {}
-
-        def put_s3(key: str, data: bytes) -> None:
-            client.client.put_object(Bucket=bucket, Key=f"{base}/{key}" if base else key, Body=data, **extra)
-
-        return put_s3
-    if ds_type == "gs":
-        from metaflow.plugins.gcp.gs_storage_client_factory import get_gs_storage_client
-        from metaflow.plugins.gcp.gs_utils import parse_gs_full_path
-
-        gs_bucket, gs_base = parse_gs_full_path(ds_root)
-
-        def put_gs(key: str, data: bytes) -> None:
-            # Metaflow's client is cached per thread: the writer's thread and close()'s final flush
-            # each get their own, as Metaflow's datastore does.
-            blob = get_gs_storage_client().bucket(gs_bucket).blob(f"{gs_base}/{key}" if gs_base else key)
-            blob.upload_from_string(data, retry=None, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
-
-        return put_gs
-    if ds_type == "azure":
-        from metaflow.plugins.azure.azure_utils import parse_azure_full_path
-        from metaflow.plugins.azure.blob_service_client_factory import get_azure_blob_service_client
-
-        container, az_base = parse_azure_full_path(ds_root)
-
-        def put_azure(key: str, data: bytes) -> None:
-            service = get_azure_blob_service_client()
-            blob = service.get_blob_client(container, f"{az_base}/{key}" if az_base else key)
-            blob.upload_blob(
-                data,
-                overwrite=True,
-                retry_total=0,
-                connection_timeout=CONNECT_TIMEOUT_S,
-                read_timeout=READ_TIMEOUT_S,
-            )
-
-        return put_azure
-
-    def put_other(key: str, data: bytes) -> None:  # Metaflow's local datastore: plain files
-        storage.save_bytes([(key, io.BytesIO(data))], overwrite=True)
-
-    return put_other
-
-
-def _quick_s3_client() -> Foreign:
-    """Metaflow's S3 client with a bounded botocore policy: one attempt, connect within
-    ``CONNECT_TIMEOUT_S``, each read within ``READ_TIMEOUT_S``. A ``config`` the user set in
-    ``METAFLOW_DATATOOLS_CLIENT_PARAMS`` wins key by key."""
-    from metaflow.metaflow_config import DATATOOLS_CLIENT_PARAMS
-    from metaflow.plugins.datatools.s3.s3 import S3Client
-
-    params = dict(DATATOOLS_CLIENT_PARAMS or {})  # endpoint URL and the like from Metaflow's config
-    config = params.get("config") or {}
-    if not isinstance(config, dict):
-        return S3Client()  # the user configured a botocore Config object: keep theirs
-    params["config"] = {
-        "connect_timeout": CONNECT_TIMEOUT_S,
-        "read_timeout": READ_TIMEOUT_S,
-        "retries": {
-            "total_max_attempts": 1,
-            "mode": "standard",
-        },  # botocore's max_attempts excludes the first
-        **config,
-    }
-    return S3Client(s3_client_params=params)
 
 
 def backend_from_spec(spec: str) -> Backend:

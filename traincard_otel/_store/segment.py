@@ -13,9 +13,13 @@ lossless (NaN and inf included), about ten times cheaper to write, and a third s
 ``st*`` (a run of step ends): ``s`` steps, ``n`` samples, ``tok`` tokens (0 or ``null`` where
 absent), ``t`` times, ``d`` durations, ``w`` data-wait times (NaN where absent).
 
+``l*`` (the log lines console capture read in one go): ``t`` times, ``lvl`` levels, ``msg`` the
+lines, ``a`` every line's attributes, ``tb`` the traceback a line ends, by the line's index (only
+when one does).
+
 In memory ``t``, ``v``, ``d`` and ``w`` are ``array('d')``; in a file, base64 text. Every other
-record is a plain JSON line. :func:`decode` expands runs into the ordinary ``m`` and ``st`` records
-(documented in ``docs/architecture.md``), so readers see one record per row.
+record is a plain JSON line. :func:`decode` expands runs into the ordinary ``m``, ``st`` and ``l``
+records (documented in ``docs/architecture.md``), so readers see one record per row.
 """
 
 from __future__ import annotations
@@ -26,13 +30,16 @@ import sys
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 
+from .._gil import Slices
+from .._schema import Attr, StoreKind
 from .._types import JsonObject, JsonValue
 
 Record = JsonObject
 
 PACKED_METRICS = "m*"
 PACKED_STEPS = "st*"
-PACKED = (PACKED_METRICS, PACKED_STEPS)
+PACKED_LINES = "l*"
+PACKED = (PACKED_METRICS, PACKED_STEPS, PACKED_LINES)
 
 _SWAP = sys.byteorder != "little"
 
@@ -79,9 +86,29 @@ def step_run(
     return {"k": PACKED_STEPS, "s": steps, "n": samples, "tok": tokens, "t": t, "d": d, "w": w}
 
 
+def line_run(
+    times: Iterable[float],
+    levels: list[str],
+    lines: list[str],
+    attributes: Mapping[str, JsonValue],
+    tracebacks: Mapping[int, str] | None = None,
+) -> Record:
+    """A packed run of log lines sharing ``attributes``; ``tracebacks`` by line index."""
+    t = array("d", times)
+    if not lines or not len(t) == len(levels) == len(lines):
+        raise ValueError("a run of lines needs one time and one level per line")
+    run: Record = {"k": PACKED_LINES, "t": t, "lvl": levels, "msg": lines, "a": dict(attributes)}
+    if tracebacks:
+        run["tb"] = {str(i): text for i, text in tracebacks.items()}
+    return run
+
+
 def row_count(rec: Record) -> int:
     """Rows a record holds: a packed run's length, else 1 (what buffer limits count)."""
-    return len(rec["s"]) if rec.get("k") in PACKED else 1
+    kind = rec.get("k")
+    if kind == PACKED_LINES:
+        return len(rec["msg"])
+    return len(rec["s"]) if kind in PACKED else 1
 
 
 def _f64(values: array[float]) -> str:
@@ -98,18 +125,25 @@ def _unf64(text: str) -> array[float]:
     return values
 
 
-def _line(rec: Record) -> str:
+def encode_line(rec: Record) -> str:
+    """One record as its segment line (no newline); what a part keeps of a record it keeps whole."""
     kind = rec.get("k")
     if kind == PACKED_METRICS:
         return _encode({**rec, "t": _f64(rec["t"]), "v": _f64(rec["v"])})
     if kind == PACKED_STEPS:
         return _encode({**rec, "t": _f64(rec["t"]), "d": _f64(rec["d"]), "w": _f64(rec["w"])})
+    if kind == PACKED_LINES:
+        return _encode({**rec, "t": _f64(rec["t"])})
     return _encode(rec)
 
 
 def encode(records: list[Record]) -> bytes:
     """One segment's bytes for ``records`` (in order; decoded back by :func:`decode`)."""
-    return "".join(_line(rec) + "\n" for rec in records).encode()
+    slices, lines = Slices(), []
+    for rec in records:  # a flush's records, in slices: the GIL goes to the training thread now and then
+        lines.append(encode_line(rec) + "\n")
+        slices.check()
+    return "".join(lines).encode()
 
 
 def _records(data: bytes) -> tuple[list[Record], bool]:
@@ -139,6 +173,8 @@ def decode(data: bytes, *, columns_kept: bool = False) -> tuple[list[Record], bo
                 out.extend([step_columns(rec)] if columns_kept else _unpack_steps(rec))
             elif kind == PACKED_METRICS:
                 out.extend([metric_columns(rec)] if columns_kept else _unpack_metrics(rec))
+            elif kind == PACKED_LINES:
+                out.extend([line_columns(rec)] if columns_kept else unpack_lines(line_columns(rec)))
             else:
                 out.append(rec)
         except (ValueError, TypeError, KeyError):
@@ -164,6 +200,29 @@ def metric_columns(rec: Record) -> Record:
     if len(cols["t"]) != len(steps) or len(cols["v"]) != len(names) * len(steps):
         raise ValueError("packed metric rows: column lengths differ")
     return cols
+
+
+def line_columns(rec: Record) -> Record:
+    """A packed run of log lines with its times decoded (raises on ragged columns)."""
+    cols = {**rec, "t": _unf64(rec["t"]) if isinstance(rec["t"], str) else rec["t"]}
+    lines, levels, tracebacks = rec["msg"], rec["lvl"], rec.get("tb") or {}
+    if not isinstance(lines, list) or not isinstance(levels, list) or not isinstance(tracebacks, dict):
+        raise ValueError("packed log lines: lines and levels must be lists, tracebacks an object")
+    if not len(cols["t"]) == len(levels) == len(lines) or not isinstance(rec.get("a"), dict):
+        raise ValueError("packed log lines: column lengths differ, or no attributes")
+    return cols
+
+
+def unpack_lines(rec: Record) -> list[Record]:
+    """A packed run of log lines (:func:`line_columns`) as one ``l`` record a line."""
+    attrs: dict[str, JsonValue] = rec["a"]
+    tracebacks: dict[str, str] = rec.get("tb") or {}
+    out = []
+    for i, (t, level, text) in enumerate(zip(rec["t"], rec["lvl"], rec["msg"], strict=True)):
+        traceback = tracebacks.get(str(i))
+        a = attrs if traceback is None else {**attrs, Attr.EXCEPTION_STACKTRACE: traceback}
+        out.append({"k": StoreKind.LOG, "t": t, "lvl": level, "msg": text, "a": dict(a)})
+    return out
 
 
 def _parse_lines(lines: list[bytes]) -> tuple[list[Record], bool]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import collections
 import math
+import operator
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..._schema.anomaly_kinds import AnomalyKind
@@ -265,6 +267,39 @@ class AnomalyDetector:
                 return out
             self._slow, self._in_drop = 0, False
         win.add(rate)
+        return out
+
+    def observe_steps(
+        self, steps: Sequence[int], durations: Sequence[float], tokens: Sequence[int], samples: Sequence[int]
+    ) -> list[tuple[int, Anomaly]]:
+        """Step ends in order, as :meth:`observe_step` judges each one; the anomalies with the
+        index of the step that revealed each.
+
+        The usual stretch (every step timed, one measure, none slower than half the fastest rate
+        the window or the stretch holds) cannot complete a drop: its rates go into the window at
+        C speed. Any other stretch is judged a step at a time.
+        """
+        r = self.rules
+        n = len(durations)
+        if n and len(self._rate) >= r.min_points and min(durations) > 0 and math.isfinite(sum(durations)):
+            rates: list[float] | None = None
+            if self._rate_basis == "tokens/s" and 0 not in tokens:
+                rates = list(map(operator.truediv, tokens, durations))
+            elif not any(tokens):
+                if self._rate_basis == "samples/s" and 0 not in samples:
+                    rates = list(map(operator.truediv, samples, durations))
+                elif self._rate_basis == "steps/s" and not any(samples):
+                    rates = [1.0 / d for d in durations]
+            if rates is not None and min(rates) >= r.throughput_fraction * max(
+                max(rates), self._rate.sorted[-1]
+            ):
+                self._slow, self._in_drop = 0, False
+                self._rate.extend(rates)
+                return []
+        out = []
+        for i in range(n):
+            for a in self.observe_step(steps[i], durations[i], tokens[i], samples[i]):
+                out.append((i, a))
         return out
 
     def rewound(self) -> None:

@@ -32,6 +32,12 @@ class RollingWindow:
         bisect.insort(self.sorted, value)
         self.mad_age += 1
 
+    def extend(self, values: list[float]) -> None:
+        """:meth:`add` each of ``values``, in one sort."""
+        self._order.extend(values)
+        self.sorted = sorted(self._order)
+        self.mad_age += len(values)
+
     def median(self) -> float:
         s, n = self.sorted, len(self.sorted)
         return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ..._types import JsonObject
 from .first_failure import CLEAN_ENDS, OPEN, VANISHED, first_failure, panel_failure, sibling_ends
 from .node_readings import aggregates, host_oom_evidence, node_last_readings, node_system
-from .ranks import hung_ranks, rank_table, stragglers
+from .ranks import hung_ranks, latest_states, rank_table, stragglers
 from .stacks import locate
 from .torchrun_report import REPORT_MARK, agent_records
 
@@ -105,10 +105,10 @@ def analyze(data: RunData, now: float | None = None) -> JsonObject | None:
     """Nodes, ranks, stragglers, the first failure, hung ranks and barrier waits of ``data``;
     ``None`` for a run with one rank and no gang."""
     now = time.time() if now is None else now
-    rows = rank_table(data, now)
     gang = data.gang or {}
-    if not gang and len(rows) < 2:
-        return None
+    if not gang and len(latest_states(data)) < 2:
+        return None  # (before the rank table: its step-time medians read every step)
+    rows = rank_table(data, now)
     raw_nodes = gang.get("nodes") or [
         {"node_index": n, "task_id": None, "host": None, "agents": [], "launcher": None, "last_system": {}}
         for n in sorted({int(r["node"] or 0) for r in rows})

@@ -43,11 +43,10 @@ def _median(values: Sequence[float]) -> float | None:
     return float(np.median(np.asarray(values, dtype=float)))  # an array('d') is read in place
 
 
-def rank_table(data: RunData, now: float) -> list[JsonObject]:
-    """One row per training rank of the latest attempt: where it runs, how far it got, its step
-    time (median over the attempt and over the last ``RECENT_STEPS``) and its data-wait share."""
+def latest_states(data: RunData) -> dict[int, JsonObject]:
+    """Each rank's state in the latest attempt (its latest process's), by rank."""
     if not data.states:
-        return []
+        return {}
     latest = max(int(s.get("attempt", 0)) for s in data.states)
     by_rank: dict[int, JsonObject] = {}
     for s in data.states:
@@ -56,8 +55,14 @@ def rank_table(data: RunData, now: float) -> list[JsonObject]:
         r = int(s.get("rank", 0))
         if r not in by_rank or (s.get("started_at") or 0) >= (by_rank[r].get("started_at") or 0):
             by_rank[r] = s
+    return by_rank
+
+
+def rank_table(data: RunData, now: float) -> list[JsonObject]:
+    """One row per training rank of the latest attempt: where it runs, how far it got, its step
+    time (median over the attempt and over the last ``RECENT_STEPS``) and its data-wait share."""
     rows = []
-    for r, s in sorted(by_rank.items()):
+    for r, s in sorted(latest_states(data).items()):
         durations = _latest_attempt_values(data.step_times[r]) if r in data.step_times else []
         waits = _latest_attempt_values(data.data_wait[r]) if r in data.data_wait else []
         total_d, total_w = sum(durations[-RECENT_STEPS:]), sum(waits[-RECENT_STEPS:])

@@ -18,7 +18,7 @@ from collections.abc import MutableSequence
 from ..._data.rundata import RunData, Series
 from ..._schema.keys import series_key
 from ..._types import Foreign, JsonValue
-from .columns import SMALL, from_arrow_floats, from_arrow_ints, repeat, typed_series
+from .columns import SMALL, from_arrow_floats, from_arrow_ints, own, repeat, typed_series
 
 #: The part columns :func:`count` reads (``seq`` only when rows are skipped).
 COUNT_COLUMNS = ("k", "name", "g", "rest")
@@ -123,6 +123,7 @@ def reserve(
 
 
 def _grow(col: MutableSequence[JsonValue], n: int) -> MutableSequence[JsonValue]:
+    col = own(col)
     if isinstance(col, array):
         col.frombytes(bytes(col.itemsize * n))
     else:

@@ -1,7 +1,7 @@
-"""A compacted part (Parquet, :mod:`.compaction`) added to a
+"""A compacted part (Parquet, :mod:`traincard_otel._store.part_format`) added to a
 :class:`~traincard_otel._data.rundata.RunData` a column at a time: its metric rows by
 :mod:`.part_columns` (or, for a part of one row per value, :mod:`.part_metrics`), its step ends
-and other records here."""
+and the records it keeps whole here."""
 
 from __future__ import annotations
 
@@ -43,8 +43,29 @@ def add_table(
 
 
 def add_other_rows(data: RunData, table: Foreign, attempt: int, rank: int) -> None:
-    """A part's step ends (a column at a time) and the records it keeps whole (``table``: its
-    rows other than metric rows).
+    """A part's step ends and the records it keeps whole, from rows of both kinds (``table``:
+    its rows other than metric rows, as parts written before step ends had row groups of their
+    own keep them)."""
+    import pyarrow.compute as pc
+
+    # Filtering a table filters every column it has: select each kind's columns first.
+    have = set(table.column_names)
+    steps = table.select([c for c in ("s", "value", "t", "w", "n", "tok") if c in have])
+    add_step_rows(data, steps.filter(pc.is_null(table["rest"])), attempt, rank)
+    add_kept_records(data, table["rest"], attempt, rank)
+
+
+def add_kept_records(data: RunData, rest: Foreign, attempt: int, rank: int) -> None:
+    """The records a part keeps whole (``rest``: their JSON; nulls are rows of other kinds)."""
+    import pyarrow.compute as pc
+
+    for text in rest.filter(pc.is_valid(rest)).to_pylist():
+        add_record(data, json.loads(text), attempt, rank)
+
+
+def add_step_rows(data: RunData, steps: Foreign, attempt: int, rank: int) -> None:
+    """A part's step ends (``s``, ``value`` the duration, ``t``, and ``w``, ``n``, ``tok`` when
+    the part has them), a column at a time.
 
     No Python value becomes an Arrow one here: pyarrow imports pandas on the first such
     conversion (0.3 s and 35 MB of a ``load()``).
@@ -52,53 +73,52 @@ def add_other_rows(data: RunData, table: Foreign, attempt: int, rank: int) -> No
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    # Filtering a table filters every column it has: select each kind's columns first.
-    have = set(table.column_names)
-    # A step end is a row not kept whole; one without a duration adds no point, as in a segment.
-    steps = table.select([c for c in ("s", "value", "t", "w", "n", "tok") if c in have])
-    steps = steps.filter(pc.and_(pc.is_null(table["rest"]), pc.is_valid(table["value"])))
-    if steps.num_rows:
-        series = data.step_times.get(rank)
-        if series is None:
-            series = data.step_times[rank] = rank_series("step_time", rank)
-        s = from_arrow_ints(steps["s"])
+    if steps["value"].null_count:  # a step end without a duration adds no point, as in a segment
+        steps = steps.filter(pc.is_valid(steps["value"]))
+    if not steps.num_rows:
+        return
+    series = data.step_times.get(rank)
+    if series is None:
+        series = data.step_times[rank] = rank_series("step_time", rank)
+    s = from_arrow_ints(steps["s"])
+    extend_series(series, s, from_arrow_floats(steps["value"]), from_arrow_floats(steps["t"]), attempt, rank)
+    have = set(steps.column_names)
+    if "w" in have and steps["w"].null_count < steps.num_rows:
+        waited = steps.filter(pc.is_valid(steps["w"])) if steps["w"].null_count else steps
+        waited_s = float(pc.sum(waited["w"]).as_py())
+        data.data_wait_total[rank] = data.data_wait_total.get(rank, 0.0) + waited_s
+        waits = data.data_wait.get(rank)
+        if waits is None:
+            waits = data.data_wait[rank] = rank_series("data_wait", rank)
+        tail = waited.slice(max(0, waited.num_rows - DATA_WAIT_TAIL))
         extend_series(
-            series, s, from_arrow_floats(steps["value"]), from_arrow_floats(steps["t"]), attempt, rank
+            waits,
+            from_arrow_ints(tail["s"]),
+            from_arrow_floats(tail["w"]),
+            from_arrow_floats(tail["t"]),
+            attempt,
+            rank,
         )
-        waited = steps.filter(pc.is_valid(steps["w"])) if "w" in steps.column_names else None
-        if waited is not None and waited.num_rows:
-            waited_s = float(pc.sum(waited["w"]).as_py())
-            data.data_wait_total[rank] = data.data_wait_total.get(rank, 0.0) + waited_s
-            waits = data.data_wait.get(rank)
-            if waits is None:
-                waits = data.data_wait[rank] = rank_series("data_wait", rank)
-            tail = waited.slice(max(0, waited.num_rows - DATA_WAIT_TAIL))
-            extend_series(
-                waits,
-                from_arrow_ints(tail["s"]),
-                from_arrow_floats(tail["w"]),
-                from_arrow_floats(tail["t"]),
-                attempt,
-                rank,
-            )
-            trim(waits)
-        for column, tname in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
-            # a rate where a count and a duration are known (a step without a duration was dropped above)
-            has = pc.and_(pc.cast(steps[column], pa.bool_()), pc.cast(steps["value"], pa.bool_()))
-            counted = steps.filter(has)  # a null (no count) is not kept
-            if counted.num_rows:
-                key = f"{tname}{{rank={rank}}}"
-                tput = data.throughput.get(key)
-                if tput is None:
-                    tput = data.throughput[key] = rank_series(tname, rank)
-                rates = pc.divide(pc.cast(counted[column], pa.float64()), counted["value"])
-                extend_series(
-                    tput,
-                    from_arrow_ints(counted["s"]),
-                    from_arrow_floats(rates),
-                    from_arrow_floats(counted["t"]),
-                    attempt,
-                    rank,
-                )
-    for rest in table["rest"].filter(pc.is_valid(table["rest"])).to_pylist():
-        add_record(data, json.loads(rest), attempt, rank)
+        trim(waits)
+    for column, tname in (("n", "samples_per_second"), ("tok", "tokens_per_second")):
+        if column not in have or steps[column].null_count == steps.num_rows:
+            continue
+        # a rate where a count and a duration are known (a step without a duration was dropped above)
+        has = pc.and_(pc.cast(steps[column], pa.bool_()), pc.cast(steps["value"], pa.bool_()))
+        if not pc.any(has).as_py():
+            continue
+        every = not has.null_count and pc.all(has).as_py()
+        counted = steps if every else steps.filter(has)  # a null (no count) is not kept
+        key = f"{tname}{{rank={rank}}}"
+        tput = data.throughput.get(key)
+        if tput is None:
+            tput = data.throughput[key] = rank_series(tname, rank)
+        rates = pc.divide(pc.cast(counted[column], pa.float64()), counted["value"])
+        extend_series(
+            tput,
+            s if counted is steps else from_arrow_ints(counted["s"]),
+            from_arrow_floats(rates),
+            from_arrow_floats(counted["t"]),
+            attempt,
+            rank,
+        )

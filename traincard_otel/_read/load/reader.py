@@ -17,8 +17,8 @@ from ..._store.backends import Backend
 from ..._types import JsonObject
 from . import part_columns, part_metrics
 from .columns import rank_series
-from .parts import add_other_rows, add_table
-from .records import add_metric_columns, add_record, add_step_columns
+from .parts import add_kept_records, add_other_rows, add_step_rows, add_table
+from .records import add_log_lines, add_metric_columns, add_record, add_step_columns
 from .time_order import in_time_order
 
 __all__ = ["RunData", "Series", "StoreReader", "rank_series", "read_store"]
@@ -33,8 +33,12 @@ class StoreReader:
     last one, not the run's length.
     """
 
-    def __init__(self, backend: Backend, source: str | None = None) -> None:
+    def __init__(self, backend: Backend, source: str | None = None, *, share_columns: bool = False) -> None:
+        """``share_columns``: the metric series read from the same parts share one read-only
+        column of steps, times, attempts and ranks (:class:`~.columns.Shared`), for a read that
+        nothing extends later (a series that grows copies its shared columns first)."""
         self.backend = backend
+        self.share_columns = share_columns
         self.data = RunData(source=source or backend.spec)
         self._done: set[str] = set()
         self._corrupt: set[str] = set()
@@ -61,7 +65,8 @@ class StoreReader:
         self, batch: list[tuple[layout.ObjectName, str]], fetched: dict[str, bytes]
     ) -> None:
         """Parts with metric columns: every series' rows gathered from all of them, each series'
-        columns then built once (:mod:`.part_columns`), then each part's other rows added."""
+        columns then built once (:mod:`.part_columns`), then each part's step ends and other
+        records added."""
         from ..._store.part_format import read_columns
 
         pieces: part_columns.Pieces = {}
@@ -69,16 +74,22 @@ class StoreReader:
         for p, name in batch:
             seen = self._seqs.setdefault((p.attempt, p.rank, p.writer), set())
             try:
-                names, metric, rest = read_columns(fetched[name], seq=bool(seen))
+                names, metric, steps, rest = read_columns(fetched[name], seq=bool(seen))
                 self._records += part_columns.collect(names, metric, seen, p.attempt, p.rank, pieces)
             except Exception:  # a corrupt part is skipped and counted, like a corrupt segment
                 self._corrupt.add(name)
                 self._done.add(name)
                 continue
-            others.append((p, name, part_metrics.kept(rest, seen)))
-        part_columns.fill(self.data, pieces)
-        for p, name, rest in others:
-            add_other_rows(self.data, rest, p.attempt, p.rank)
+            kept = part_metrics.kept
+            others.append((p, name, None if steps is None else kept(steps, seen), kept(rest, seen)))
+        part_columns.fill(self.data, pieces, share=self.share_columns)
+        for p, name, steps, rest in others:
+            if steps is None:  # a part that keeps its step ends among the other records
+                add_other_rows(self.data, rest, p.attempt, p.rank)
+            else:
+                add_step_rows(self.data, steps, p.attempt, p.rank)
+                add_kept_records(self.data, rest["rest"], p.attempt, p.rank)
+                self._records += int(steps.num_rows)
             self._records += int(rest.num_rows)
             self._seqs[(p.attempt, p.rank, p.writer)].update(range(p.seq, p.last + 1))
             self._done.add(name)
@@ -143,7 +154,7 @@ class StoreReader:
         for p, n in parts:  # a part of segments this reader already read adds nothing: not fetched
             if self._seqs.get((p.attempt, p.rank, p.writer), set()).issuperset(range(p.seq, p.last + 1)):
                 self._done.add(n)
-        parts = [(p, n) for p, n in parts if n not in self._done]
+        parts = _outermost([(p, n) for p, n in parts if n not in self._done])
         covered = {(p.attempt, p.rank, p.writer, seq) for p, _n in parts for seq in range(p.seq, p.last + 1)}
         new = [
             n
@@ -171,6 +182,8 @@ class StoreReader:
                     self._records += add_metric_columns(data, rec, p.attempt, p.rank) - 1
                 elif kind == segment.PACKED_STEPS:
                     self._records += add_step_columns(data, rec, p.attempt, p.rank) - 1
+                elif kind == segment.PACKED_LINES:
+                    self._records += add_log_lines(data, rec, p.attempt, p.rank) - 1
                 else:
                     add_record(data, rec, p.attempt, p.rank)
             self._records += len(records)
@@ -209,6 +222,22 @@ class StoreReader:
         return states
 
 
+def _outermost(parts: list[tuple[layout.ObjectName, str]]) -> list[tuple[layout.ObjectName, str]]:
+    """``parts`` without those inside another one of the same writer: a merge writes the part of
+    several before it deletes them (:mod:`traincard_otel._write.store.merge`), and a reader may list both."""
+    reach: dict[tuple[int, int, str], int] = {}
+    inside = set()
+    for p, name in sorted(
+        parts, key=lambda pn: (pn[0].attempt, pn[0].rank, pn[0].writer, pn[0].seq, -pn[0].last)
+    ):
+        key = (p.attempt, p.rank, p.writer)
+        if p.last <= reach.get(key, 0):
+            inside.add(name)
+        else:
+            reach[key] = p.last
+    return [(p, name) for p, name in parts if name not in inside]
+
+
 def read_store(backend: Backend, source: str | None = None) -> RunData:
-    """Read and merge everything under ``backend``."""
-    return StoreReader(backend, source).read()
+    """Read and merge everything under ``backend`` (once: the series share their columns)."""
+    return StoreReader(backend, source, share_columns=True).read()

@@ -1,6 +1,6 @@
 """Records added to a :class:`~traincard_otel._data.rundata.RunData`, one at a time or a packed
 run of metric rows or step ends a column at a time (what a segment holds, decoded by
-:mod:`.segment`).
+:mod:`traincard_otel._store.segment`).
 
 Metric and per-rank series (step time, throughput, data wait) are compact typed columns; a packed
 run is added a column at a time (a step-end run, when whole: every step timed, every count set),
@@ -18,8 +18,9 @@ from ..._data.completions import rows_of
 from ..._data.rundata import DATA_WAIT_TAIL, MAX_GENAI_SPANS, Record, RunData, Series
 from ..._schema import Attr, Event
 from ..._schema.keys import series_key
+from ..._store.segment import PACKED_LINES, line_columns
 from ..._types import JsonObject, JsonValue
-from .columns import FLOAT, INT, SMALL, Column, extend, rank_series, repeat, typed_series
+from .columns import FLOAT, INT, SMALL, Column, extend, own, rank_series, repeat, typed_series
 
 
 def _no_gaps(column: Sequence[JsonValue]) -> bool:
@@ -136,6 +137,7 @@ def extend_series(
 
 def _push(col: MutableSequence[JsonValue], item: JsonValue) -> MutableSequence[JsonValue]:
     """``col`` with ``item`` appended; a typed column that cannot take it becomes a list."""
+    col = own(col)
     try:
         col.append(item)
     except (TypeError, OverflowError):
@@ -163,7 +165,34 @@ def _add_row(metrics: dict[str, Series], rec: Record, t: float, attempt: int, ra
         _append(series, step, value, t, attempt, rank)
 
 
+def add_log_lines(data: RunData, rec: Record, attempt: int, rank: int) -> int:
+    """A packed run of log lines (:func:`~traincard_otel._store.segment.line_columns`), one log
+    entry a line; returns how many."""
+    attrs: JsonObject = rec["a"]
+    tracebacks: dict[str, str] = rec.get("tb") or {}
+    for i, (t, level, text) in enumerate(zip(rec["t"], rec["lvl"], rec["msg"], strict=True)):
+        traceback = tracebacks.get(str(i))
+        data.logs.append(
+            {
+                "time": t,
+                "level": level,
+                "message": text,
+                "traceback": traceback,
+                "attributes": attrs if traceback is None else {**attrs, Attr.EXCEPTION_STACKTRACE: traceback},
+                "attempt": attempt,
+                "rank": rank,
+            }
+        )
+    return len(rec["msg"])
+
+
 def add_record(data: RunData, rec: Record, attempt: int, rank: int) -> None:
+    if rec.get("k") == PACKED_LINES:  # a run of lines a part kept whole (its times in base64)
+        try:
+            add_log_lines(data, line_columns(rec), attempt, rank)
+        except (ValueError, TypeError, KeyError):
+            data.stats["corrupt_line_runs"] = int(data.stats.get("corrupt_line_runs", 0)) + 1
+        return
     kind, t = rec.get("k"), float(rec.get("t") or 0.0)
     if kind == "m":
         _add_row(data.metrics, rec, t, attempt, rank)

@@ -48,19 +48,24 @@ def _finite(v: float) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def downsample(xs: Sequence[float], ys: Sequence[float], max_points: int = MAX_POINTS) -> XY:
-    """Keep the min and the max of each bucket, in x order (spikes survive any zoom level)."""
-    n = len(xs)
+def downsample(
+    xs: Sequence[float], ys: Sequence[float], max_points: int = MAX_POINTS, span: range | None = None
+) -> XY:
+    """Keep the min and the max of each bucket, in x order (spikes survive any zoom level).
+
+    ``span``: the points of ``xs`` and ``ys`` to take (all of them by default), read in place."""
+    first, stop = (span.start, span.stop) if span is not None else (0, len(xs))
+    n = stop - first
     if n <= max_points:
-        return list(xs), [_finite(y) for y in ys]
+        return list(xs[first:stop]), [_finite(y) for y in ys[first:stop]]
     try:
         import numpy as np
     except ImportError:  # numpy comes with pyarrow/torch; the pure-Python path is only slower
-        return downsample_py(xs, ys, max_points)
+        return downsample_py(xs[first:stop], ys[first:stop], max_points)
     buckets = max_points // 2
     size = -(-n // buckets)
     y = np.full(buckets * size, np.nan)
-    y[:n] = np.asarray(ys, dtype=float)
+    y[:n] = np.asarray(ys, dtype=float)[first:stop]  # a typed column is read in place, not copied
     y[~np.isfinite(y)] = np.nan
     grid = y.reshape(buckets, size)
     empty = np.isnan(grid).all(axis=1)
@@ -70,7 +75,7 @@ def downsample(xs: Sequence[float], ys: Sequence[float], max_points: int = MAX_P
     rows = np.arange(buckets) * size
     keep = np.unique(np.concatenate([(rows + lo)[~empty], (rows + hi)[~empty], rows[empty]]))
     keep = keep[keep < n]
-    x_arr = np.asarray(xs)
+    x_arr = np.asarray(xs)[first:stop]
     out_y = y[keep]
     return x_arr[keep].tolist(), [None if np.isnan(v) else float(v) for v in out_y]
 
@@ -101,26 +106,30 @@ def rank_points(n_series: int) -> int:
     return max(RANK_MIN_POINTS, min(MAX_POINTS, RANK_CHART_POINTS // max(n_series, 1)))
 
 
-def xy(series: Series, mode: Mode, by: Axis = "step", max_points: int = MAX_POINTS) -> XY:
-    """The (x, y) a chart draws for ``series``: all of it downsampled (to ``max_points``), or its
-    live tail."""
+def xy(
+    series: Series, mode: Mode, by: Axis = "step", max_points: int = MAX_POINTS, span: range | None = None
+) -> XY:
+    """The (x, y) a chart draws for ``series`` (its points in ``span``, all by default): all of it
+    downsampled (to ``max_points``), or its live tail."""
     xs_all = series.steps if by == "step" else series.times
+    span = span if span is not None else range(len(series.values))
     if mode.live:
-        return _live_tail(series, xs_all, mode)
+        return _live_tail(series, xs_all, mode, span)
     if isinstance(xs_all, array) or None not in xs_all:  # the common case, checked at C speed
-        return downsample(xs_all, series.values, max_points)
-    pairs = [(x, v) for x, v in zip(xs_all, series.values, strict=False) if x is not None]
+        return downsample(xs_all, series.values, max_points, span)
+    pairs = [(xs_all[i], series.values[i]) for i in span if xs_all[i] is not None]
     return downsample([p[0] for p in pairs], [p[1] for p in pairs], max_points)
 
 
-def _live_tail(series: Series, xs_all: Sequence[float | None], mode: Mode) -> XY:
-    """The points of the last ``LIVE_WINDOW_S`` seconds (at least ``mode.tail`` points), downsampled
-    to ``mode.tail``: a viewer polling less often than we refresh still gets every stretch."""
+def _live_tail(series: Series, xs_all: Sequence[float | None], mode: Mode, span: range) -> XY:
+    """The points of the last ``LIVE_WINDOW_S`` seconds (at least ``mode.tail`` points) of
+    ``span``, downsampled to ``mode.tail``: a viewer polling less often than we refresh still gets
+    every stretch."""
     times = series.times
-    n = len(xs_all)
-    newest = times[-1] if n else 0.0
-    lo = max(0, n - LIVE_SCAN_MAX)
-    xs, ys = xs_all[lo:], series.values[lo:]
+    n = span.stop
+    newest = times[n - 1] if n > span.start else 0.0
+    lo = max(span.start, n - LIVE_SCAN_MAX)
+    xs, ys = xs_all[lo:n], series.values[lo:n]
     if None in xs:  # points without an x are left out
         keep = [i for i, x in enumerate(xs) if x is not None]
         xs, ys, times = [xs[i] for i in keep], [ys[i] for i in keep], [times[lo + i] for i in keep]
@@ -251,14 +260,13 @@ def _backwards(steps: Sequence[JsonValue], start: int) -> list[int] | None:
     return [int(i) for i in np.flatnonzero(new[1:] < new[:-1]) + max(start - 1, 0) + 1]
 
 
-def stretches(series: Series, tail: int | None = None) -> list[tuple[int, Series]]:
-    """Split where the step moves backwards (resume, retry): every stretch stays visible.
+def stretches(series: Series, tail: int | None = None) -> list[tuple[int, range]]:
+    """Split where the step moves backwards (resume, retry): every stretch stays visible. Each
+    stretch is its number and its points (indices of ``series``: read in place, not copied).
 
     With ``tail``, only the stretches (and points) among the last ``tail`` points are returned.
     """
     cuts = _cuts(series)
-    if not cuts and tail is None:
-        return [(0, series)]
     n_points = len(series.steps)
     bounds = [0, *cuts, n_points]
     out = []
@@ -267,7 +275,7 @@ def stretches(series: Series, tail: int | None = None) -> list[tuple[int, Series
             if b <= n_points - tail:
                 continue
             a = max(a, n_points - tail)
-        out.append((n, subset(series, range(a, b))))
+        out.append((n, range(a, b)))
     return out
 
 

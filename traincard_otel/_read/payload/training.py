@@ -146,8 +146,8 @@ def series_entries(series: Series, label: str, mode: Mode) -> list[ChartSeriesRo
     for rank, per_rank in parts:
         rank_label = f"{label} rank {rank}" if len(parts) > 1 else label
         pieces = stretches(per_rank, tail=LIVE_SCAN_MAX if mode.live else None)
-        for n, stretch in pieces:
-            xs, ys = xy(stretch, mode)
+        for n, span in pieces:
+            xs, ys = xy(per_rank, mode, span=span)
             if not xs and mode.live:
                 continue
             entry: ChartSeriesRow = {

@@ -79,13 +79,9 @@ class AnomalyWatch:
         if detector is None:
             return
         try:
-            for step, t, d, tok, n in zip(
-                cols.steps, cols.times, cols.durations, cols.tokens, cols.samples, strict=True
-            ):
-                if d == d:  # NaN: not timed
-                    found = detector.observe_step(step, d, tok, n)
-                    if found:
-                        self._record(t, found)
+            found = detector.observe_steps(cols.steps, cols.durations, cols.tokens, cols.samples)
+            for i, anomaly in found:
+                self._record(cols.times[i], [anomaly])
         except Exception as exc:
             internal_error("anomaly detection", exc)
 

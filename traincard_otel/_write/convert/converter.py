@@ -18,6 +18,7 @@ from opentelemetry.trace import Span
 from opentelemetry.util.types import AnyValue
 
 from ..._analysis.anomalies import AnomalyRules
+from ..._gil import Slices
 from ..._safety import internal_error
 from ..._schema import (
     CheckpointSaved,
@@ -26,6 +27,7 @@ from ..._schema import (
     Hyperparameters,
     LifecycleEvent,
     LogLine,
+    LogLines,
     MetricsReport,
     PhaseEnd,
     PhaseStart,
@@ -39,14 +41,15 @@ from ..queue import ReportQueue
 from .anomalies import AnomalyWatch
 from .events import Checkpoints, FailureRecorder
 from .instruments import ConverterInstruments
-from .lines import StoreLines, line_attributes
+from .lines import StoreLines, each_line, line_attributes
 from .placement import place_after_step_ends, read_sources
 from .rows import RowBatcher
 from .spans import SEVERITY, EventObserver, PhaseSpans
 from .tally import RunTally
 from .values import Rejections, safe_value, to_float
 
-_BATCHED_TYPES = (MetricsReport, StepEnd, LogLine)
+_BATCHED_TYPES = (MetricsReport, StepEnd, LogLine, LogLines)
+_LINES = (LogLine, LogLines)
 
 
 class Converter:
@@ -122,15 +125,17 @@ class Converter:
             # Log lines do not end a stretch of rows: a line printed every step (a Trainer's
             # printer) would otherwise cut the rows into a batch per step, an SDK record per row.
             # They follow the stretch's rows out, before the next event.
-            lines: list[LogLine] = []
+            lines: list[LogLine | LogLines] = []
             start, n = 0, len(items)
+            slices = Slices()  # a drain of many reports gives the GIL away now and then
             while start < n:
+                slices.check()
                 end = start
                 rows: list[MetricsReport | StepEnd] = []
                 while end < n and type(items[end]) in _BATCHED_TYPES:
                     item = items[end]
-                    if type(item) is LogLine:
-                        lines.append(item)
+                    if type(item) in _LINES:
+                        lines.append(item)  # type: ignore[arg-type]
                     else:
                         rows.append(item)  # type: ignore[arg-type]
                     end += 1
@@ -147,7 +152,7 @@ class Converter:
                 start += 1
             self._flush_rows(lines)
 
-    def _flush_rows(self, lines: list[LogLine]) -> None:
+    def _flush_rows(self, lines: list[LogLine | LogLines]) -> None:
         """Emit the batched rows, then the log lines held beside them (emptying ``lines``)."""
         try:
             self.rows.flush()
@@ -158,12 +163,13 @@ class Converter:
                 self.store_lines.write(lines)
             except Exception as exc:
                 self._error(exc)
-        else:
-            for line in lines:
-                try:
-                    self._handle(line)
-                except Exception as exc:
-                    self._error(exc)
+        else:  # through the SDK: one OTel log record a line, as collectors expect
+            for item in lines:
+                for line in each_line(item) if type(item) is LogLines else (item,):
+                    try:
+                        self._handle(line)
+                    except Exception as exc:
+                        self._error(exc)
         lines.clear()
 
     def send_lines_through_sdk(self) -> None:

@@ -4,7 +4,8 @@ A line printed every step (a Trainer's printer, a loop's ``print``) costs the co
 10 µs through the OTel SDK, most of it in building and checking the SDK's record, on a thread
 that holds the GIL the training thread needs; written here, about 2.5 µs. With no log exporter
 configured those records reach only the store, so the converter writes the store's records
-itself. It applies the SDK's attribute limits (``OTEL_ATTRIBUTE_COUNT_LIMIT``,
+itself: the lines console capture read in one go as one packed record, not a record a line. It
+applies the SDK's attribute limits (``OTEL_ATTRIBUTE_COUNT_LIMIT``,
 ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` and their ``OTEL_LOGRECORD_*`` forms) with the SDK's own
 code wherever they could change a line, so the store holds what the SDK's path would have
 stored, record for record.
@@ -13,12 +14,13 @@ stored, record for record.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk._logs import LogRecordDroppedAttributesWarning, LogRecordLimits
 
-from ..._schema import Attr, LogLine
+from ..._schema import Attr, LogLine, LogLines
+from ..._store.segment import Record, line_run
 from ..._text import encodable
 from ..export.store import log_line_record
 from ..store.writer import StoreWriter
@@ -35,13 +37,24 @@ def line_attributes(item: LogLine) -> dict[str, object]:
     return attrs
 
 
+def each_line(batch: LogLines) -> Iterator[LogLine]:
+    """The lines of a batch, one :class:`LogLine` each (what the SDK's path emits: one OTel log
+    record a line, as collectors expect)."""
+    tracebacks = batch.tracebacks
+    for i, (t, level, text) in enumerate(zip(batch.times, batch.levels, batch.lines, strict=True)):
+        yield LogLine(t, level, text, tracebacks.get(i), batch.attributes)
+
+
 def line_time(t: float) -> float:
     """The time the store keeps for ``t``: the SDK's nanoseconds, read back as seconds."""
     return int(t * 1e9) / 1e9
 
 
 class StoreLines:
-    """Writes log lines into the store as the SDK and the store's log processor would."""
+    """Writes log lines into the store as the SDK and the store's log processor would: each line
+    its record, except the lines console capture read in one go (:class:`LogLines`), which are one
+    packed record (:func:`~traincard_otel._store.segment.line_run`) wherever the SDK's limits could
+    not change them."""
 
     def __init__(self, writer: StoreWriter) -> None:
         self._writer = writer
@@ -49,13 +62,28 @@ class StoreLines:
         self._max_count = limits.max_log_record_attributes
         self._max_length = limits.max_log_record_attribute_length
 
-    def write(self, lines: Iterable[LogLine]) -> None:
-        self._writer.add_many(
-            [
-                log_line_record(line_time(item.t), item.level, encodable(item.line), self._limited(item))
-                for item in lines
-            ]
-        )
+    def write(self, lines: Iterable[LogLine | LogLines]) -> None:
+        records: list[Record] = []
+        for item in lines:
+            if type(item) is LogLines:
+                records += self._batch(item)
+            else:
+                records.append(self._record(item))  # type: ignore[arg-type]
+        self._writer.add_many(records)
+
+    def _record(self, item: LogLine) -> Record:
+        return log_line_record(line_time(item.t), item.level, encodable(item.line), self._limited(item))
+
+    def _batch(self, item: LogLines) -> list[Record]:
+        attrs = safe_value(dict(item.attributes or {}))
+        plain = self._max_length is None and all(type(v) in _PLAIN and k for k, v in attrs.items())
+        if not plain or (
+            self._max_count is not None and len(attrs) + bool(item.tracebacks) > self._max_count
+        ):
+            return [self._record(line) for line in each_line(item)]  # the limits' cuts, line by line
+        tracebacks = {i: encodable(text) for i, text in item.tracebacks.items()}
+        texts = [text if text.isascii() else encodable(text) for text in item.lines]
+        return [line_run(map(line_time, item.times), list(item.levels), texts, attrs, tracebacks)]
 
     def _limited(self, item: LogLine) -> Mapping[str, object]:
         attrs = line_attributes(item)

@@ -12,7 +12,7 @@ import collections
 import operator
 import time
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from ..._safety import internal_error
 from ..._schema import MetricsReport, Report, StepEnd
@@ -87,7 +87,7 @@ def _at_unique_step_ends(items: list[Report], read: list[SourcedRead]) -> list[R
         if i >= done:
             out += items[done : i + 1]
             done = i + 1
-        out.append(MetricsReport(items[i].t, report.step, report.phase, report.values, None))
+        out.append(MetricsReport(cast(StepEnd, items[i]).t, report.step, report.phase, report.values, None))
     out += items[done:]
     return out
 

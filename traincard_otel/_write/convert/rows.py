@@ -17,6 +17,7 @@ from typing import Protocol
 
 from opentelemetry.util.types import AnyValue
 
+from ..._gil import Slices
 from ..._schema import Attr, Event, MetricsReport, StepEnd
 from ..._text import encodable
 from .columns import NAN, MetricRun, StepColumns, metric_columns, step_columns
@@ -71,7 +72,9 @@ class RowBatcher:
     def add(self, items: Sequence[MetricsReport | StepEnd], on_error: Callable[[Exception], None]) -> None:
         """Add a stretch of rows, up to ``MAX_ROWS_PER_EVENT`` at a time column by column where it
         can be, else row by row (each row kept or dropped on its own)."""
+        slices = Slices()
         for lo in range(0, len(items), MAX_ROWS_PER_EVENT):
+            slices.check()
             chunk = items[lo : lo + MAX_ROWS_PER_EVENT]
             try:
                 if self._add_columns(chunk):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..._identity import RankIdentity
 from ..._safety import internal_error
-from ..._schema import Attr, LogLine
+from ..._schema import Attr, LogLines
 from ..._types import JsonObject
 from ..queue import ReportQueue
 
@@ -20,16 +20,27 @@ if TYPE_CHECKING:
 
 def capture_console(queue: ReportQueue, rank: RankIdentity) -> ConsoleCapture | None:
     """Start capturing stdout and stderr into ``queue`` as log lines (None: it could not start)."""
-    from ..telemetry.console import ConsoleCapture
+    from ..telemetry.console import ConsoleCapture, Line
 
     stream_attrs = {Attr.RANK: str(rank.rank)}
 
-    def sink(level: str, line: str, traceback: str | None, stream: str | None, at: float) -> None:
+    def sink(lines: list[Line], stream: str | None) -> None:
         attrs = {**stream_attrs, Attr.LOG_STREAM: stream} if stream else stream_attrs
-        queue.put(LogLine(at, level, line, traceback, attrs))
+        levels, texts, tracebacks, times = zip(*lines, strict=True)
+        blocks = {i: tb for i, tb in enumerate(tracebacks) if tb is not None} if any(tracebacks) else {}
+        queue.put(LogLines(list(times), list(levels), list(texts), blocks, attrs))
+
+    logged: tuple[int, str | None, tuple[str, ...]] = (0, None, ())  # the messages, as last seen
 
     def seen(line: str) -> bool:
-        return any(m in line for m in list(queue.recent_messages) if len(m) >= 8)
+        nonlocal logged
+        recent = queue.recent_messages
+        if not recent:
+            return False
+        last = recent[-1]
+        if logged[0] != len(recent) or logged[1] is not last:  # new messages since the last line
+            logged = (len(recent), last, tuple(m for m in list(recent) if len(m) >= 8))
+        return any(map(line.__contains__, logged[2]))
 
     try:
         return ConsoleCapture(sink, seen).start()

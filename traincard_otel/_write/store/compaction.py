@@ -1,63 +1,135 @@
 """Columnar compaction: many closed JSON-lines segments -> one Parquet part (pyarrow, lazily).
 
 A part ``part-<first>-<last>.parquet`` holds every record of its writer's segments ``first..last``,
-each kind in record order: first the metric rows (``k == "m"``), one row per reported step with
-one float column per metric name (``m0``, ``m1``, ...: null where that row has no value for it;
-the names are the schema's ``traincard_metrics`` metadata), then the step ends (``"st"``), then
-every other record (kept whole as JSON in ``rest``). Reading a metric series is a column read.
-Each row keeps the segment it came from (``seq``), so a reader that already read some of those
-segments skips exactly their rows: no duplicates, no gaps, while segments and parts coexist.
+each kind in record order and in row groups of its own: first the metric rows (``k == "m"``), one
+row per reported step with one float column per metric name (``m0``, ``m1``, ...: null where that
+row has no value for it; the names are the schema's ``traincard_metrics`` metadata), then the step
+ends (``"st"``: ``s``, ``t``, the duration in ``value``, ``w``, ``n``, ``tok``), then every other
+record (kept whole as JSON in ``rest``). The metadata counts the metric rows and the step ends
+(``traincard_metric_rows``, ``traincard_step_rows``), so a reader reads each kind's columns only:
+a metric series or the step times are column reads, with no row filtered. Each row keeps the
+segment it came from (``seq``), so a reader that already read some of those segments skips exactly
+their rows: no duplicates, no gaps, while segments and parts coexist.
 
-Parts written before the metric columns (one row per metric value, its name in ``name``, no
-``traincard_metrics`` metadata) stay readable (:mod:`.part_metrics`).
+Parts written before the step ends had row groups of their own (no ``traincard_step_rows``: the
+step ends and the other records share them) and before the metric columns (one row per metric
+value, its name in ``name``, no ``traincard_metrics`` metadata) stay readable
+(:mod:`traincard_otel._read.load.parts`, :mod:`traincard_otel._read.load.part_metrics`); the
+format's names and its readers are :mod:`traincard_otel._store.part_format`.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
 
+from ..._gil import Slices
 from ..._store.part_format import (
+    DICTIONARY_COLUMNS,
     METRIC_ROWS_KEY,
     METRICS_KEY,
     SCHEMA_FIELDS,
+    STEP_ROWS_KEY,
     metric_column,
 )
-from ..._store.segment import PACKED_METRICS, PACKED_STEPS, Record
+from ..._store.segment import PACKED_METRICS, PACKED_STEPS, Record, encode_line
 from ..._types import Foreign
+
+_LITTLE = sys.byteorder == "little"
 
 # Parquet column <- packed step run field (the duration is the step row's ``value``).
 _STEP_COLUMNS = (("s", "s"), ("n", "n"), ("tok", "tok"), ("t", "t"), ("value", "d"), ("w", "w"))
 
 
 class _Columns:
-    """The per-row columns of one kind, extended a whole packed run at a time."""
+    """The per-row columns of one kind, extended a whole packed run at a time: numbers as typed
+    arrays (``int64`` or ``float64`` Arrow columns built from their buffers), strings as dictionary
+    codes. No Python value is converted to an Arrow one (pyarrow imports pandas for the first
+    such conversion: 0.3 s and 35 MB of the training process), unless a number does not fit its
+    typed array (a step that is not an integer): that column becomes a list, checked by Arrow."""
 
-    def __init__(self, *names: str) -> None:
-        self.lists: dict[str, list[object]] = {name: [] for name in names}
-        self.floats: dict[str, array[float]] = {}
+    def __init__(self, **typecodes: str) -> None:
+        self.typed: dict[str, array] = {name: array(code) for name, code in typecodes.items()}  # type: ignore[type-arg]
+        self.lists: dict[str, list[object]] = {}
+        self.strings: dict[str, _Strings] = {}
 
     def repeat(self, name: str, value: object, rows: int) -> None:
-        self.lists[name] += [value] * rows
+        col = self.typed.get(name)
+        if col is not None and type(value) is int:
+            col.extend(array(col.typecode, [value]) * rows)
+        elif col is not None or name in self.lists:
+            self.extend(name, [value] * rows)
+        else:
+            self.strings.setdefault(name, _Strings()).repeat(value, rows)  # type: ignore[arg-type]
 
     def extend(self, name: str, values: Iterable[object]) -> None:
-        if isinstance(values, array):
-            self.floats.setdefault(name, array("d")).extend(values)
-        else:
-            self.lists[name].extend(values)
+        col = self.typed.get(name)
+        if col is None:
+            self.lists.setdefault(name, []).extend(values)
+            return
+        n = len(col)
+        try:
+            if isinstance(values, array) and values.typecode != col.typecode:
+                values = values.tolist()
+            col.extend(values)
+        except (TypeError, OverflowError):  # a value a typed column cannot hold: a list, checked by Arrow
+            del col[n:]
+            self.lists[name] = [*col.tolist(), *values]
+            del self.typed[name]
 
-    def arrays(self, schema: Foreign) -> dict[str, Foreign]:  # pyarrow's schema and arrays
+    def arrays(self, schema: Foreign, nan_is_null: Sequence[str] = ()) -> dict[str, Foreign]:
+        """The Arrow columns (``nan_is_null``: float columns where NaN marks "not measured")."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         out = {name: pa.array(values, schema.field(name).type) for name, values in self.lists.items()}
-        for name, values in self.floats.items():  # NaN marks "not measured": null in the part
-            column = _float64(values)
-            out[name] = pc.if_else(pc.is_nan(column), pa.nulls(1, pa.float64())[0], column)
+        out.update((name, strings.arrow()) for name, strings in self.strings.items())
+        for name, values in self.typed.items():
+            column = _buffered(values)
+            if name in nan_is_null:
+                column = pc.if_else(pc.is_nan(column), pa.nulls(1, pa.float64())[0], column)
+            out[name] = column
         return out
+
+
+class _Strings:
+    """A string column as dictionary codes: one code per row, one string per distinct value."""
+
+    def __init__(self) -> None:
+        self.codes = array("i")
+        self.index: dict[str | None, int] = {}
+
+    def repeat(self, value: str | None, rows: int) -> None:
+        code = self.index.setdefault(value, len(self.index))
+        self.codes.extend(array("i", [code]) * rows)
+
+    def arrow(self) -> Foreign:
+        import pyarrow as pa
+
+        values = list(self.index)
+        encoded = [b"" if v is None else v.encode() for v in values]
+        offsets = array("i", [0, *itertools.accumulate(map(len, encoded))])
+        validity = _bitmap(bytes(v is not None for v in values))
+        dictionary = pa.Array.from_buffers(
+            pa.string(), len(values), [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+        )
+        codes = pa.Array.from_buffers(pa.int32(), len(self.codes), [None, pa.py_buffer(self.codes)])
+        return pa.DictionaryArray.from_arrays(codes, dictionary).cast(pa.string())
+
+
+def _bitmap(present: bytes | bytearray) -> Foreign:
+    """An Arrow validity bitmap from one byte (0 or 1) a row (None: every row valid)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if 0 not in present:
+        return None
+    flags = pa.Array.from_buffers(pa.uint8(), len(present), [None, pa.py_buffer(present)])
+    return pc.cast(flags, pa.bool_()).buffers()[1]
 
 
 class _MetricColumns:
@@ -92,89 +164,106 @@ class _MetricColumns:
     def arrays(self) -> dict[str, Foreign]:
         """Each name's column (``m<i>``), null where a row has no value for it."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         out = {}
         for i, (values, present) in enumerate(zip(self.values, self.present, strict=True)):
-            column = _float64(values)
+            column = _buffered(values)
             if 0 in present:  # the validity bitmap is the presence bytes as bits
-                bits = pc.cast(
-                    pa.Array.from_buffers(pa.uint8(), self.rows, [None, pa.py_buffer(present)]), pa.bool_()
-                )
                 column = pa.Array.from_buffers(
-                    pa.float64(), self.rows, [bits.buffers()[1], column.buffers()[1]]
+                    pa.float64(), self.rows, [_bitmap(present), column.buffers()[1]]
                 )
             out[metric_column(i)] = column
         return out
 
 
-def _float64(values: array[float]) -> Foreign:
-    """An Arrow float64 array sharing ``values``' memory (Arrow is little-endian, as the hosts are)."""
+def _buffered(values: array) -> Foreign:  # type: ignore[type-arg]
+    """An Arrow int64 or float64 array sharing ``values``' memory (Arrow is little-endian, as the
+    hosts are)."""
     import pyarrow as pa
 
-    if sys.byteorder != "little":
-        return pa.array(values, pa.float64())
-    return pa.Array.from_buffers(pa.float64(), len(values), [None, pa.py_buffer(values)])
+    arrow_type = pa.float64() if values.typecode == "d" else pa.int64()
+    if not _LITTLE:
+        return pa.array(values, arrow_type)
+    return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
+
+
+def part_schema(names: Sequence[str], metric_rows: int, step_rows: int) -> Foreign:
+    """The schema of a part of ``metric_rows`` metric rows of ``names``, then ``step_rows`` step
+    ends, then the other records."""
+    import pyarrow as pa
+
+    fields = [pa.field(name, getattr(pa, type_name)()) for name, type_name in SCHEMA_FIELDS]
+    fields += [pa.field(metric_column(i), pa.float64()) for i in range(len(names))]
+    metadata = {
+        METRICS_KEY: json.dumps(list(names)).encode(),
+        METRIC_ROWS_KEY: str(metric_rows).encode(),
+        STEP_ROWS_KEY: str(step_rows).encode(),
+    }
+    return pa.schema(fields, metadata=metadata)
+
+
+def fill_table(schema: Foreign, columns: dict[str, Foreign], rows: int) -> Foreign:
+    """A table of ``schema`` with ``columns``; the columns a kind does not use are null."""
+    import pyarrow as pa
+
+    arrays = [columns[f.name] if f.name in columns else pa.nulls(rows, f.type) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def writer_of(out: io.BytesIO, schema: Foreign) -> Foreign:  # a pyarrow ParquetWriter
+    """A part's Parquet writer: zstd, dictionaries for the string columns of few values only (on
+    the float columns they cost half the writing time and made the part larger)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetWriter(out, schema, compression="zstd", use_dictionary=list(DICTIONARY_COLUMNS))
 
 
 def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
     """Encode ``[(seq, records), ...]`` as one Parquet file: the metric rows, then the step ends,
-    then the other records, each in record order."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    then the other records, each in record order and in row groups of their own."""
 
     # Per-step rows arrive as packed runs (segment.py): Python works once per run, never per row
     # or value.
-    rows = _Columns("seq", "s", "p", "g")  # one per metric row
-    t = array("d")
+    rows = _Columns(seq="q", s="q", t="d")  # one per metric row
     metrics = _MetricColumns()
-    st = _Columns("seq", "s", "n", "tok")
-    other = _Columns("seq", "k", "t", "rest")
+    st = _Columns(seq="q", s="q", n="q", tok="q", t="d", value="d", w="d")
+    other = _Columns(seq="q", t="d")
+    slices = Slices()
     for seq, records in segments:
+        slices.check()
         for rec in records:
             kind = rec.get("k")
             if kind == PACKED_METRICS:
                 n = len(rec["s"])
                 rows.repeat("seq", seq, n)
+                rows.repeat("k", "m", n)
                 rows.repeat("p", rec["p"], n)
                 rows.repeat("g", json.dumps(rec["g"], sort_keys=True) if rec.get("g") else None, n)
                 rows.extend("s", rec["s"])
-                t.extend(rec["t"])
+                rows.extend("t", rec["t"])
                 metrics.add(rec["n"], rec["v"], n)
             elif kind == PACKED_STEPS:
                 st.repeat("seq", seq, len(rec["s"]))
+                st.repeat("k", "st", len(rec["s"]))
                 for column, field in _STEP_COLUMNS:
                     st.extend(column, rec[field])
             else:
                 other.repeat("seq", seq, 1)
-                other.extend("k", [str(kind)])
-                other.extend("t", [float(rec.get("t") or 0.0)])
-                other.extend("rest", [json.dumps(rec, default=str)])
+                other.repeat("k", str(kind), 1)
+                t = rec.get("t")
+                other.extend("t", [float(t[0] if isinstance(t, array) else t or 0.0)])
+                other.repeat("rest", encode_line(rec), 1)  # a run of lines: its times in base64
 
-    names = list(metrics.index)
-    fields = [pa.field(name, getattr(pa, type_name)()) for name, type_name in SCHEMA_FIELDS]
-    fields += [pa.field(metric_column(i), pa.float64()) for i in range(len(names))]
-    metadata = {METRICS_KEY: json.dumps(names).encode(), METRIC_ROWS_KEY: str(metrics.rows).encode()}
-    schema = pa.schema(fields, metadata=metadata)
-
-    def table(columns: dict[str, Foreign], size: int) -> Foreign:
-        """``size`` rows; the columns a kind does not use are null."""
-        arrays = [columns[f.name] if f.name in columns else pa.nulls(size, f.type) for f in schema]
-        return pa.Table.from_arrays(arrays, schema=schema)
-
-    metric_table = table(
-        {**rows.arrays(schema), "t": _float64(t), "k": pa.repeat("m", metrics.rows), **metrics.arrays()},
-        metrics.rows,
+    step_rows = len(st.typed["seq"])
+    schema = part_schema(list(metrics.index), metrics.rows, step_rows)
+    tables = (
+        ({**rows.arrays(schema), **metrics.arrays()}, metrics.rows),
+        (st.arrays(schema, nan_is_null=("value", "w")), step_rows),
+        (other.arrays(schema), len(other.typed["seq"])),
     )
-    steps = st.arrays(schema)
-    step_table = table({**steps, "k": pa.repeat("st", len(steps["seq"]))}, len(steps["seq"]))
-    others = other.arrays(schema)
     out = io.BytesIO()
-    with pq.ParquetWriter(out, schema, compression="zstd") as writer:
-        # the metric rows are row groups of their own: a reader reads their columns only
-        if metrics.rows:
-            writer.write_table(metric_table, row_group_size=metrics.rows)
-        rest = pa.concat_tables([step_table, table(others, len(others["seq"]))])
-        if rest.num_rows:
-            writer.write_table(rest, row_group_size=rest.num_rows)
+    with writer_of(out, schema) as writer:
+        for columns, n in tables:  # each kind in row groups of its own: read a kind's columns only
+            if n:
+                writer.write_table(fill_table(schema, columns, n), row_group_size=n)
     return out.getvalue()

@@ -7,8 +7,9 @@ answers again; beyond ``max_pending`` records, new records are dropped and count
 and :attr:`StoreWriter.store_health` are written to ``state.json`` for the card and
 :func:`traincard_otel.load`. The process's summary (:meth:`StoreWriter.set_summary`), when it is
 given one, is written after the state, as an object of its own. Limits and counts are in rows: a
-packed run of per-step rows (:mod:`.segment`) counts as its length. A forked child's copy of a
-writer writes nothing: its buffer and names (writer id, next segment number) are the parent's.
+packed run of per-step rows (:mod:`traincard_otel._store.segment`) counts as its length. A forked
+child's copy of a writer writes nothing: its buffer and names (writer id, next segment number) are
+the parent's. Its parts are merged into bigger ones on a thread of its own (:mod:`.merge`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..._store import layout, segment
 from ..._store.backends import Backend
 from ..._store.segment import Record
 from ..._types import JsonObject, JsonValue
+from .merge import Merger, Part
 from .retry import Backoff
 
 logger = logging.getLogger("traincard_otel")
@@ -80,8 +82,14 @@ class StoreWriter:
         self._closed_records = 0  # rows in _closed
         self.compact_segments, self.compact_records = COMPACT_SEGMENTS, COMPACT_RECORDS
         self.parts_written = 0
+        self.merger = Merger(
+            backend,
+            lambda first, last: layout.part_name(attempt, rank, self.writer_id, first, last),
+            self._note_error,
+        )
         self.compaction_note: str | None = None
         self._next_seq = 1
+        self._closing = False
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()
         self._wake = threading.Event()
@@ -201,7 +209,8 @@ class StoreWriter:
         """
         if self.compaction_note is not None or not self._closed:
             return
-        if len(self._closed) < self.compact_segments and self._closed_records < self.compact_records:
+        few = len(self._closed) < self.compact_segments and self._closed_records < self.compact_records
+        if few and not (self._closing and self.parts_written):  # a long run ends with parts alone
             return
         try:
             from .compaction import to_parquet
@@ -228,6 +237,7 @@ class StoreWriter:
                 self._closed, self._closed_records = [], 0
             return
         self.parts_written += 1
+        self.merger.add(Part(first, last, self._closed_records, 0))
         covered = [
             layout.segment_name(self.attempt, self.rank, self.writer_id, seq) for seq, _ in self._closed
         ]
@@ -236,7 +246,7 @@ class StoreWriter:
         if delete is not None:
             try:
                 delete(covered)
-            except Exception as exc:  # leftovers are harmless: readers skip covered segments
+            except Exception as exc:  # leftovers are harmless: readers skip what a part covers
                 self._note_error(exc)
 
     def _write_segments(self) -> bool:
@@ -269,6 +279,7 @@ class StoreWriter:
                 pending=self._buffered + self._pending_unwritten(),
                 write_errors=self.write_errors,
                 parts=self.parts_written,
+                parts_merged=self.merger.merged,
                 compaction_note=self.compaction_note,
                 last_write_error=self.last_error,
             )
@@ -316,6 +327,7 @@ class StoreWriter:
         """
         self._stop.set()
         self._wake.set()
+        self._closing = True
         deadline = time.monotonic() + timeout_s
         if self._thread is not None:
             self._thread.join(max(0.0, deadline - time.monotonic()))
@@ -328,6 +340,7 @@ class StoreWriter:
 
         threading.Thread(target=final, name="traincard-store-final", daemon=True).start()
         done.wait(max(0.0, deadline - time.monotonic()))
+        self.merger.wait(max(0.0, deadline - time.monotonic()))  # a finished run ends merged
         if not done.is_set() or not result[0]:
             lost = self._buffered + self._pending_unwritten()
             if lost:

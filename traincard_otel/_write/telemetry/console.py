@@ -13,16 +13,17 @@ around lines written to stdout), and two pipes read apart would shuffle it; whic
 line came from is then not known.
 
 Lines become records with ``log.iostream`` (stdout, stderr; absent where the two share a pipe) and
-this process's rank. Severity: a Python traceback is one ERROR record carrying the whole block; a
-line that says it is a warning, or has Python's warning format (``path.py:12: ...``), is WARNING; a
-line that says it is an error (``ERROR:``, ``[error]``, ``RuntimeError: ...``) is ERROR, and so is
-any other stderr line, except a progress bar; the rest is INFO. Carriage-return progress bars
-(tqdm) keep only their latest state: one record when the bar's line ends, and at most one every
-``PROGRESS_EVERY_S`` while it runs. Text printed while a bar is drawing (a Python warning) follows
-the bar's state on its line and ends it: the record keeps it, as the terminal does, at the text's
-severity. Lines longer than ``MAX_LINE_CHARS`` are cut with a mark; terminal codes (colours, cursor
-moves) are removed, and bytes that are not UTF-8 are escaped. Text that a ``logging`` record
-already brought to the card (a StreamHandler printing it) is not recorded twice.
+this process's rank; the lines of one read of the pipe reach the sink as one batch. Severity: a
+Python traceback is one ERROR record carrying the whole block; a line that says it is a warning,
+or has Python's warning format (``path.py:12: ...``), is WARNING; a line that says it is an error
+(``ERROR:``, ``[error]``, ``RuntimeError: ...``) is ERROR, and so is any other stderr line, except
+a progress bar; the rest is INFO. Carriage-return progress bars (tqdm) keep only their latest
+state: one record when the bar's line ends, and at most one every ``PROGRESS_EVERY_S`` while it
+runs. Text printed while a bar is drawing (a Python warning) follows the bar's state on its line
+and ends it: the record keeps it, as the terminal does, at the text's severity. Lines longer than
+``MAX_LINE_CHARS`` are cut with a mark; terminal codes (colours, cursor moves) are removed, and
+bytes that are not UTF-8 are escaped. Text that a ``logging`` record already brought to the card (a
+StreamHandler printing it) is not recorded twice.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from ..._gil import Slices
 from ..._safety import internal_error
 
 MAX_LINE_CHARS = 4096
@@ -56,8 +58,8 @@ _TRACEBACK = "Traceback (most recent call last):"
 _TERMINAL_CODES = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _TRACEBACK_BYTES = _TRACEBACK.encode()
 
-#: (level, line, traceback or None, stream or None where unknown, time the line's end was written)
-Sink = Callable[[str, str, str | None, str | None, float], None]
+Line = tuple[str, str, str | None, float]  # level, text, traceback or None, when its end was written
+Sink = Callable[[list[Line], str | None], None]  # a batch of lines (one read's) and their stream or None
 
 
 class LineSplitter:
@@ -67,6 +69,7 @@ class LineSplitter:
 
     def __init__(self, stream: str | None, sink: Sink, seen: Callable[[str], bool]) -> None:
         self.stream, self._sink, self._seen = stream, sink, seen
+        self._lines: list[Line] = []  # split since the last delivery
         self._pending = b""
         self._at = 0.0  # when the bytes being parsed were written (wall clock)
         self._traceback: list[str] | None = None
@@ -82,8 +85,10 @@ class LineSplitter:
         self._at = time.time() if at is None else at
         self._pending += data
         *lines, self._pending = self._pending.split(b"\n")
+        slices = Slices()  # a burst of lines is parsed in slices: the training thread gets the GIL
         for raw in lines:
             self._line(raw)
+            slices.check()
         if b"\r" in self._pending and time.monotonic() - self._progress_at >= PROGRESS_EVERY_S:
             self._progress_at = time.monotonic()
             states = [s for s in self._pending.split(b"\r") if s.strip()]
@@ -102,6 +107,13 @@ class LineSplitter:
             self._line(self._pending)
             self._pending = b""
         self._end_traceback()
+        self.deliver()
+
+    def deliver(self) -> None:
+        """Hand the lines split so far to the sink, as one batch."""
+        if self._lines:
+            lines, self._lines = self._lines, []
+            self._sink(lines, self.stream)
 
     def _line(self, raw: bytes) -> None:
         progress = b"\r" in raw.rstrip(b"\r")
@@ -132,7 +144,7 @@ class LineSplitter:
         if block:
             text = "\n".join(block)
             if not (self._traceback_seen or self._seen(block[-1])):
-                self._sink("ERROR", _cut(block[-1]), text, self.stream, self._at)
+                self._lines.append(("ERROR", _cut(block[-1]), text, self._at))
 
     def _emit(self, line: str, progress: bool, dropped: int = 0) -> None:
         if not line.strip():
@@ -151,7 +163,7 @@ class LineSplitter:
             level = "ERROR"
         else:
             level = "INFO"
-        self._sink(level, _cut(line, dropped), None, self.stream, self._at)
+        self._lines.append((level, _cut(line, dropped), None, self._at))
 
 
 def _descriptor(stream: TextIO) -> int | None:
@@ -226,20 +238,18 @@ class _FdTee:
                     self._give_back()
 
     def _copy_and_parse(self) -> None:
-        # Each wake-up of this thread takes the GIL from the training thread (three times: after
-        # the read, the write and the wait), and on a busy machine the training thread then waits
-        # for a core to be handed the GIL back. So this thread wakes for a batch of writes, not
-        # for each: after copying what came, it sleeps GATHER_S while the next writes gather in
-        # the pipe (a loop printing a line per step writes twice per step when unbuffered, as
-        # Metaflow runs a task). A lone write still goes through at once; what follows it within
-        # GATHER_S waits at most that long. Lines are parsed a batch at a time (every
-        # PARSE_EVERY_S, each read's bytes with the time they came): in a batch the parser's code
-        # and data stay in the core's caches, where a line parsed alone costs several times as
-        # much. Held bytes are parsed at the latest PARSE_EVERY_S after they came, also when
-        # nothing follows them (a loop printing "epoch 1" and then training quietly for an hour),
-        # and not in the wake-up that read them (unless the pipe was full): a library's logging
-        # handler prints before the logging bridge's handler notes the record, and the printed
-        # copy must find it noted.
+        # Each wake-up of this thread takes the GIL from the training thread (after the read, the
+        # write and the wait), and on a busy machine the training thread then waits for a core to
+        # be handed it back. So this thread wakes for a batch of writes: after copying what came,
+        # it sleeps GATHER_S while the next writes gather in the pipe (an unbuffered print is two
+        # writes, as Metaflow runs a task). A lone write goes through at once; what follows it
+        # within GATHER_S waits at most that long. Lines are parsed a batch at a time (every
+        # PARSE_EVERY_S, each read's bytes with the time they came): in a batch the parser stays
+        # in the core's caches, where a line parsed alone costs several times as much. Held bytes
+        # are parsed at the latest PARSE_EVERY_S after they came, also when nothing follows them
+        # (a loop printing "epoch 1" and then training quietly for an hour), and not in the
+        # wake-up that read them (unless the pipe was full): a library's logging handler prints
+        # before the logging bridge's handler notes the record, which the printed copy must find.
         self._broken, parsed_at = False, time.monotonic()
         held: list[tuple[float, bytes]] = []
         while True:
@@ -269,6 +279,7 @@ class _FdTee:
         try:
             for at, data in held:
                 self.splitter.feed(data, at)
+            self.splitter.deliver()
         except Exception as exc:  # the output itself must go on flowing
             self._broken = True
             internal_error("console capture", exc)
@@ -312,6 +323,7 @@ class _StreamTee:
         try:
             with self._lock:
                 self.splitter.feed(text.encode("utf-8", errors="backslashreplace"))
+                self.splitter.deliver()
         except Exception as exc:
             internal_error("console capture", exc)
         return n
