@@ -78,7 +78,7 @@ def _render_comparison(args: argparse.Namespace, compared: Sweep) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from ._read.card.render import render_data
+    from ._read.render import render_target
 
     compared = _comparison(args)
     if compared is not None:
@@ -87,12 +87,17 @@ def _render(args: argparse.Namespace) -> int:
     # A Metaflow task's card compares with the last good run, as its card in Metaflow does.
     baseline = args.baseline or ("auto" if not isinstance(target, (str, os.PathLike)) else None)
     while True:
-        data = load(target, baseline=None if baseline == "none" else baseline)
-        html = render_data(data, live=False, final=not args.watch, hourly_cost=args.hourly_cost)
-        write_card(args.output, html)
-        status = data.status.get("status")
-        print(f"wrote {args.output} ({len(html) / 1024:.0f} KiB, {status or 'no status'})", flush=True)
-        if not args.watch or status not in (None, "running"):
+        card = render_target(
+            target,
+            final=not args.watch,
+            hourly_cost=args.hourly_cost,
+            baseline=None if baseline == "none" else baseline,
+        )
+        write_card(args.output, card.html)
+        print(
+            f"wrote {args.output} ({len(card.html) / 1024:.0f} KiB, {card.status or 'no status'})", flush=True
+        )
+        if not args.watch or card.status not in (None, "running"):
             return 0
         time.sleep(args.interval)
 

@@ -157,9 +157,10 @@ for task in ("7", "8", "9"):
     if task == "7":  # a store written before each writer kept its own summary
         backend.write("summary.json", json.dumps({"pathspec": "SweepFlow/1/train/7", "step": 7}).encode())
     elif task == "8":  # two writers: the step process and the rank it started
-        for rank, step in ((0, None), (0, 8)):
+        for rank, step, started in ((0, None, 100.0), (0, 8, 101.0)):  # the rank started second
             writer = StoreWriter(backend, attempt=0, rank=rank)
-            writer.set_summary({"step": step, "writer": writer.writer_id, "rank": rank, "status": "finished"})
+            mine = {"step": step, "writer": writer.writer_id, "rank": rank, "started_at": started}
+            writer.set_summary({**mine, "status": "finished"})
             assert writer.flush_now()
 folder = StepFolder(MetaflowBackend("s3", root, "SweepFlow/1/train/7/traincard"))
 found = folder.summaries()

@@ -3,6 +3,8 @@ the payload, draw the page (``traincard render``, the Metaflow card, ``LoadedRun
 
 from __future__ import annotations
 
+import dataclasses
+
 from .._analysis.analysis import analyse
 from .._data.rundata import RunData
 from .._safety import internal_error
@@ -18,6 +20,14 @@ from .payload.sweep import sweep_section
 BASELINE_TIMEOUT_S = 20.0
 
 
+@dataclasses.dataclass(frozen=True)
+class RenderedCard:
+    """A target's card page and the status of the run it shows (``None`` before any)."""
+
+    html: str
+    status: str | None
+
+
 def render_target(
     target: object,
     *,
@@ -25,7 +35,7 @@ def render_target(
     final: bool = True,
     hourly_cost: float | None = None,
     baseline: str | None = None,
-) -> str:
+) -> RenderedCard:
     """Load ``target`` (see :func:`traincard_otel.load`, ``baseline`` included) and render its card.
 
     A baseline that cannot be found or read (within ``BASELINE_TIMEOUT_S``) is a note in the card:
@@ -36,7 +46,7 @@ def render_target(
     base = None
     if baseline is not None:
         base = load_baseline(found.pathspec, baseline, timeout_s=BASELINE_TIMEOUT_S)
-    return render_data(
+    html = render_data(
         data,
         live=live,
         final=final,
@@ -45,6 +55,8 @@ def render_target(
         insights=analyse(data, baseline=base),
         sweep=_sweep_of(found, data, live=live),
     )
+    status = data.status.get("status")
+    return RenderedCard(html, status if isinstance(status, str) else None)
 
 
 def _sweep_of(found: Located, data: RunData, *, live: bool) -> SweepSection | None:

@@ -57,7 +57,7 @@ class TraincardCard(MetaflowCard):
         try:
             return render_target(
                 task, live=live, final=final, hourly_cost=self._hourly(), baseline=self._baseline()
-            )
+            ).html
         except Exception:
             return error_html("traincard could not read this task's telemetry", traceback.format_exc())
 
