@@ -103,3 +103,10 @@ def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TRAINCARD_RUN_NAME", d.name)
     monkeypatch.setenv("TRAINCARD_SYSTEM", "false")
     return d
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-xdist (3.8 and later) runs the modules with the most tests first, whatever the order
+    above, unless told to keep it: the longest modules would then start last."""
+    if getattr(config.option, "loadscopereorder", False):
+        config.option.loadscopereorder = False
