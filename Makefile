@@ -37,7 +37,13 @@ demo: venv
 	@echo "See the card:  cd examples && ../$(BIN)/python hf_finetune_flow.py card view train"
 	@echo "Live, during a run (in a second terminal): cd examples && ../$(BIN)/python hf_finetune_flow.py card server  -> http://localhost:8324"
 
-test: venv system-packages
+# On a fresh machine pip's downloads and apt's installs take minutes each: they run side by side.
+# The suite starts well over a thousand Python processes that import this package (flows' tasks,
+# their live cards, ranks); where PYTHONDONTWRITEBYTECODE is set, as on the project's machines,
+# each would compile it anew: its bytecode is written once, here.
+test:
+	@$(MAKE) --no-print-directory -j2 venv system-packages
+	@$(BIN)/python -m compileall -q traincard_otel tests examples benchmarks
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: venv
@@ -48,7 +54,8 @@ bench: venv
 	$(BIN)/python -m benchmarks
 
 # The README's pictures, from real runs of the demo (a healthy one and a failing one).
-screenshots: venv system-packages
+screenshots:
+	@$(MAKE) --no-print-directory -j2 venv system-packages
 	$(BIN)/python docs/img/screenshots.py
 
 # The GPU check (docs/performance.md): the tests marked gpu, on a machine with an NVIDIA GPU, in

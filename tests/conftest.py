@@ -115,3 +115,10 @@ def autologging() -> Iterator[None]:
     traincard_otel.autolog()
     yield
     traincard_otel.autolog(disable=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-xdist (3.8 and later) runs the modules with the most tests first, whatever the order
+    above, unless told to keep it: the longest modules would then start last."""
+    if getattr(config.option, "loadscopereorder", False):
+        config.option.loadscopereorder = False
