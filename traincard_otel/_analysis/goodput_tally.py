@@ -127,7 +127,14 @@ class GoodputTally:
         if not n or self._open or not math.isfinite(total := math.fsum(durations)) or min(durations) <= 0:
             return False
         waited = sum(waits)
-        if waited != waited or min(waits) < 0 or set(map(type, steps)) != {int}:
+        if waited != waited:  # waits not measured (NaN) count as none, as row by row
+            known = [w for w in waits if w == w]
+            waited = sum(known)
+            if waited != waited or (known and min(known) < 0):
+                return False
+        elif min(waits) < 0:
+            return False
+        if set(map(type, steps)) != {int}:
             return False
         if not all(map(operator.lt, steps, steps[1:])) or (
             self._reached is not None and steps[0] <= self._reached
