@@ -188,7 +188,7 @@ def test_the_refresher_reads_its_baseline_once_on_its_own_thread(
 ) -> None:
     import os
 
-    from traincard_otel._read import baseline as _load
+    from traincard_otel._read import baseline as baseline_lookup
     from traincard_otel._store.backends import LocalBackend
     from traincard_otel.metaflow.refresher import Refresher
 
@@ -201,13 +201,13 @@ def test_the_refresher_reads_its_baseline_once_on_its_own_thread(
             pushed.append(payload)
 
     reads: list[object] = []
-    real_read = _load.read
+    real_read = baseline_lookup.read
 
     def counted(target: object) -> tuple[RunData, str | None]:
         reads.append(target)
         return real_read(target)
 
-    monkeypatch.setattr(_load, "read", counted)
+    monkeypatch.setattr(baseline_lookup, "read", counted)
     refresher = Refresher(
         LocalBackend(str(tmp_path / "run")),
         "run",
@@ -225,4 +225,4 @@ def test_the_refresher_reads_its_baseline_once_on_its_own_thread(
         assert isinstance(b, dict) and b["label"] == str(tmp_path / "base")
         assert [f["verdict"] for f in b["status"]] == ["behind", "level"]
     assert refresher.baseline is not None and set(refresher.baseline.data.metrics) == {"loss"}  # slim
-    assert "TRAINCARD_BASELINE" not in os.environ  # only an automatic find is pinned
+    assert "TRAINCARD_BASELINE" not in os.environ  # the final card finds it itself: nothing is passed on

@@ -204,7 +204,7 @@ def test_changed_training_arguments_are_the_hyperparameters() -> None:
 def test_a_live_branch_reads_its_siblings_of_the_same_split(tmp_path: Path) -> None:
     from traincard_otel._analysis.analysis import analyse
     from traincard_otel._read.locate import Located
-    from traincard_otel._read.render import _sweep_of
+    from traincard_otel._read.render import _compared, _sweep_section
     from traincard_otel.metaflow.live_sweep import LiveSweep
 
     step = tmp_path / "F" / "1" / "train"
@@ -228,7 +228,8 @@ def test_a_live_branch_reads_its_siblings_of_the_same_split(tmp_path: Path) -> N
     before = sorted(p.name for p in step.rglob("*"))
     assert live.update(own, analyse(own), force=True) is not section
     assert sorted(p.name for p in step.rglob("*")) == before  # a reader writes nothing
-    final = _sweep_of(Located(LocalBackend(step / "5" / "traincard"), "5", None), _run([1.0]), live=False)
+    compared = _compared(Located(LocalBackend(step / "5" / "traincard"), "5", None))
+    final = _sweep_section(compared, standalone=False, live=False)
     assert final is not None and final["total"] == 2 and final["rows"][0]["self"]
     # A branch whose writers wrote nothing yet is listed where it sits, with nothing to compare.
     early = LiveSweep(LocalBackend(step / "8" / "traincard"), "F/1/train/8", position=position)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from .._analysis.analysis import analyse
-from .._data.rundata import RunData
 from .._safety import internal_error
+from .._types import JsonObject
 from .baseline import load_baseline
 from .card.render import render_data
 from .load.summaries import branches, read_summary
@@ -46,34 +46,54 @@ def render_target(
     base = None
     if baseline is not None:
         base = load_baseline(found.pathspec, baseline, timeout_s=BASELINE_TIMEOUT_S)
+    compared = _compared(found)
+    insights = analyse(data, baseline=base)
+    sweep = _sweep_section(compared, standalone=not data.metrics, live=live)
     html = render_data(
         data,
         live=live,
         final=final,
         hourly_cost=hourly_cost,
         baseline=base,
-        insights=analyse(data, baseline=base),
-        sweep=_sweep_of(found, data, live=live),
+        insights=insights,
+        sweep=sweep,
     )
     status = data.status.get("status")
     return RenderedCard(html, status if isinstance(status, str) else None)
 
 
-def _sweep_of(found: Located, data: RunData, *, live: bool) -> SweepSection | None:
-    """The Sweep section of the task's card, from the task's stored summary and those of the tasks
-    it compares (its foreach siblings, or the branches it joins); None for a task that is neither."""
+@dataclasses.dataclass(frozen=True)
+class _Compared:
+    """The stored summaries a task's Sweep section compares: its own and its siblings' (or the
+    branches it joins), under ``title``."""
+
+    own: str
+    title: str
+    summaries: dict[str, JsonObject]
+
+
+def _compared(found: Located) -> _Compared | None:
+    """The summaries of the tasks the task compares (its foreach siblings, or the branches it
+    joins), read from the store; None for a task that is neither."""
     try:
         own = read_summary(found.backend)
         compared = branches(found.backend, own) if own is not None else None
         if own is None or compared is None:
             return None
         title, summaries = compared
+        return _Compared(str(own.get("pathspec") or ""), title, summaries)
+    except Exception as exc:  # the task's own card still renders
+        internal_error("the card's Sweep section", exc)
+        return None
+
+
+def _sweep_section(compared: _Compared | None, *, standalone: bool, live: bool) -> SweepSection | None:
+    """The Sweep section of the task's card drawn from ``compared``."""
+    if compared is None:
+        return None
+    try:
         return sweep_section(
-            summaries,
-            title=title,
-            own=str(own.get("pathspec") or ""),
-            live=live,
-            standalone=not data.metrics,
+            compared.summaries, title=compared.title, own=compared.own, live=live, standalone=standalone
         )
     except Exception as exc:  # the task's own card still renders
         internal_error("the card's Sweep section", exc)

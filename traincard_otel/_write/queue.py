@@ -1,6 +1,6 @@
 """The hand-over between the training thread and the converter: a bounded queue of typed reports.
 
-The training thread appends :mod:`._schema` reports and sets plain fields (step, heartbeat,
+The training thread appends :mod:`.._schema` reports and sets plain fields (step, heartbeat,
 progress); the converter's thread drains the queue. A ``collections.deque`` append is atomic in
 CPython, so nothing here takes a lock. Every :class:`~traincard_otel.Reporter` handle of a process
 writes into the one queue its pipeline owns.

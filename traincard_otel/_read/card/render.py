@@ -15,9 +15,6 @@ from ..payload.contract import SweepSection
 from ..payload.sweep import sweep_section
 from .page import assemble_html
 
-#: The longest a card render waits for its baseline: Metaflow gives a card render 45 s in all.
-BASELINE_TIMEOUT_S = 20.0
-
 
 def render_data(
     data: RunData,

@@ -7,7 +7,7 @@ rows (beyond that they are dropped and counted as ``buffer_full``). The first wr
 ends the backoff and flushes everything that waited, oldest first. An explicit flush
 (``traincard_otel.flush()``, ``close()``, SIGTERM) always tries at once.
 
-Each attempt is itself bounded by the backend (see :mod:`.backends`): one try with short timeouts,
+Each attempt is itself bounded by the backend (see :mod:`..._store.backends`): one try with short timeouts,
 never the datastore client's own long retry loops, so a write against a dead endpoint gives up in
 seconds and the writer's thread is free again.
 """
