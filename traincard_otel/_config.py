@@ -49,6 +49,9 @@ class Settings:
     notify_on: tuple[str, ...] = ()  # the kinds notified (NOTIFY_KINDS); empty: all of them
     genai: bool = False
     genai_prices: str = ""  # model=input:output per million tokens, checked by parse_prices
+    anatomy: bool = True  # time each step's parts from the framework's hooks
+    profile_on: tuple[str, ...] = ()  # the kinds that start a profile once (PROFILE_KINDS)
+    memory_history: bool = False  # record CUDA allocations, for the snapshot at an out-of-memory error
 
     def redacted(self, name: str) -> Reported:
         """A setting's value as it may be shown: the webhook URLs only counted."""
@@ -58,6 +61,8 @@ class Settings:
 
 # What ``stop_on`` may name: the anomaly rules' kinds (``nan`` is NaN or infinity) and a stall.
 STOP_KINDS: Final = ("nan", "loss_spike", "grad_explosion", "throughput_drop", "eval_regression", "stall")
+# What ``profile_on`` may name: anomaly kinds seen on the rank, and a straggler found in the gang.
+PROFILE_KINDS: Final = ("throughput_drop", "straggler", "loss_spike", "grad_explosion")
 # What ``notify_on`` may name: the stop kinds, and what happens to the run or its ranks.
 NOTIFY_KINDS: Final = (*STOP_KINDS, "rank_lost", "rank_hung", "failure", "stopped_early", "run_end")
 
@@ -198,9 +203,12 @@ _ENV: dict[str, tuple[str, Callable[[str, str], Reported]]] = {
     "notify_on": (ev.TRAINCARD_NOTIFY_ON, _parse_kinds(NOTIFY_KINDS)),
     "genai": (ev.TRAINCARD_GENAI, _parse_bool),
     "genai_prices": (ev.TRAINCARD_GENAI_PRICES, lambda n, r: _check_prices(n, r)),
+    "anatomy": (ev.TRAINCARD_ANATOMY, _parse_bool),
+    "profile_on": (ev.TRAINCARD_PROFILE_ON, _parse_kinds(PROFILE_KINDS)),
+    "memory_history": (ev.TRAINCARD_MEMORY_HISTORY, _parse_bool),
 }
 # Settings given as a list or a comma-separated text, parsed like their variable.
-_LISTS = frozenset({"stop_on", "notify", "notify_on"})
+_LISTS = frozenset({"stop_on", "notify", "notify_on", "profile_on"})
 # Settings whose variable set to an empty value means something (an empty baseline: none).
 _EMPTY_MEANS_SOMETHING = frozenset({"baseline"})
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
 from . import _pipeline
 from ._config import Settings
 from ._insights.items import ItemMeter
-from ._queue import MetricSource, ReportQueue
+from ._queue import MetricSource, PartClock, ReportQueue
 from ._safety import warn_once
 from ._schema import (
     CheckpointSaved,
@@ -225,6 +225,7 @@ class Reporter:
         data_wait_s: float | None = None,
         epoch: float | None = None,
         at: float | None = None,
+        parts: Reported = None,
     ) -> None:
         """Mark an optimizer step as done: progress, step time, throughput and the time spent
         waiting for data (every rank; the card flags input-bound training from it), and the
@@ -239,7 +240,11 @@ class Reporter:
         where training starts, so the first step does not count the set-up before it.
 
         ``at``: when the step ended, by ``time.perf_counter()``, if the caller has read it (it
-        spares the training thread a clock read)."""
+        spares the training thread a clock read).
+
+        ``parts``: the step's anatomy (seconds of data, forward, backward, optimizer and
+        communication; NaN where not measured) when the caller took it; without it, the parts
+        the installed hooks timed since the previous step end (:meth:`part_clock`)."""
         if self._on:
             q = self._queue
             # One clock read: the wall clock is the perf counter plus an offset the converter
@@ -255,6 +260,9 @@ class Reporter:
                     at,
                 )
                 end, now = time.perf_counter(), time.time()
+            clock = q.parts
+            if parts is None and clock is not None:
+                parts = clock.take(q.step_clock, data_wait_s)
             if duration_s is None:
                 duration_s = end - q.step_clock
             q.step_clock = end
@@ -263,9 +271,20 @@ class Reporter:
             if epoch is not None:
                 q.progress["epoch"] = epoch
             if len(self._q) < self._cap:
-                self._q.append(StepEnd(now, step, duration_s, samples, tokens, data_wait_s))
+                self._q.append(StepEnd(now, step, duration_s, samples, tokens, data_wait_s, parts))
             else:
                 q.overflow += 1
+
+    def part_clock(self, make: Callable[[], PartClock] = PartClock) -> PartClock | None:
+        """The clock the framework hooks time the step's parts with (one per process, made by
+        ``make`` on first use), or None when the ``anatomy`` setting is off or telemetry is."""
+        settings = self.settings
+        if settings is None or not settings.anatomy:
+            return None
+        q = self._queue
+        if q.parts is None:
+            q.parts = make()
+        return q.parts
 
     def progress(self, **fields: Reported) -> None:
         """Update status fields: ``step``, ``epoch``, ``max_steps``, ``num_epochs``,
@@ -419,6 +438,9 @@ def configure(
     attempt: int | None = None,
     genai: bool | None = None,
     genai_prices: str | None = None,
+    anatomy: bool | None = None,
+    profile_on: str | Sequence[str] | None = None,
+    memory_history: bool | None = None,
 ) -> Reporter:
     """Set up telemetry for this process and return a :class:`Reporter`.
 
@@ -432,9 +454,11 @@ def configure(
     ``baseline``, ``stop_on`` (anomaly kinds that stop training: ``nan``, ``loss_spike``,
     ``grad_explosion``, ``throughput_drop``, ``eval_regression``, ``stall``), ``notify`` (webhook
     URLs), ``notify_on`` (the kinds notified), ``attempt``, ``genai`` (capture agent loops from
-    GenAI spans of the global tracer provider) and ``genai_prices`` (``model=input:output`` per
-    million tokens). Calling it again with the same settings (or none) returns a reporter of the
-    running pipeline.
+    GenAI spans of the global tracer provider), ``genai_prices`` (``model=input:output`` per
+    million tokens), ``anatomy`` (time each step's parts), ``profile_on`` (kinds that start a
+    profile: ``throughput_drop``, ``straggler``, ``loss_spike``, ``grad_explosion``) and
+    ``memory_history`` (CUDA allocation history, for the snapshot at an out-of-memory error).
+    Calling it again with the same settings (or none) returns a reporter of the running pipeline.
 
     Raises:
         ConfigError: a setting is invalid, or differs from the running pipeline's.

@@ -53,6 +53,7 @@ CARD_SCRIPTS = (
     "banners",
     "failure",
     "gang",
+    "anatomy",
     "charts",
     "summary",
     "system",

@@ -9,7 +9,7 @@ converter has no thread of its own and never calls back into the pipeline.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from opentelemetry import trace
 from opentelemetry._logs import Logger
@@ -90,10 +90,12 @@ class Converter:
         self.store_lines: StoreLines | None = None
         self._lock = threading.Lock()
 
-    def _record_durations(self, durations: list[float]) -> None:
+    def _record_durations(self, durations: list[float], parts: Sequence[float] | None) -> None:
         if self._timed:
             for duration in durations:
                 self.instruments.step_duration.record(duration)
+            if parts:
+                self.instruments.record_parts(durations, parts)
 
     def drain(self) -> None:
         """Translate everything queued so far, in report order."""

@@ -18,8 +18,8 @@ from opentelemetry.util.types import AnyValue
 
 from .._schema import Attr, Event, MetricsReport, StepEnd
 from .anomalies import AnomalyWatch
-from .columns import NAN, MetricRun, StepColumns, metric_columns, step_columns
-from .values import Rejections, as_step, safe_text
+from .columns import NAN, WIDTH, MetricRun, StepColumns, metric_columns, read_parts, step_columns
+from .values import Rejections, as_step, safe_text, to_float
 
 MAX_ROWS_PER_EVENT = 2000
 #: Metric rows from several threads (a data loader's and the training loop's) arrive a few steps
@@ -38,7 +38,7 @@ class RowBatcher:
         self,
         emit: Emit,
         rejections: Rejections,
-        on_steps: Callable[[list[float]], None],
+        on_steps: Callable[[list[float], Sequence[float] | None], None],
         watch: AnomalyWatch | None = None,
     ) -> None:
         self._emit, self._rejections, self._on_steps = emit, rejections, on_steps
@@ -115,11 +115,11 @@ class RowBatcher:
             self._run_rows += len(m.times)
         if s is not None:
             self.step_ends += len(s.times)
-            self._step_cols.extend(s.times, s.steps, s.durations, s.wait_col, s.samples, s.tokens)
+            self._step_cols.extend(s.times, s.steps, s.durations, s.wait_col, s.samples, s.tokens, s.parts)
             self.recent_steps.extend(
                 zip(s.durations[-50:], s.waits[-50:], s.samples[-50:], s.tokens[-50:], strict=True)
             )
-            self._on_steps(s.durations)
+            self._on_steps(s.durations, s.parts)
         return True
 
     # -- a row at a time ---------------------------------------------------------------------
@@ -167,7 +167,7 @@ class RowBatcher:
             self.flush()
 
     def add_step(self, item: StepEnd) -> None:
-        t, step, duration, samples, tokens, wait = item
+        t, step, duration, samples, tokens, wait, parts = item
         if type(step) is not int:
             step = as_step(step)  # numpy and tensor scalars, floats
             if step is None:
@@ -184,16 +184,31 @@ class RowBatcher:
             wait = r.measure(wait, "data_wait_s")
         wait = wait if wait is not None and wait >= 0 else None
         wait_s = NAN if wait is None else wait
+        if parts is not None:
+            parts = self._parts(parts)
         if duration is not None and duration > 0:
             n = samples if type(samples) is int and samples >= 0 else r.count(samples, "samples")
             tok = tokens if type(tokens) is int and tokens >= 0 else r.count(tokens, "tokens")
-            self._step_cols.add(t, step, duration, wait_s, n, tok)
+            self._step_cols.add(t, step, duration, wait_s, n, tok, parts)
             self.recent_steps.append((duration, wait, n, tok))
-            self._on_steps([duration])
+            self._on_steps([duration], parts)
         else:
-            self._step_cols.add(t, step, NAN, wait_s, 0, 0)
+            self._step_cols.add(t, step, NAN, wait_s, 0, 0, parts)
         if len(self._step_cols.steps) >= MAX_ROWS_PER_EVENT:
             self.flush()
+
+    def _parts(self, parts: object) -> tuple[float, ...] | None:
+        """A step end's anatomy as ``WIDTH`` seconds (NaN where not measured, or negative); one
+        that is not is rejected and counted, and the step kept without it."""
+        read = read_parts(parts)
+        if isinstance(read, tuple) and len(read) == WIDTH:
+            seconds = tuple(to_float(v) for v in read)
+            if all(v is not None for v in seconds):
+                return tuple(v if v is not None and v >= 0 else NAN for v in seconds)
+        self._rejections.reject(
+            "bad_parts", "a step end's parts are not %d seconds: %r; dropped", WIDTH, parts
+        )
+        return None
 
     def _check_rewind(self, t: float, step: int | None, jitter: int) -> None:
         """A step counter moving backwards is a resume from a checkpoint, not corrupt data."""

@@ -32,6 +32,8 @@ from .metrics import (
 )
 from .names import GENAI_SEMCONV_VERSION, PHASE_SPAN_PREFIX, RUN_SPAN, Attr, Event, GenAI, event_names
 from .records import (
+    ANATOMY_PARTS,
+    STEP_PARTS,
     CheckpointSaved,
     Failure,
     Heartbeat,
@@ -51,6 +53,7 @@ from .records import (
 
 __all__ = [
     "ALL_METRICS",
+    "ANATOMY_PARTS",
     "GENAI_SEMCONV_VERSION",
     "GPU_PREFIXES",
     "GPU_TORCH_MEMORY",
@@ -58,6 +61,7 @@ __all__ = [
     "PHASE_SPAN_PREFIX",
     "REPORTED_FRACTIONS",
     "RUN_SPAN",
+    "STEP_PARTS",
     "SYSTEM_METRICS",
     "TRAINING_METRICS",
     "Attr",

@@ -54,6 +54,7 @@ class Attr:
     GUARD_TRIGGER_STEP: Final = "traincard.guard.trigger_step"
     GUARD_REASON: Final = "traincard.guard.reason"
     GOODPUT_CATEGORY: Final = "traincard.goodput.category"
+    STEP_PART: Final = "traincard.step.part"  # a part of a step's anatomy (data, forward, ..., other)
     TORCH_MEMORY_KIND: Final = "traincard.torch.memory.kind"
     LOG_STREAM: Final = "log.iostream"
     ROLE: Final = "traincard.role"  # rank, or launcher (a node's step process that starts ranks)

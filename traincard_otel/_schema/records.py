@@ -24,6 +24,13 @@ class MetricsReport(NamedTuple):
     tags: Reported  # Mapping[str, str] | None, checked by the converter
 
 
+#: The parts of a step's anatomy that are measured, in the order a step end carries them
+#: (``StepEnd.parts``, the ``parts`` column of ``traincard.step.timing``, the store's ``a``).
+STEP_PARTS: Final = ("data", "forward", "backward", "optimizer", "communication")
+#: The parts a step's wall time is split into: the measured ones and ``other``, the rest.
+ANATOMY_PARTS: Final = (*STEP_PARTS, "other")
+
+
 class StepEnd(NamedTuple):
     """An optimizer step done (``Reporter.step_end``)."""
 
@@ -33,6 +40,9 @@ class StepEnd(NamedTuple):
     samples: Reported
     tokens: Reported
     data_wait_s: Reported
+    # seconds per STEP_PARTS (NaN: not measured), or an object whose ``seconds()`` returns them
+    # when read off the training thread (CUDA events); None without an anatomy
+    parts: Reported = None
 
 
 class LogLine(NamedTuple):

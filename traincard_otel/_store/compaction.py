@@ -4,7 +4,9 @@ A part ``part-<first>-<last>.parquet`` holds every record of its writer's segmen
 each kind in record order: first the metric rows (``k == "m"``), one row per reported step with
 one float column per metric name (``m0``, ``m1``, ...: null where that row has no value for it;
 the names are the schema's ``traincard_metrics`` metadata), then the step ends (``"st"``), then
-every other record (kept whole as JSON in ``rest``). Reading a metric series is a column read.
+every other record (kept whole as JSON in ``rest``). Step ends that carry their anatomy have one
+float column per part (``a_data``, ``a_forward``, ...: null where not measured). Reading a metric
+series is a column read.
 Each row keeps the segment it came from (``seq``), so a reader that already read some of those
 segments skips exactly their rows: no duplicates, no gaps, while segments and parts coexist.
 
@@ -16,12 +18,14 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
 
+from .._schema import STEP_PARTS
 from .._types import Foreign
-from .segment import PACKED_METRICS, PACKED_STEPS, Record
+from .segment import PACKED_METRICS, PACKED_STEPS, WIDTH, Record
 
 SCHEMA_FIELDS = (
     ("seq", "int64"),
@@ -35,6 +39,7 @@ SCHEMA_FIELDS = (
     ("value", "float64"),
     ("w", "float64"),
     ("rest", "string"),
+    *((f"a_{part}", "float64") for part in STEP_PARTS),
 )
 
 #: Schema metadata of a part with metric columns: the metric names (JSON list, the column of
@@ -151,6 +156,9 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
     metrics = _MetricColumns()
     st = _Columns("seq", "s", "n", "tok")
     other = _Columns("seq", "k", "t", "rest")
+    anatomy = any(
+        rec.get("k") == PACKED_STEPS and "a" in rec for _seq, records in segments for rec in records
+    )
     for seq, records in segments:
         for rec in records:
             kind = rec.get("k")
@@ -166,6 +174,11 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
                 st.repeat("seq", seq, len(rec["s"]))
                 for column, field in _STEP_COLUMNS:
                     st.extend(column, rec[field])
+                if anatomy:
+                    parts = rec.get("a")
+                    unmeasured = array("d", [math.nan]) * len(rec["s"])
+                    for j, part in enumerate(STEP_PARTS):
+                        st.extend(f"a_{part}", parts[j::WIDTH] if parts is not None else unmeasured)
             else:
                 other.repeat("seq", seq, 1)
                 other.extend("k", [str(kind)])
@@ -225,7 +238,8 @@ def read_columns(data: bytes, seq: bool) -> tuple[list[str], Foreign, Foreign]:
         groups += 1
     columns = [metric_column(i) for i in range(len(names))]
     wanted = ["s", "t", "g", *columns, *(["seq"] if seq else [])]
-    other = [name for name, _type in SCHEMA_FIELDS]
+    have = set(part.schema_arrow.names)  # a part written before the anatomy has no a_* columns
+    other = [name for name, _type in SCHEMA_FIELDS if name in have]
     if left:  # metric rows that do not end with a row group: every row read, then split
         whole = part.read()
         return names, whole.select(wanted).slice(0, rows), whole.select(other).slice(rows)

@@ -6,12 +6,15 @@ and other records here."""
 from __future__ import annotations
 
 import json
+from array import array
 
 from .._data.rundata import DATA_WAIT_TAIL, RunData
+from .._schema import STEP_PARTS
 from .._types import Foreign
 from .columns import from_arrow_floats, from_arrow_ints, rank_series
 from .part_metrics import Slots, count, equal, kept, reserve, write
-from .records import add_record, extend_series, trim
+from .records import add_anatomy, add_record, extend_series, trim
+from .segment import WIDTH
 
 
 def add_table(
@@ -55,16 +58,21 @@ def add_other_rows(data: RunData, table: Foreign, attempt: int, rank: int) -> No
     # Filtering a table filters every column it has: select each kind's columns first.
     have = set(table.column_names)
     # A step end is a row not kept whole; one without a duration adds no point, as in a segment.
-    steps = table.select([c for c in ("s", "value", "t", "w", "n", "tok") if c in have])
+    part_columns = [f"a_{part}" for part in STEP_PARTS if f"a_{part}" in have]
+    steps = table.select([c for c in ("s", "value", "t", "w", "n", "tok") if c in have] + part_columns)
     steps = steps.filter(pc.and_(pc.is_null(table["rest"]), pc.is_valid(table["value"])))
     if steps.num_rows:
         series = data.step_times.get(rank)
         if series is None:
             series = data.step_times[rank] = rank_series("step_time", rank)
         s = from_arrow_ints(steps["s"])
-        extend_series(
-            series, s, from_arrow_floats(steps["value"]), from_arrow_floats(steps["t"]), attempt, rank
-        )
+        durations, times = from_arrow_floats(steps["value"]), from_arrow_floats(steps["t"])
+        extend_series(series, s, durations, times, attempt, rank)
+        if len(part_columns) == WIDTH:
+            flat = array("d", bytes(8 * WIDTH * steps.num_rows))
+            for j, name in enumerate(part_columns):  # row-major, as a segment holds them
+                flat[j::WIDTH] = from_arrow_floats(steps[name])
+            add_anatomy(data, rank, s, times, durations, flat, attempt)
         waited = steps.filter(pc.is_valid(steps["w"])) if "w" in steps.column_names else None
         if waited is not None and waited.num_rows:
             waited_s = float(pc.sum(waited["w"]).as_py())

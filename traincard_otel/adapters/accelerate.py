@@ -4,19 +4,26 @@
 Accelerate calls trackers on the main process only (``main_process_only``), like every tracker;
 step ends and heartbeats of the other ranks come from the optimizer hooks of
 :mod:`traincard_otel.adapters.torch_loop` when a raw loop is also tracked.
+
+``instrument(accelerator)`` also times the anatomy of each step (:mod:`._anatomy`) on every
+process: the first model and every optimizer ``accelerator.prepare`` returns (or has prepared
+already) get the hooks, and each step end reported (``reporter.step_end``, or a tracked raw loop's)
+carries the parts timed since the previous one.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from .._insights.flops import model_fields
 from .._optional import require
 from .._reporter import Reporter
-from .._safety import guarded
+from .._safety import guarded, internal_error
 from .._schema import Event
 from .._types import Foreign, Reported
 from ..exceptions import TraincardError
+from ._anatomy import Anatomy, clock_for
 
 accelerate_tracking = require("accelerate.tracking", "accelerate")
 MIN_VERSION = (0, 26)
@@ -85,15 +92,49 @@ class TraincardTracker(accelerate_tracking.GeneralTracker):  # type: ignore[name
 class AccelerateHandle:
     """Returned by :func:`traincard_otel.instrument` for an ``Accelerator``."""
 
-    def __init__(self, accelerator: Foreign, tracker: TraincardTracker) -> None:
-        self.accelerator, self.tracker = accelerator, tracker
+    def __init__(
+        self, accelerator: Foreign, tracker: TraincardTracker, anatomy: Anatomy | None = None
+    ) -> None:
+        self.accelerator, self.tracker, self.anatomy = accelerator, tracker, anatomy
         self.closed = False  # instrument() attaches afresh once closed
+        self._model_watched = False
+        self._prepare: Foreign = None
+        if anatomy is not None:
+            self.watch(*getattr(accelerator, "_models", ()), *getattr(accelerator, "_optimizers", ()))
+            self._prepare = prepare = accelerator.prepare
+
+            @functools.wraps(prepare)
+            def prepare_and_watch(*args: Foreign, **kwargs: Foreign) -> Foreign:
+                prepared = prepare(*args, **kwargs)
+                try:
+                    self.watch(*(prepared if isinstance(prepared, tuple) else (prepared,)))
+                except Exception as exc:
+                    internal_error("accelerate.prepare", exc)
+                return prepared
+
+            accelerator.prepare = prepare_and_watch
+
+    def watch(self, *objects: Foreign) -> None:
+        """Time the first model's forwards and backwards, and every optimizer's steps."""
+        anatomy = self.anatomy
+        if anatomy is None:
+            return
+        for obj in objects:
+            if callable(getattr(obj, "register_forward_pre_hook", None)) and not self._model_watched:
+                anatomy.watch_forward(obj)
+                self._model_watched = True
+            elif callable(getattr(getattr(obj, "optimizer", obj), "register_step_pre_hook", None)):
+                anatomy.watch_optimizer(obj)
 
     def close(self) -> None:
-        """Detach the tracker and flush."""
+        """Detach the tracker and the anatomy's hooks, and flush."""
         self.closed = True
         if self.tracker in self.accelerator.trackers:
             self.accelerator.trackers.remove(self.tracker)
+        if self.anatomy is not None:
+            self.anatomy.remove()
+            if vars(self.accelerator).get("prepare") is not None:
+                del self.accelerator.prepare
         self.tracker.reporter.flush()
 
 
@@ -112,4 +153,4 @@ def attach(accelerator: Foreign, reporter: Reporter, model: Foreign = None) -> A
     if accelerator.is_main_process:
         accelerator.trackers.append(tracker)
     reporter.progress(world_size=accelerator.num_processes)
-    return AccelerateHandle(accelerator, tracker)
+    return AccelerateHandle(accelerator, tracker, clock_for(reporter, model))

@@ -38,6 +38,8 @@ from .._schema import Attr, Event
 from .._schema.records import LOOP_FIELD, RL_LOOP
 from .._types import Foreign, Reported
 from ..exceptions import TraincardError
+from ._anatomy import Anatomy
+from ._anatomy import install as install_anatomy
 from ._arguments import changed_arguments
 from ._rl import is_online_rl, tap_log
 
@@ -107,6 +109,9 @@ class TraincardCallback:
         self._unread: list[LoggedReport] = []  # read by report_logged, for the source
         self._eval_keys: dict[tuple[str, ...], bool] = {}  # a logged dict's names -> any eval_ metric
         self.agree: Callable[[bool], bool] | None = None  # the ranks' stop flags, combined (stop_on)
+        # installs the step anatomy's hooks on the model and optimizer train() made (see attach())
+        self.hook_anatomy: Callable[[], Anatomy | None] | None = None
+        self.anatomy: Anatomy | None = None
 
     # -- logged metrics ------------------------------------------------------------------------
     def follow(self, history: LogHistory) -> None:
@@ -189,6 +194,8 @@ class TraincardCallback:
         changed = changed_arguments(args)
         if changed:
             self.reporter.hyperparameters(changed)
+        if self.hook_anatomy is not None and self.anatomy is None:
+            self.anatomy = self.hook_anatomy()
         self._train = self.reporter.phase("train")
         self.last_step_end = time.perf_counter()
 
@@ -300,6 +307,9 @@ class TraincardCallback:
             if ph is not None:
                 ph.end()
         self._save = self._eval = self._train = None
+        if self.anatomy is not None:
+            self.anatomy.remove()
+            self.anatomy = None
         self.reporter.flush(timeout_s=2.0)
 
 
@@ -365,6 +375,8 @@ class HFHandle:
                 if vars(obj).get(name) is wrapper:
                     delattr(obj, name)
         self._wrapped = []
+        if self.callback.anatomy is not None:
+            self.callback.anatomy.remove()
         reporter = self.callback.reporter
         self.callback.report_logged()
         reporter.flush()
@@ -376,6 +388,9 @@ def attach(trainer: Foreign, reporter: Reporter) -> HFHandle:
     _check_version()
     callback = TraincardCallback(reporter)
     callback.model = trainer.model
+    callback.hook_anatomy = lambda: install_anatomy(
+        reporter, model=trainer.model, optimizer=trainer.optimizer
+    )
     settings = reporter.settings
     if settings is not None and settings.stop_on and int(getattr(trainer.args, "world_size", 1) or 1) > 1:
         callback.agree = _agreement(trainer)

@@ -15,6 +15,7 @@ from ..._store.reader import RunData
 from .._html import scrub
 from ..gang import gang_section
 from .agents import agents_section
+from .anatomy import anatomy_section
 from .banners import all_banners, lost_ranks
 from .baseline import baseline_section
 from .checkpoints import checkpoint_rows
@@ -168,6 +169,7 @@ def _build(
         "empty": _empty_reasons(data, system),
         "health": loss_counters(data),
         "gang": gang_section(insights.gang),
+        "anatomy": anatomy_section(data, insights.anatomy, mode),
         "completions": completions_section(data, mode) if data.completions.seen else None,
         "agents": agents_section(insights.agents, mode.live),
         "sweep": sweep,

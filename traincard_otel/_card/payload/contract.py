@@ -404,6 +404,47 @@ class Gang(TypedDict):
     stacks: Stacks | None
 
 
+class AnatomyPart(TypedDict):
+    """One part of a rank's recent steps: its median seconds and its share of the step."""
+
+    part: str
+    seconds: float
+    share: float
+
+
+class AnatomyRank(TypedDict):
+    """One rank's bar: ``role`` is ``slowest`` or ``median`` in a gang, empty for a single rank;
+    ``own_s`` is its median step without the wait in communication."""
+
+    rank: int
+    role: str
+    steps: int
+    step_s: float
+    own_s: float
+    parts: list[AnatomyPart]
+    unmeasured: list[str]
+
+
+class AnatomySteps(TypedDict):
+    """One rank's parts over steps (the stacked chart): seconds per part, null where not measured."""
+
+    rank: int
+    x: Sequence[float]
+    parts: dict[str, Sequence[float | None]]
+
+
+class AnatomySection(TypedDict):
+    """``anatomy``: where each step's time goes (data, forward, backward, optimizer,
+    communication, other), for one rank or the slowest beside the median rank of a gang."""
+
+    parts: list[str]
+    ranks: list[AnatomyRank]
+    series: list[AnatomySteps]
+    ranks_timed: int
+    straggler: str | None
+    notes: list[str]
+
+
 class SweepRow(TypedDict):
     """One branch of a sweep: its varying hyperparameters and where its main metric stands."""
 
@@ -544,6 +585,7 @@ class CardPayload(TypedDict):
     empty: EmptyReasons
     health: Health
     gang: Gang | None
+    anatomy: AnatomySection | None
     completions: CompletionsSection | None
     agents: AgentsSection | None
     sweep: SweepSection | None

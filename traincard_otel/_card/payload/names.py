@@ -44,6 +44,7 @@ REPLACED_SECTIONS = [
     "health",
     "empty",
     "gang",
+    "anatomy",
     "completions",
     "agents",
     "sweep",
