@@ -188,3 +188,44 @@ def test_accelerate_with_a_slow_optimizer_names_optimizer(store_dir: Path) -> No
     part, rank = _largest(store_dir)
     assert part == "optimizer" and rank.seconds["optimizer"] >= SLOW_S
     assert rank.unmeasured == () and rank.seconds["forward"] > 0 and rank.seconds["backward"] > 0
+
+
+@pytest.mark.slow
+def test_torchrun_ddp_names_the_slow_rank_and_its_slow_forward(tmp_path: Path) -> None:
+    """Plain ``torchrun --nproc_per_node=2`` on gloo: both ranks' steps take as long (DDP waits), so
+    the anatomy finds rank 1 by its forward and rank 0 by its wait in communication."""
+    import shutil
+    import subprocess
+    import sys
+
+    from helpers import REPO, card_payload, subprocess_env
+
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
+    if torchrun is None:
+        pytest.skip("torchrun is not installed next to this interpreter")
+    script = REPO / "tests" / "integration" / "scripts" / "slow_rank_ddp.py"
+    proc = subprocess.run(
+        [torchrun, "--nproc_per_node=2", "--max-restarts=0", str(script)],
+        env=subprocess_env(TRAINCARD_DIR=str(tmp_path), TRAINCARD_SYSTEM="false"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [store] = list(tmp_path.iterdir())
+    run = traincard_otel.load(store)
+    found = step_anatomy(run)
+    assert found is not None and [r.rank for r in found.ranks] == [0, 1]
+    slow, fast = found.rank(1), found.rank(0)
+    assert slow is not None and fast is not None
+    assert max(slow.shares, key=lambda p: slow.shares[p]) == "forward" and slow.seconds["forward"] >= 0.08
+    assert fast.seconds["communication"] > 0.05 > slow.seconds["communication"]  # rank 0 waits for rank 1
+    assert found.straggler is not None and found.straggler.rank == 1 and found.straggler.part == "forward"
+    from traincard_otel._card.render import render_data
+
+    html = render_data(run, live=False, final=True)
+    headline = [b["text"] for b in card_payload(html)["gang"]["headline"]]
+    assert any(
+        t.startswith("Rank 1 is the straggler: forward") and t.endswith("the other ranks wait in communication")
+        for t in headline
+    ), headline
