@@ -206,3 +206,37 @@ def test_load_gives_the_anatomy_as_rows_a_table_and_a_frame(store_dir: Path) -> 
     frame = run.to_pandas("anatomy")
     assert list(frame.columns) == ["rank", "step", "part", "seconds"]
     assert frame[frame.part == "other"].seconds.tolist() == pytest.approx([0.03] * 3)
+
+
+def test_the_part_histogram_records_each_measured_part_and_the_rest() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from traincard_otel._convert.instruments import ConverterInstruments
+    from traincard_otel._queue import ReportQueue
+    from traincard_otel._schema import Attr, Metric
+
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    instruments = ConverterInstruments(
+        meter,
+        ReportQueue(),
+        last_metrics=dict,
+        step_ends=lambda: 0,
+        rejected=dict,
+        checkpoint_size=lambda: None,
+        throughput=lambda field: None,
+    )
+    instruments.record_parts([0.1, 0.2], [0.01, 0.02, 0.03, 0.01, NAN, 0.02, 0.04, 0.06, 0.02, NAN])
+    data = reader.get_metrics_data()
+    assert data is not None
+    [metric] = [
+        m
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == Metric.STEP_PART_DURATION.name
+    ]
+    sums = {p.attributes[Attr.STEP_PART]: (p.count, p.sum) for p in metric.data.data_points}
+    assert set(sums) == {"data", "forward", "backward", "optimizer", "other"}  # communication: not measured
+    assert sums["forward"] == (2, pytest.approx(0.06)) and sums["other"] == (2, pytest.approx(0.03 + 0.06))
