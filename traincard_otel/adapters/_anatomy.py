@@ -58,8 +58,13 @@ class BackwardMarks:
         self._queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 
     def arm(self, tensor: Foreign) -> None:
-        """Mark the backward pass that reaches ``tensor`` (a tensor that requires grad)."""
-        tensor.register_hook(self._started)
+        """Mark the backward pass that reaches ``tensor`` (a tensor that requires grad): a pre-hook
+        on the node that made it (a third cheaper than a tensor hook), or a tensor hook on a leaf."""
+        node = tensor.grad_fn
+        if node is not None:
+            node.register_prehook(self._started)
+        else:
+            tensor.register_hook(self._started)
 
     def _started(self, grad: Foreign) -> None:
         try:
