@@ -13,6 +13,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from ._schema import Report, SourcedReport
 from ._types import Reported
@@ -23,6 +24,12 @@ MetricSource = Callable[[], Iterable[SourcedReport]]
 NAN = math.nan
 #: One step's seconds per ``STEP_PARTS`` (data, forward, backward, optimizer, communication).
 Parts = tuple[float, float, float, float, float]
+
+
+class StepBoundary(Protocol):
+    """Work the training thread does at a step end while asked (a profile capture)."""
+
+    def boundary(self) -> None: ...
 
 
 class PartClock:
@@ -121,6 +128,8 @@ class ReportQueue:
         self.metric_sources: tuple[MetricSource, ...] = ()
         # the step anatomy's clock, once an adapter installs its hooks (``Reporter.part_clock``)
         self.parts: PartClock | None = None
+        # set while a profile capture is asked or under way: the one attribute checked per step
+        self.profile: StepBoundary | None = None
         self.open_phases: list[tuple[int, str]] = []  # (token, name), innermost last
         self.phase_tokens = itertools.count(1)
         self.perf_to_wall = 0.0

@@ -274,6 +274,8 @@ class Reporter:
                 self._q.append(StepEnd(now, step, duration_s, samples, tokens, data_wait_s, parts))
             else:
                 q.overflow += 1
+            if q.profile is not None:  # a profile capture starts, steps or stops at this boundary
+                q.profile.boundary()
 
     def part_clock(self, make: Callable[[], PartClock] = PartClock) -> PartClock | None:
         """The clock the framework hooks time the step's parts with (one per process, made by

@@ -226,6 +226,7 @@ def test_torchrun_ddp_names_the_slow_rank_and_its_slow_forward(tmp_path: Path) -
     html = render_data(run, live=False, final=True)
     headline = [b["text"] for b in card_payload(html)["gang"]["headline"]]
     assert any(
-        t.startswith("Rank 1 is the straggler: forward") and t.endswith("the other ranks wait in communication")
+        t.startswith("Rank 1 is the straggler: forward")
+        and t.endswith("the other ranks wait in communication")
         for t in headline
     ), headline

@@ -16,7 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from opentelemetry.util.types import AnyValue
 
+from .._data.anatomy import StepParts
+from .._insights.anatomy import rank_anatomy
 from .._schema import Attr, Event, MetricsReport, StepEnd
+from .._types import JsonObject
 from .anomalies import AnomalyWatch
 from .columns import NAN, WIDTH, MetricRun, StepColumns, metric_columns, read_parts, step_columns
 from .values import Rejections, as_step, safe_text, to_float
@@ -51,6 +54,8 @@ class RowBatcher:
         self.recent_steps: collections.deque[tuple[float, float | None, int, int]] = collections.deque(
             maxlen=50
         )
+        # (duration, parts) of the last steps that carried their anatomy, for the rank's state
+        self.recent_parts: collections.deque[tuple[float, Sequence[float]]] = collections.deque(maxlen=50)
         self._runs: list[MetricRun] = []  # metric rows since the last emit, in report order
         self._open_run: MetricRun | None = None  # the run the next row may join
         self._run_rows = 0
@@ -119,6 +124,11 @@ class RowBatcher:
             self.recent_steps.extend(
                 zip(s.durations[-50:], s.waits[-50:], s.samples[-50:], s.tokens[-50:], strict=True)
             )
+            if s.parts is not None:
+                rows = range(max(0, len(s.durations) - 50), len(s.durations))
+                self.recent_parts.extend(
+                    (s.durations[i], s.parts[i * WIDTH : i * WIDTH + WIDTH]) for i in rows
+                )
             self._on_steps(s.durations, s.parts)
         return True
 
@@ -191,6 +201,8 @@ class RowBatcher:
             tok = tokens if type(tokens) is int and tokens >= 0 else r.count(tokens, "tokens")
             self._step_cols.add(t, step, duration, wait_s, n, tok, parts)
             self.recent_steps.append((duration, wait, n, tok))
+            if parts is not None:
+                self.recent_parts.append((duration, parts))
             self._on_steps([duration], parts)
         else:
             self._step_cols.add(t, step, NAN, wait_s, 0, 0, parts)
@@ -253,6 +265,25 @@ class RowBatcher:
     # -- derived figures, when asked (by the watchdog, the metric reader), not per step ---------
     def recent_durations(self) -> list[float]:
         return [d for d, _w, _n, _tok in list(self.recent_steps)]
+
+    def recent_anatomy(self, rank: int) -> JsonObject | None:
+        """The recent steps' anatomy (median seconds per part, the step, the step without the wait
+        in communication), for the rank's state: what rank 0 compares ranks by (``profile_on``)."""
+        recent = list(self.recent_parts)
+        if not recent:
+            return None
+        parts = StepParts()
+        parts.add(
+            range(len(recent)),
+            [0.0] * len(recent),
+            [d for d, _p in recent],
+            [v for _d, p in recent for v in p],
+            0,
+        )
+        found = rank_anatomy(rank, parts)
+        if found is None:
+            return None
+        return {"steps": found.steps, "step_s": found.step_s, "own_s": found.own_s, "seconds": found.seconds}
 
     def recent_wait_shares(self) -> list[float]:
         """The share of each recent step spent waiting for data."""

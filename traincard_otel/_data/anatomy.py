@@ -45,7 +45,7 @@ class StepParts:
     def add(
         self,
         steps: Sequence[JsonValue],
-        times: Sequence[float],
+        times: Sequence[JsonValue],
         durations: Sequence[float],
         parts: Sequence[float],
         attempt: int,

@@ -75,6 +75,10 @@ class RunData:
     # GenAI-convention spans captured with the genai setting: attributes, name, t0, t1, trace,
     # span, parent, error (see traincard_otel._pipeline.genai)
     genai_spans: list[Record] = dataclasses.field(default_factory=list)
+    # profile captures, oldest first: id, trigger, detail, asked_at, steps, and per rank its summary
+    # (top operators, breakdown, the profiler's cost, trace and trace_location); see
+    # traincard_otel._store.profiles
+    profiles: list[Record] = dataclasses.field(default_factory=list)
 
     def to_rows(self, kind: Kind = "metrics") -> list[JsonObject]:
         """One dict per metric point, step time, log line, checkpoint, event, sampled completion or

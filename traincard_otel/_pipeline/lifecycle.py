@@ -48,7 +48,7 @@ from .._store.writer import StoreWriter
 from .._telemetry.health import Watchdog
 from .._types import JsonObject, Reported
 from .._version import __version__
-from . import children
+from . import children, profiling
 from .bounded import bounded, left
 from .genai import GenAISpanProcessor, capture_genai_spans
 from .guards import Guards, notified_kinds
@@ -157,6 +157,7 @@ class Pipeline:
         )
         self.converter.instruments.observe_health(run_meter, self.watchdog.status_fields)
         self.guards = self._build_guards()
+        self.profiling = profiling.attach(self)  # after the guards: it chains their event observer
         self.ended_siblings: list[JsonObject] = []  # other ranks of this node seen to end
         self._full_period = settings.flush_interval_s if self.writer is not None else 1.0
         self._next_full = 0.0
@@ -168,6 +169,9 @@ class Pipeline:
         self.card_refresher_started = False
         self._close_lock = threading.Lock()
         self.on_shutdown: list[Callable[[], None]] = [self.watchdog.stop]
+        if self.profiling is not None:
+            capture = self.profiling.capture
+            self.on_shutdown.append(lambda: capture.close(settings.shutdown_timeout_s / 2))
         if self.genai is not None:
             self.on_shutdown.append(self.genai.shutdown)
         self._log_bridge: logbridge.LogBridge | None = None
@@ -385,6 +389,8 @@ class Pipeline:
         }
         st.update(self.converter.status_fields())
         st.update(self.watchdog.status_fields())
+        st["anatomy"] = self.converter.rows.recent_anatomy(self.rank.rank)
+        st["profile"] = self.profiling.capture.latest if self.profiling is not None else None
         st["guards"] = self.guards.status_fields()
         return st
 

@@ -178,6 +178,10 @@ class StatusSnapshot(TypedDict, total=False):
     guards: JsonObject | None
     # the watchdog's latest stack dump while stalled or asked for (``_telemetry/stacks.py``)
     stacks: JsonObject | None
+    # the recent steps' anatomy: steps, step_s, own_s, seconds per part (``_convert/rows.py``)
+    anatomy: JsonObject | None
+    # the latest profile capture's progress: id, status, trigger, steps (``_telemetry/profiler.py``)
+    profile: JsonObject | None
 
 
 # -- store records (one JSON object per line of a segment; ``k`` says which) --------------------

@@ -13,7 +13,7 @@ import threading
 
 from .._data.rundata import Record, RunData, Series
 from .._types import JsonObject
-from . import layout, part_columns, part_metrics, segment
+from . import layout, part_columns, part_metrics, profiles, segment
 from .backends import Backend
 from .columns import rank_series
 from .parts import add_other_rows, add_table
@@ -40,6 +40,7 @@ class StoreReader:
         self._records = 0
         self._seqs: dict[tuple[int, int, str], set[int]] = {}  # segments read, per writer
         self._in_order: dict[str, int] = {}  # system series: points known to be in time order
+        self._profiles: dict[str, JsonObject] = {}  # profile captures' rank summaries, by object name
 
     def _add_parts(self, batch: list[tuple[layout.ObjectName, str]], fetched: dict[str, bytes]) -> None:
         """Parts read one after the other, a run of parts of one format at a time (a store may
@@ -187,8 +188,19 @@ class StoreReader:
             data.system[key] = ordered = in_time_order(series, self._in_order.get(key, 0))
             self._in_order[key] = len(ordered)
         data.states = self._states([n for p, n in parsed if p.kind == "state"], stats)
+        self._read_profiles([n for p, n in parsed if p.kind == "profile" and n not in self._profiles])
+        data.profiles = profiles.captures(self._profiles)
         data.stats = stats
         return data
+
+    def _read_profiles(self, names: list[str]) -> None:
+        """Rank summaries of profile captures not read yet (immutable once written)."""
+        if not names:
+            return
+        for name, raw in self.backend.read_many(names).items():
+            found = profiles.rank_summary(raw, self.backend)
+            if found is not None:
+                self._profiles[name] = found
 
     def _states(self, names: list[str], stats: JsonObject) -> list[Record]:
         states = []

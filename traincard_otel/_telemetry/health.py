@@ -20,7 +20,7 @@ from collections.abc import Callable
 from .._insights.gang.attribution import host_oom_evidence
 from .._safety import internal_error
 from .._schema import Attr, Event, StatusSnapshot
-from .._store import layout
+from .._store import layout, requests
 from .._store.backends import Backend
 from .._types import JsonObject
 from .stack_watch import REQUEST_POLL_S, Emit, StackWatch
@@ -115,7 +115,11 @@ class Watchdog:
         self.stalls = 0
         self.lost_ranks: dict[int, JsonObject] = {}
         self.previous_attempt: JsonObject | None = None
-        self.where = StackWatch(emit, backend, rank, host)
+        self.where = StackWatch(emit, rank, host)
+        # a profile asked through the store (its ``profile`` entry), or None when nobody listens
+        self.on_profile_request: Callable[[object], None] | None = None
+        # rank 0's read of every rank's state (the straggler check of ``profile_on``)
+        self.on_states: Callable[[list[JsonObject]], None] | None = None
         self._next_dump = 0.0
         self._last_step: int | None = None
         self._last_change = time.time()
@@ -142,9 +146,18 @@ class Watchdog:
             self.where.forget_answer(time.time())
             if self._backend is not None and time.time() >= self.where.next_request_check:
                 self.where.next_request_check = time.time() + REQUEST_POLL_S
-                self._guard(
-                    "stack request", lambda: self.where.check_request(stalled=self.stalled_since is not None)
-                )
+                self._guard("requests", self.check_requests)
+
+    def check_requests(self, now: float | None = None) -> None:
+        """Answer what the store asks this rank (one read: stacks, a profile)."""
+        if self._backend is None:
+            return
+        asked = requests.read(self._backend)
+        if not asked:
+            return
+        self.where.answer(asked.get("stacks"), stalled=self.stalled_since is not None, now=now)
+        if self.on_profile_request is not None and "profile" in asked:
+            self.on_profile_request(asked["profile"])
 
     def _guard(self, where: str, fn: Callable[[], None]) -> None:
         try:
@@ -211,7 +224,10 @@ class Watchdog:
             return
         now = time.time() if now is None else now
         latest: dict[int, JsonObject] = {}
-        for s in read_states(self._backend):
+        states = read_states(self._backend)
+        if self.on_states is not None:
+            self.on_states(states)
+        for s in states:
             if s.get("attempt") != self.attempt or s.get("rank") == self.rank:
                 continue
             r = int(s.get("rank", 0))
