@@ -85,8 +85,10 @@ def top_operators(prof: Foreign, device: bool) -> JsonObject:
     return out
 
 
-def summarize(prof: Foreign, limit: int = MAX_TRACE_BYTES) -> tuple[bytes, JsonObject]:
-    """(the gzip'd trace, what the summary says of it: top operators, breakdown, trace size)."""
+def summarize(prof: Foreign, limit: int | None = None) -> tuple[bytes, JsonObject]:
+    """(the gzip'd trace, at most ``limit`` bytes (``MAX_TRACE_BYTES``), and what the summary says
+    of it: top operators, breakdown, trace size)."""
+    limit = MAX_TRACE_BYTES if limit is None else limit
     trace = exported(prof)
     events = [e for e in trace.get("traceEvents") or [] if isinstance(e, dict)]
     found = breakdown(events)
