@@ -44,7 +44,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pipeline", ("_pipeline",)),
     ("card", ("_card",)),
     ("api", ("_reporter", "metaflow.refresher", "metaflow.live_sweep")),
-    ("front", ("_instrument", "adapters", "metaflow", "_cli", "__main__", "testing", "torchrun", "__init__")),
+    (
+        "front",
+        ("_instrument", "adapters", "metaflow", "_cli", "_cli_ask", "__main__", "testing", "torchrun", "__init__"),
+    ),
 )
 
 

@@ -54,6 +54,7 @@ CARD_SCRIPTS = (
     "failure",
     "gang",
     "anatomy",
+    "profiles",
     "charts",
     "summary",
     "system",

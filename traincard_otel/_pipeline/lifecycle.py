@@ -157,7 +157,16 @@ class Pipeline:
         )
         self.converter.instruments.observe_health(run_meter, self.watchdog.status_fields)
         self.guards = self._build_guards()
-        self.profiling = profiling.attach(self)  # after the guards: it chains their event observer
+        self.profiling = profiling.attach(  # after the guards: it chains their event observer
+            settings.profile_on,
+            self.queue,
+            backend,
+            rank=rank.rank,
+            attempt=self.attempt,
+            converter=self.converter,
+            watchdog=self.watchdog,
+            emit=self.event,
+        )
         self.ended_siblings: list[JsonObject] = []  # other ranks of this node seen to end
         self._full_period = settings.flush_interval_s if self.writer is not None else 1.0
         self._next_full = 0.0

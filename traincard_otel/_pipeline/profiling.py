@@ -14,18 +14,19 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from opentelemetry.util.types import AnyValue
 
+from .._convert import Converter
 from .._insights.anatomy import RankAnatomy, straggler
+from .._queue import ReportQueue
 from .._schema import Attr, Event
 from .._store import requests
-from .._telemetry.profiler import DEFAULT_STEPS, Ask, ProfileCapture
+from .._store.backends import Backend
+from .._telemetry.health import Watchdog
+from .._telemetry.profiler import DEFAULT_STEPS, Ask, Emit, ProfileCapture
 from .._types import JsonObject, JsonValue
-
-if TYPE_CHECKING:
-    from .lifecycle import Pipeline
 
 WINDOW_S: Final = 30 * 60.0  # a profile_on kind starts at most one capture in this long
 
@@ -58,22 +59,26 @@ def _state_anatomy(state: JsonObject) -> RankAnatomy | None:
 class Profiling:
     """One process's profile captures and what starts them."""
 
-    def __init__(self, pipeline: Pipeline, kinds: tuple[str, ...]) -> None:
-        self.rank, self.attempt, self.backend = pipeline.rank.rank, pipeline.attempt, pipeline.backend
-        self.kinds = kinds
-        rows = pipeline.converter.rows
+    def __init__(
+        self,
+        kinds: tuple[str, ...],
+        queue: ReportQueue,
+        backend: Backend,
+        *,
+        rank: int,
+        attempt: int,
+        converter: Converter,
+        emit: Emit,
+    ) -> None:
+        self.kinds, self.backend, self.rank, self.attempt = kinds, backend, rank, attempt
+        rows = converter.rows
 
         def recent_step_s() -> float | None:
             durations = rows.recent_durations()
             return sorted(durations)[len(durations) // 2] if durations else None
 
         self.capture = ProfileCapture(
-            pipeline.queue,
-            pipeline.backend,
-            rank=self.rank,
-            attempt=self.attempt,
-            emit=pipeline.event,
-            recent_step_s=recent_step_s,
+            queue, backend, rank=rank, attempt=attempt, emit=emit, recent_step_s=recent_step_s
         )
         self._fired: dict[str, float] = {}
 
@@ -144,24 +149,34 @@ class Profiling:
         return time.time() - self._fired.get(kind, -WINDOW_S) >= WINDOW_S
 
 
-def attach(pipeline: Pipeline) -> Profiling | None:
-    """Wire the captures into ``pipeline`` (its watchdog's poll, its converter's events); None
-    without a store, where nothing could be written or asked."""
-    if pipeline.backend is None:
+def attach(
+    kinds: tuple[str, ...],
+    queue: ReportQueue,
+    backend: Backend | None,
+    *,
+    rank: int,
+    attempt: int,
+    converter: Converter,
+    watchdog: Watchdog,
+    emit: Emit,
+) -> Profiling | None:
+    """Wire the captures into a pipeline's watchdog (its poll, rank 0's read of the states) and
+    converter (its events); None without a store, where nothing could be written or asked."""
+    if backend is None:
         return None
-    profiling = Profiling(pipeline, pipeline.settings.profile_on)
-    pipeline.watchdog.on_profile_request = profiling.request
-    if pipeline.rank.rank == 0 and "straggler" in profiling.kinds:
-        pipeline.watchdog.on_states = profiling.states
-    if set(profiling.kinds) - {"straggler"}:
-        before = pipeline.converter.spans.observer
+    profiling = Profiling(kinds, queue, backend, rank=rank, attempt=attempt, converter=converter, emit=emit)
+    watchdog.on_profile_request = profiling.request
+    if rank == 0 and "straggler" in kinds:
+        watchdog.on_states = profiling.states
+    if set(kinds) - {"straggler"}:
+        before = converter.spans.observer
         if before is None:
-            pipeline.converter.spans.observer = profiling.observe
+            converter.spans.observer = profiling.observe
         else:
 
             def both(t: float, name: str | None, body: AnyValue, attributes: Mapping[str, AnyValue]) -> None:
                 before(t, name, body, attributes)
                 profiling.observe(t, name, body, attributes)
 
-            pipeline.converter.spans.observer = both
+            converter.spans.observer = both
     return profiling

@@ -42,9 +42,10 @@ def rank_summary(raw: bytes, backend: Backend) -> JsonObject | None:
     return found
 
 
-def captures(summaries: Mapping[str, JsonObject]) -> list[JsonObject]:
+def captures(summaries: Mapping[str, JsonObject], store: str) -> list[JsonObject]:
     """Rank summaries (by object name) grouped by capture, oldest first: id, trigger, detail, when
-    asked, the steps, the ranks that answered and each rank's summary."""
+    asked, the steps, the store (as a target ``traincard`` takes), the ranks that answered and each
+    rank's summary."""
     by_id: dict[str, JsonObject] = {}
     for _name, s in sorted(summaries.items()):
         capture = by_id.setdefault(
@@ -55,6 +56,7 @@ def captures(summaries: Mapping[str, JsonObject]) -> list[JsonObject]:
                 "detail": s.get("detail"),
                 "asked_at": s.get("asked_at"),
                 "attempt": s.get("attempt"),
+                "store": store,
                 "ranks": {},
             },
         )

@@ -189,7 +189,7 @@ class StoreReader:
             self._in_order[key] = len(ordered)
         data.states = self._states([n for p, n in parsed if p.kind == "state"], stats)
         self._read_profiles([n for p, n in parsed if p.kind == "profile" and n not in self._profiles])
-        data.profiles = profiles.captures(self._profiles)
+        data.profiles = profiles.captures(self._profiles, profiles.location(self.backend, "").rstrip("/"))
         data.stats = stats
         return data
 

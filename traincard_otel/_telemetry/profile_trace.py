@@ -64,7 +64,7 @@ def top_operators(prof: Foreign, device: bool) -> JsonObject:
     """The operators with the most self time on the host and, on a GPU, on the device (ms)."""
     rows = []
     for avg in prof.key_averages():
-        if str(avg.key).startswith(STEP_MARK):  # the profiler's own step annotations
+        if str(avg.key).startswith(STEP_MARK.rstrip("#")):  # the profiler's own step annotations
             continue
         rows.append(
             {

@@ -27,6 +27,7 @@ from .kind import RL, run_kind
 from .logs import log_lines
 from .markers import discontinuities
 from .names import wire_names
+from .profiles import profiles_section
 from .rl import rl_charts
 from .series import LIVE_LOG_TAIL, LIVE_TAIL, MAX_POINTS, Mode, downsample, downsample_py
 from .status import run_status
@@ -170,6 +171,7 @@ def _build(
         "health": loss_counters(data),
         "gang": gang_section(insights.gang),
         "anatomy": anatomy_section(data, insights.anatomy, mode),
+        "profiles": profiles_section(data, mode),
         "completions": completions_section(data, mode) if data.completions.seen else None,
         "agents": agents_section(insights.agents, mode.live),
         "sweep": sweep,

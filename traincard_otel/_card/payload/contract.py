@@ -445,6 +445,63 @@ class AnatomySection(TypedDict):
     notes: list[str]
 
 
+class ProfileOperator(TypedDict):
+    """An operator of a capture: its calls and self time (ms; on the device for a GPU capture) and
+    its share of all operators' self time."""
+
+    name: str
+    calls: int
+    self_ms: float
+    share: float | None
+
+
+class ProfileRank(TypedDict):
+    """One rank's capture: its breakdown (``shares`` of the profiled span: computation,
+    communication, memory and idle on a GPU; computation, communication and other on a CPU), the
+    share of communication hidden under computation (GPU), the top operators, the profiler's own
+    cost (its start and stop on the training thread, and the step time before and during it),
+    and where the trace is (``trace``: the store's object; ``location``: a path or URL)."""
+
+    rank: int
+    steps: list[int] | None
+    device: bool
+    shares: dict[str, float]
+    span_s: float | None
+    overlap: float | None
+    operators: list[ProfileOperator]
+    overhead: float | None
+    start_s: float | None
+    stop_s: float | None
+    step_before_s: float | None
+    step_during_s: float | None
+    trace: str
+    location: str
+    trace_bytes: int
+    events_cut: int
+
+
+class ProfileCapture(TypedDict):
+    """A capture: what asked for it (``trigger``: ``request``, or a ``profile_on`` kind with the
+    ``detail`` it saw), when, its steps, its ranks (the first 8 of ``rank_count``) and the command
+    that copies its trace out."""
+
+    id: str
+    trigger: str
+    detail: str
+    asked_at: float | None
+    steps: list[int] | None
+    rank_count: int
+    ranks: list[ProfileRank]
+    export: str
+
+
+class ProfilesSection(TypedDict):
+    """``profiles``: the run's profile captures, newest first (``total`` counts them all)."""
+
+    captures: list[ProfileCapture]
+    total: int
+
+
 class SweepRow(TypedDict):
     """One branch of a sweep: its varying hyperparameters and where its main metric stands."""
 
@@ -586,6 +643,7 @@ class CardPayload(TypedDict):
     health: Health
     gang: Gang | None
     anatomy: AnatomySection | None
+    profiles: ProfilesSection | None
     completions: CompletionsSection | None
     agents: AgentsSection | None
     sweep: SweepSection | None

@@ -45,6 +45,7 @@ REPLACED_SECTIONS = [
     "empty",
     "gang",
     "anatomy",
+    "profiles",
     "completions",
     "agents",
     "sweep",

@@ -17,7 +17,7 @@
     var parts = (Array.isArray(r.parts) ? r.parts : []).filter(function (p) { return p && isNum(p.share) && isNum(p.seconds); });
     var head = el("div", "tc-anatomy-head");
     add(head, el("span", "tc-anatomy-label", anatomyLabel(r)),
-      el("span", "tc-anatomy-step", "step " + fmtSecs(r.step_s) + " median of " + fmtInt(r.steps) + " recent steps"));
+      el("span", "tc-anatomy-step", "step " + fmtMs(r.step_s) + " median of " + fmtInt(r.steps) + " recent steps"));
     var bar = el("div", "tc-anatomy-bar", null, { role: "img",
       "aria-label": parts.map(function (p) { return str(p.part) + " " + fmtPct(p.share); }).join(", ") });
     var legend = el("ul", "tc-anatomy-legend");
