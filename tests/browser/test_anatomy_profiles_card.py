@@ -69,8 +69,9 @@ def test_the_anatomy_bar_and_chart_show_the_slow_forward(browser: Any, tmp_path:
     section = browser.find_element(By.ID, "tc-anatomy")
     assert section.is_displayed() and "STEP ANATOMY" in section.text.upper()
     widths = browser.execute_script(
-        "var out = {}; document.querySelectorAll('#tc-anatomy .tc-anatomy-bar .tc-part').forEach(function (s) {"
-        " out[s.getAttribute('data-part')] = s.getBoundingClientRect().width; }); return out;"
+        "var out = {}; document.querySelectorAll('#tc-anatomy .tc-anatomy-bar .tc-part')"
+        ".forEach(function (s) { out[s.getAttribute('data-part')] = s.getBoundingClientRect().width; });"
+        " return out;"
     )
     assert max(widths, key=widths.get) == "forward" and set(widths) >= {"forward", "backward", "optimizer"}
     legend = browser.find_element(By.CSS_SELECTOR, "#tc-anatomy .tc-anatomy-legend").text

@@ -46,7 +46,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api", ("_reporter", "metaflow.refresher", "metaflow.live_sweep")),
     (
         "front",
-        ("_instrument", "adapters", "metaflow", "_cli", "_cli_ask", "__main__", "testing", "torchrun", "__init__"),
+        (
+            "_instrument",
+            "adapters",
+            "metaflow",
+            "_cli",
+            "_cli_ask",
+            "__main__",
+            "testing",
+            "torchrun",
+            "__init__",
+        ),
     ),
 )
 

@@ -35,6 +35,7 @@ from .._schema import (
     StepEnd,
     SystemReport,
 )
+from .._types import JsonObject
 from .anomalies import AnomalyWatch
 from .events import Checkpoints, FailureRecorder
 from .instruments import ConverterInstruments
@@ -61,6 +62,7 @@ class Converter:
         last_system: Callable[[], Mapping[str, float]],
         timed: bool,
         anomaly_rules: AnomalyRules | None = None,
+        memory_at_oom: Callable[[], JsonObject | None] = lambda: None,
     ) -> None:
         self.queue = queue
         self.rejections = Rejections()
@@ -84,6 +86,7 @@ class Converter:
             last_system,
             lambda: self.rows.last_metrics,
             lambda: queue.step,
+            memory_at_oom,
         )
         self._last_step_end: tuple[object, float] | None = None  # (step, time), kept for metric sources
         # Set by the pipeline when the store is the only reader of log records (:mod:`.lines`).

@@ -46,6 +46,7 @@ from .._store.backends import Backend
 from .._store.reader import StoreReader
 from .._store.writer import StoreWriter
 from .._telemetry.health import Watchdog
+from .._telemetry.memory_history import MemoryHistory
 from .._types import JsonObject, Reported
 from .._version import __version__
 from . import children, profiling
@@ -113,6 +114,13 @@ class Pipeline:
         # the metric reader's work (docs/schema.md).
         run_meter: Meter = meter if self.providers.exports_metrics else NoOpMeter(_SCOPE, __version__)
         self.sampler: SystemSampler | None = None
+        self.memory = (  # CUDA allocations recorded, for the snapshot at an out-of-memory error
+            MemoryHistory(
+                backend, rank=rank.rank, attempt=self.attempt, emit=self.event, step=lambda: self.queue.step
+            )
+            if settings.memory_history
+            else None
+        )
         try:
             self._build_sampler(meter)
         except Exception as exc:
@@ -126,6 +134,7 @@ class Pipeline:
             last_system=self.last_system,
             timed=self.providers.exports_metrics,
             anomaly_rules=anomaly_rules,
+            memory_at_oom=lambda: self.memory.at_oom if self.memory is not None else None,
         )
         if self.writer is not None and not self.providers.exports_logs:
             self.converter.store_lines = StoreLines(self.writer)
@@ -224,6 +233,8 @@ class Pipeline:
             self.writer.start()
         self.schedule.start()
         self.watchdog.start()
+        if self.memory is not None and self.memory.start():
+            self.on_shutdown.append(self.memory.stop)
         self._watch_siblings()
         try:
             self._start_sampler()
@@ -393,7 +404,8 @@ class Pipeline:
             "rank_timeout_s": self.settings.rank_timeout_s,
             "flush_interval_s": self.settings.flush_interval_s,
             "ended_siblings": list(self.ended_siblings),
-            "notes": list(getattr(self.sampler, "notes", []) or []),
+            "notes": list(getattr(self.sampler, "notes", []) or [])
+            + ([self.memory.note] if self.memory is not None and self.memory.note else []),
             "last_system": self.last_system(),
         }
         st.update(self.converter.status_fields())
