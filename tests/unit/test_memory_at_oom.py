@@ -175,5 +175,3 @@ def test_without_the_setting_an_oom_verdict_has_no_snapshot() -> None:
         cap.drain()
         verdict = cap.status()["failure"]["verdict"]
     assert verdict["kind"] == "cuda_oom" and "memory" not in verdict
-
-
