@@ -80,7 +80,9 @@ def _pairs(step_ms: float, pairs: int, block: int, store: str) -> tuple[list[flo
     import traincard_otel
 
     torch, model, opt, batch = _setup(step_ms)
-    tracker = traincard_otel.instrument(opt, model=model, store=store, system=False, capture_console=False)
+    tracker: Any = traincard_otel.instrument(
+        opt, model=model, store=store, system=False, capture_console=False
+    )
     switch = Switch(tracker, model, opt)
     x = torch.randn(batch, 256)
     rng = random.Random(0)
@@ -109,7 +111,9 @@ def _hook_cost(steps: int, rounds: int, store: str) -> tuple[float, float]:
     torch.set_num_threads(1)
     model = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-    tracker = traincard_otel.instrument(opt, model=model, store=store, system=False, capture_console=False)
+    tracker: Any = traincard_otel.instrument(
+        opt, model=model, store=store, system=False, capture_console=False
+    )
     switch = Switch(tracker, model, opt)
     x = torch.randn(2, 4)
     sides: dict[bool, list[float]] = {True: [], False: []}

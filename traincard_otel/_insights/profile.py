@@ -106,16 +106,16 @@ def _device(kernels: list[JsonObject]) -> Breakdown:
         return Breakdown(
             True, 0.0, {"computation": 0.0, "communication": 0.0, "memory": 0.0, "idle": 0.0}, None
         )
-    span = every[-1][1] - every[0][0]
+    span_s = every[-1][1] - every[0][0]
     c_or_m = union([*c, *m])
     seconds = {
         "computation": length(c),
         "communication": length(c_or_m) - length(c),
         "memory": length(every) - length(c_or_m),
-        "idle": span - length(every),
+        "idle": span_s - length(every),
     }
     overlap = length(intersect(c, m)) / length(m) if m else None
-    return Breakdown(True, span, seconds, overlap)
+    return Breakdown(True, span_s, seconds, overlap)
 
 
 def _host(events: list[JsonObject]) -> Breakdown:

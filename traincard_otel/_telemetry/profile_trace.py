@@ -18,6 +18,11 @@ TOP_OPERATORS: Final = 15
 _LEVEL = 6  # gzip level: traces are text of many repeated names, well compressed at 6
 
 
+def _ts(event: JsonObject) -> float:
+    ts = event.get("ts")
+    return float(ts) if isinstance(ts, int | float) else 0.0
+
+
 def _gzip(data: JsonObject) -> bytes:
     return gzip.compress(json.dumps(data, separators=(",", ":")).encode(), compresslevel=_LEVEL)
 
@@ -32,10 +37,7 @@ def fit(trace: JsonObject, limit: int = MAX_TRACE_BYTES) -> tuple[bytes, int, in
     if len(whole) <= limit:
         return whole, len(events), 0
     meta = [e for e in events if isinstance(e, dict) and e.get("ph") == "M"]
-    timed = sorted(
-        (e for e in events if isinstance(e, dict) and e.get("ph") != "M"),
-        key=lambda e: e.get("ts") if isinstance(e.get("ts"), int | float) else 0,
-    )
+    timed = sorted((e for e in events if isinstance(e, dict) and e.get("ph") != "M"), key=_ts)
     lo, hi, best = 0, len(timed), _gzip({**trace, "traceEvents": meta})
     while lo < hi:  # the most events whose trace still fits, by halving
         mid = (lo + hi + 1) // 2
@@ -62,7 +64,7 @@ def exported(prof: Foreign) -> JsonObject:
 
 def top_operators(prof: Foreign, device: bool) -> JsonObject:
     """The operators with the most self time on the host and, on a GPU, on the device (ms)."""
-    rows = []
+    rows: list[JsonObject] = []
     for avg in prof.key_averages():
         if str(avg.key).startswith(STEP_MARK.rstrip("#")):  # the profiler's own step annotations
             continue

@@ -116,7 +116,7 @@ class ProfileCapture:
         ask = self._ask
         assert ask is not None
         activities = [ProfilerActivity.CPU]
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
             activities.append(ProfilerActivity.CUDA)
         steps = max(1, min(int(ask.steps), MAX_STEPS))
         self._ready = False
