@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from browser_helpers import open_html, screenshot
+from loops import mlp, train
 
 import traincard_otel
 from traincard_otel import _pipeline
@@ -30,9 +31,8 @@ pytestmark = pytest.mark.browser
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunData:
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
-    torch.manual_seed(0)
     store = tmp_path_factory.mktemp("anatomy") / "store"
-    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    model = mlp(hidden=64)
     model[0].register_forward_hook(lambda module, args, output: time.sleep(0.03))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     tracker = traincard_otel.instrument(
@@ -40,15 +40,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RunData:
     )
     pipeline = _pipeline.active()
     assert pipeline is not None and pipeline.profiling is not None
-    for step in range(1, 31):
-        if step == 10:
-            pipeline.profiling.capture.ask(Ask(id="card-capture", steps=3))
-        x = torch.randn(16, 16)
-        loss = model(x).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        tracker.log(loss=loss.detach(), batch=x)  # type: ignore[attr-defined]
+    train(tracker, model, opt, 9, batch=16)
+    pipeline.profiling.capture.ask(Ask(id="card-capture", steps=3))  # after step 9
+    train(tracker, model, opt, 21, batch=16)
     pipeline.profiling.capture.close(30)
     traincard_otel.shutdown()
     return traincard_otel.load(store)

@@ -24,7 +24,8 @@ import traincard_otel
 
 pytest.importorskip("torch")
 
-SCRIPT = REPO / "tests" / "integration" / "scripts" / "live_loop.py"
+SCRIPTS = REPO / "tests" / "integration" / "scripts"
+SCRIPT = SCRIPTS / "raw_loop.py"
 
 
 @contextmanager
@@ -51,6 +52,21 @@ def _profile(target: str, env: dict[str, str], *extra: str) -> subprocess.Comple
         text=True,
         timeout=150,
     )
+
+
+def _exported(target: str, env: dict[str, str], folder: Path) -> bytes:
+    """The latest capture's trace, copied out as the command tells the user to."""
+    out = folder / "trace.json.gz"
+    cp = subprocess.run(
+        [sys.executable, "-m", "traincard_otel", "export", target, "--profile", "latest", "-o", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.startswith(f"wrote {out} (capture ")
+    return out.read_bytes()
 
 
 def _trace_events(data: bytes) -> list[dict[str, object]]:
@@ -93,26 +109,7 @@ def test_profile_a_live_raw_loop(tmp_path: Path) -> None:
     assert f"rank 0: {capture['ranks'][0]['trace_location']}" in out.stdout
     assert "top operators: " in out.stdout and "ui.perfetto.dev" in out.stdout
     # the trace copied out, as the command says
-    exported = tmp_path / "trace.json.gz"
-    cp = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "traincard_otel",
-            "export",
-            str(store),
-            "--profile",
-            "latest",
-            "-o",
-            str(exported),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert cp.returncode == 0, cp.stderr
-    _trace_events(exported.read_bytes())
+    _trace_events(_exported(str(store), env, tmp_path))
 
 
 @pytest.mark.slow
@@ -123,10 +120,9 @@ def test_profile_a_live_hf_trainer(tmp_path: Path) -> None:
         TRAINCARD_STORE=str(store),
         TRAINCARD_SYSTEM="false",
         TRAINCARD_FLUSH_INTERVAL="0.5",
-        LIVE_KIND="hf",
         LIVE_OUTPUT=str(tmp_path / "out"),
     )
-    with _live([sys.executable, str(SCRIPT)], env):
+    with _live([sys.executable, str(SCRIPTS / "live_hf.py")], env):
         out = _profile(str(store), env)
     assert out.returncode == 0, out.stderr[-3000:]
     capture = _check_capture(traincard_otel.load(store), [0])
@@ -184,26 +180,7 @@ def test_profile_a_live_job_on_s3(tmp_path: Path) -> None:
             out = _profile(store, env)
         assert out.returncode == 0, out.stderr[-3000:]
         assert f"rank 0: {store}/profiles/" in out.stdout  # where the trace is, in the bucket
-        exported = tmp_path / "trace.json.gz"
-        cp = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "traincard_otel",
-                "export",
-                store,
-                "--profile",
-                "latest",
-                "-o",
-                str(exported),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert cp.returncode == 0, cp.stderr
-        _trace_events(exported.read_bytes())
+        _trace_events(_exported(store, env, tmp_path))
 
 
 def test_profile_a_run_that_ended_fails_at_once_in_one_line(store_dir: Path) -> None:

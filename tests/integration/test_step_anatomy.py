@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loops import mlp, train
 
 import traincard_otel
 from traincard_otel._insights.anatomy import RankAnatomy, step_anatomy
@@ -40,23 +41,11 @@ def _largest(store: Path) -> tuple[str, RankAnatomy]:
     return max(rank.shares, key=lambda p: rank.shares[p]), rank
 
 
-def _model() -> Any:
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
-
-
 def test_a_raw_loop_with_a_slow_forward_names_forward(store_dir: Path) -> None:
-    model = _model()
+    model = mlp()
     model[0].register_forward_hook(lambda module, args, output: time.sleep(SLOW_S))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    tracker = traincard_otel.instrument(opt, model=model)
-    for _ in range(12):
-        x = torch.randn(8, 16)
-        loss = model(x).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        tracker.log(loss=loss.detach(), batch=x)  # type: ignore[attr-defined]
+    train(traincard_otel.instrument(opt, model=model), model, opt, 12)
     with torch.no_grad():  # an evaluation's forward is no step's
         model(torch.randn(8, 16))
     traincard_otel.shutdown()
@@ -70,16 +59,10 @@ def test_a_raw_loop_with_a_slow_forward_names_forward(store_dir: Path) -> None:
 
 
 def test_a_raw_loop_without_the_model_measures_only_the_optimizer(store_dir: Path) -> None:
-    model = _model()
+    model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     opt.register_step_post_hook(lambda o, args, kwargs: time.sleep(SLOW_S))
-    tracker = traincard_otel.instrument(opt)
-    for _ in range(8):
-        loss = model(torch.randn(8, 16)).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        tracker.log(loss=loss.detach())  # type: ignore[attr-defined]
+    train(traincard_otel.instrument(opt), model, opt, 8)
     traincard_otel.shutdown()
     part, rank = _largest(store_dir)
     assert part == "optimizer" and rank.seconds["optimizer"] >= SLOW_S
@@ -87,15 +70,9 @@ def test_a_raw_loop_without_the_model_measures_only_the_optimizer(store_dir: Pat
 
 
 def test_the_anatomy_setting_off_records_none(store_dir: Path) -> None:
-    model = _model()
+    model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    tracker = traincard_otel.instrument(opt, model=model, anatomy=False)
-    for _ in range(4):
-        loss = model(torch.randn(8, 16)).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        tracker.log(loss=loss.detach())  # type: ignore[attr-defined]
+    train(traincard_otel.instrument(opt, model=model, anatomy=False), model, opt, 4)
     traincard_otel.shutdown()
     run = traincard_otel.load(store_dir)
     assert run.step_times[0].steps == [1, 2, 3, 4] and run.anatomy == {}
@@ -138,7 +115,7 @@ def test_a_lightning_fit_whose_backward_is_slow_names_backward(store_dir: Path, 
     class Module(pl.LightningModule):  # type: ignore[misc,name-defined]
         def __init__(self) -> None:
             super().__init__()
-            self.net = _model()
+            self.net = mlp()
 
         def training_step(self, batch: Any, batch_idx: int) -> Any:
             loss = self.net(batch[0]).pow(2).mean()
@@ -174,7 +151,7 @@ def test_accelerate_with_a_slow_optimizer_names_optimizer(store_dir: Path) -> No
     accelerator = accelerate.Accelerator(cpu=True)
     traincard_otel.instrument(accelerator)  # before prepare(), as a script does
     reporter = traincard_otel.configure()
-    model = _model()
+    model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     opt.register_step_post_hook(lambda o, args, kwargs: time.sleep(SLOW_S))
     model, opt = accelerator.prepare(model, opt)
@@ -203,10 +180,16 @@ def test_torchrun_ddp_names_the_slow_rank_and_its_slow_forward(tmp_path: Path) -
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
     if torchrun is None:
         pytest.skip("torchrun is not installed next to this interpreter")
-    script = REPO / "tests" / "integration" / "scripts" / "slow_rank_ddp.py"
+    script = REPO / "tests" / "integration" / "scripts" / "raw_loop.py"
     proc = subprocess.run(
         [torchrun, "--nproc_per_node=2", "--max-restarts=0", str(script)],
-        env=subprocess_env(TRAINCARD_DIR=str(tmp_path), TRAINCARD_SYSTEM="false"),
+        env=subprocess_env(
+            TRAINCARD_DIR=str(tmp_path),
+            TRAINCARD_SYSTEM="false",
+            LOOP_STEPS="15",
+            SLOW_RANK="1",
+            SLOW_S="0.08",
+        ),
         capture_output=True,
         text=True,
         timeout=300,

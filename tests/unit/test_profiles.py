@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loops import mlp, train
 
 import traincard_otel
 from traincard_otel import _pipeline
@@ -69,21 +70,8 @@ def test_an_oversized_trace_keeps_its_earliest_events_and_counts_the_cut() -> No
     assert trace["traincard_cut_events"] == cut
 
 
-def _train(tracker: Any, model: Any, opt: Any, steps: int, sleep_s: float = 0.0) -> None:
-    for _ in range(steps):
-        x = torch.randn(8, 16)
-        loss = model(x).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        tracker.log(loss=loss.detach(), batch=x)
-        if sleep_s:
-            time.sleep(sleep_s)
-
-
 def _loop(**settings: Any) -> tuple[Any, Any, Any]:
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     return traincard_otel.instrument(opt, model=model, **settings), model, opt
 
@@ -95,10 +83,10 @@ def test_a_capture_in_process_writes_its_trace_and_summary_and_cuts_an_oversized
     tracker, model, opt = _loop()
     pipeline = _pipeline.active()
     assert pipeline is not None and pipeline.profiling is not None
-    _train(tracker, model, opt, 4)
+    train(tracker, model, opt, 4)
     capture = pipeline.profiling.capture
     assert capture.ask(Ask(id="in-process", steps=4)) and not capture.ask(Ask(id="another"))  # one at a time
-    _train(tracker, model, opt, 12)
+    train(tracker, model, opt, 12)
     capture.close(30)
     assert capture.latest is not None and capture.latest["status"] == "done"
     assert pipeline.queue.profile is None  # the training thread checks one attribute again
@@ -127,11 +115,11 @@ def test_profile_on_throughput_drop_captures_once_inside_the_window(store_dir: P
     detector = pipeline.converter.anomalies.detector
     assert detector is not None
     for drop in (1, 2):  # two slowdowns: a throughput drop each, one capture
-        _train(tracker, model, opt, 30)
+        train(tracker, model, opt, 30)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and detector.counts["throughput_drop"] < drop:
-            _train(tracker, model, opt, 1, sleep_s=0.1)  # planted: many times slower
-        _train(tracker, model, opt, 12)  # the capture's steps (4 timed, 1 warm-up, 5 recorded)
+            train(tracker, model, opt, 1, sleep_s=0.1)  # planted: many times slower
+        train(tracker, model, opt, 12)  # the capture's steps (4 timed, 1 warm-up, 5 recorded)
         pipeline.profiling.capture.close(30)
     traincard_otel.shutdown()
     run = traincard_otel.load(store_dir)
