@@ -22,14 +22,6 @@ from traincard_otel._telemetry.profiler import Ask
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture
-def cuda() -> Any:
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    return torch
-
-
 def _loop(torch: Any, store: Path, steps: int, ask_at: int | None = None) -> type:
     """Train on the GPU; the type of the clock the anatomy timed the parts with."""
     torch.manual_seed(0)
