@@ -240,3 +240,39 @@ def test_the_part_histogram_records_each_measured_part_and_the_rest() -> None:
     sums = {p.attributes[Attr.STEP_PART]: (p.count, p.sum) for p in metric.data.data_points}
     assert set(sums) == {"data", "forward", "backward", "optimizer", "other"}  # communication: not measured
     assert sums["forward"] == (2, pytest.approx(0.06)) and sums["other"] == (2, pytest.approx(0.03 + 0.06))
+
+
+def test_a_big_gangs_live_payload_with_anatomy_and_profiles_stays_small() -> None:
+    import json
+
+    from traincard_otel._card.payload import LIVE_MAX_BYTES, build_payload
+
+    data = _gang(slow_rank=5, ranks=64, steps=400)
+    data.states = [{"rank": r, "attempt": 0, "status": "running", "step": 400} for r in range(64)]
+    ops = [
+        {"name": f"aten::op_{i}_" + "x" * 40, "calls": 3, "self_cpu_ms": 1.0, "self_device_ms": 0.0}
+        for i in range(15)
+    ]
+    summary = {
+        "operators": {"host": ops, "host_total_ms": 15.0},
+        "breakdown": {"device": False, "span_s": 1.0, "shares": {"computation": 0.5, "other": 0.5}},
+        "cost": {"start_s": 0.01, "stop_s": 0.1},
+        "steps": [10, 14],
+        "trace": "profiles/p/r0.trace.json.gz",
+        "trace_location": "s3://bucket/" + "p" * 100,
+    }
+    data.profiles = [
+        {
+            "id": f"p{i}",
+            "trigger": "request",
+            "asked_at": float(i),
+            "steps": [10, 14],
+            "ranks": dict.fromkeys(range(64), summary),
+        }
+        for i in range(30)
+    ]
+    live = build_payload(data, live=True)
+    assert len(json.dumps(live)) <= LIVE_MAX_BYTES
+    assert live["anatomy"] is not None and live["profiles"] is not None and live["profiles"]["total"] == 30
+    full = build_payload(data, final=True)["profiles"]
+    assert full is not None and len(full["captures"]) == 20 and len(full["captures"][0]["ranks"]) == 8

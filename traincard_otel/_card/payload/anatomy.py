@@ -46,8 +46,8 @@ def _bar(r: RankAnatomy, role: str) -> AnatomyRank:
 
 def _steps(rank: int, parts: StepParts, names: list[str], mode: Mode) -> AnatomySteps:
     n = len(parts)
-    if mode.live:
-        picked = list(range(max(0, n - LIVE_POINTS), n))
+    if mode.live:  # a smaller live payload (mode.tail) carries fewer steps
+        picked = list(range(max(0, n - min(LIVE_POINTS, mode.tail)), n))
     elif n <= CHART_POINTS:
         picked = list(range(n))
     else:

@@ -482,8 +482,8 @@ class ProfileRank(TypedDict):
 
 class ProfileCapture(TypedDict):
     """A capture: what asked for it (``trigger``: ``request``, or a ``profile_on`` kind with the
-    ``detail`` it saw), when, its steps, its ranks (the first 8 of ``rank_count``) and the command
-    that copies its trace out."""
+    ``detail`` it saw), when, its steps, its ranks (the first 8 of ``rank_count``, 2 live) and the
+    command that copies its trace out."""
 
     id: str
     trigger: str

@@ -20,6 +20,7 @@ MAX_CAPTURES: Final = 20  # newest first; a live update carries fewer
 LIVE_CAPTURES: Final = 3
 TOP: Final = 8  # operators per rank shown
 MAX_RANKS: Final = 8  # ranks shown per capture (a gang's first ones; the count says how many)
+LIVE_RANKS: Final = 2  # ... in a live update, which must stay small
 
 
 def _number(value: JsonValue) -> float | None:
@@ -74,6 +75,7 @@ def profiles_section(data: RunData, mode: Mode) -> ProfilesSection | None:
     if not data.profiles:
         return None
     shown = list(reversed(data.profiles))[: LIVE_CAPTURES if mode.live else MAX_CAPTURES]
+    per_capture = LIVE_RANKS if mode.live else MAX_RANKS
     captures: list[ProfileCapture] = []
     for c in shown:
         ranks = c.get("ranks") or {}
@@ -86,7 +88,7 @@ def profiles_section(data: RunData, mode: Mode) -> ProfilesSection | None:
                 "asked_at": _number(c.get("asked_at")),
                 "steps": c.get("steps"),
                 "rank_count": len(ranks),
-                "ranks": [_rank(int(r), ranks[r]) for r in sorted(ranks)[:MAX_RANKS]],
+                "ranks": [_rank(int(r), ranks[r]) for r in sorted(ranks)[:per_capture]],
                 "export": f"traincard export {store} --profile {c['id']} -o trace.json.gz",
             }
         )
