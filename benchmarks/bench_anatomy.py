@@ -221,9 +221,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return {}
     if args.instructions:
         batch = _setup(args.step_ms)[3]
-        rows = _instructions(batch, args.steps)
+        counted = _instructions(batch, args.steps)
         return report(
-            "bench_anatomy", rows, None, args.json, mode="instructions", batch=batch, steps=args.steps
+            "bench_anatomy", counted, None, args.json, mode="instructions", batch=batch, steps=args.steps
         )
     pairs, block, hook_steps, rounds = (6, 3, 200, 2) if args.quick else (args.pairs, args.block, 5000, 8)
     with tempfile.TemporaryDirectory() as store:
