@@ -161,3 +161,21 @@ def test_a_straggler_asks_every_rank_once_inside_the_window(tmp_path: Path) -> N
         store.write("requests/ranks.json", b"{}")
         profiling.states([state(0, 0.01, 0.06), state(1, 0.07, 0.0), state(2, 0.01, 0.06)])
         assert requests.read(store) == {}  # once per 30 minutes
+
+
+def test_profile_on_is_a_list_of_known_kinds_from_an_argument_or_the_variable() -> None:
+    from traincard_otel._config import resolve
+    from traincard_otel.exceptions import ConfigError
+
+    assert resolve({"profile_on": ["throughput_drop", "straggler"]}, {}).profile_on == (
+        "throughput_drop",
+        "straggler",
+    )
+    assert resolve({}, {"TRAINCARD_PROFILE_ON": "straggler, throughput_drop"}).profile_on == (
+        "straggler",
+        "throughput_drop",
+    )
+    assert resolve({}, {}).profile_on == () and resolve({}, {}).anatomy and not resolve({}, {}).memory_history
+    with pytest.raises(ConfigError, match="unknown kind"):
+        resolve({}, {"TRAINCARD_PROFILE_ON": "stall"})
+    assert resolve({}, {"TRAINCARD_ANATOMY": "false", "TRAINCARD_MEMORY_HISTORY": "true"}).memory_history
