@@ -71,7 +71,8 @@ class PartClock:
             self.forward_at = 0.0
 
     def begin_backward(self) -> None:
-        self.backward_at = time.perf_counter()
+        if not self.backward_at:  # a second output of the same backward reached: it began already
+            self.backward_at = time.perf_counter()
 
     def end_backward(self) -> None:
         """Autograd's graph is done; what follows until :meth:`end_communication` is the wait for
@@ -111,6 +112,7 @@ class PartClock:
             self.communication if m[4] else NAN,
         )
         self.forward = self.backward = self.optimizer = self.communication = self.first_forward = 0.0
+        self.forward_at = self.backward_at = self.optimizer_at = 0.0  # nothing left open into the next step
         return parts
 
 

@@ -136,7 +136,8 @@ class DeviceClock(PartClock):
             self._forward.append((start, self._event()))
 
     def begin_backward(self) -> None:
-        self._open["backward"] = self._event()
+        if "backward" not in self._open:  # a second output of the same backward reached: it began already
+            self._open["backward"] = self._event()
 
     def end_backward(self) -> None:
         start = self._open.pop("backward", None)
@@ -163,6 +164,7 @@ class DeviceClock(PartClock):
             data_wait = first - start if self.measured[0] and first >= start else math.nan
         pairs = [self._forward, self._backward, self._optimizer, self._communication]
         self._forward, self._backward, self._optimizer, self._communication = [], [], [], []
+        self._open = {}
         self.first_forward = 0.0
         return DeviceParts(data_wait, pairs, self.measured)
 

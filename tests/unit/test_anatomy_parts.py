@@ -276,3 +276,19 @@ def test_a_big_gangs_live_payload_with_anatomy_and_profiles_stays_small() -> Non
     assert live["anatomy"] is not None and live["profiles"] is not None and live["profiles"]["total"] == 30
     full = build_payload(data, final=True)["profiles"]
     assert full is not None and len(full["captures"]) == 20 and len(full["captures"][0]["ranks"]) == 8
+
+
+def test_a_backward_reached_through_two_outputs_starts_once_and_nothing_stays_open() -> None:
+    clock = PartClock()
+    clock.begin_backward()  # the first output backward reaches
+    time.sleep(0.02)
+    clock.begin_backward()  # the second: backward began already
+    clock.end_backward()
+    clock.end_backward()  # its second graph callback: nothing more
+    clock.end_communication()
+    clock.end_communication()
+    assert clock.take(time.perf_counter())[2] >= 0.02
+    clock.begin_forward()
+    clock.begin_backward()  # a step whose backward never finished (an exception) ...
+    clock.take(time.perf_counter())
+    assert clock.forward_at == clock.backward_at == 0.0  # ... leaves nothing open for the next
