@@ -78,4 +78,4 @@ gpu-check:
 	  $(GPU_PY) -m pip install -q --no-index --find-links $(GPU_WHEELS) --target $(GPU_SITE) --upgrade $$missing || exit 1; \
 	fi; \
 	PYTHONPATH="$(CURDIR):$(abspath $(GPU_SITE))" $(GPU_PY) -m pytest -q -s -rs -m gpu -p no:cacheprovider \
-	  tests/integration/test_gpu_real.py tests/integration/test_gpu_gpt2.py
+	  tests/integration/test_gpu_real.py tests/integration/test_gpu_gpt2.py tests/integration/test_gpu_anatomy.py

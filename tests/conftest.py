@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,6 +94,15 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
     _pipeline.shutdown(timeout_s=2.0)
+
+
+@pytest.fixture
+def cuda() -> Any:
+    """torch, on a machine where it sees a CUDA device (the tests marked gpu); else skipped."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    return torch
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """``traincard``: render, list, tail and export the telemetry of training runs; ask live ranks
-where they are (``stacks``).
+where they are (``stacks``) and for a profile of their next steps (``profile``).
 
 A target is a run's folder, a folder holding several runs (the newest is used, and named), a
 store URL (s3://bucket/prefix/run, gs://..., az://...), or a Metaflow pathspec: Flow, Flow/run,
@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from . import _cli_ask
 from ._read import locate as _targets
 from ._read.load.reader import RunData
 from ._read.run import load
 from ._read.sweep import Sweep, sweep
-from ._types import JsonObject
 from .exceptions import TraincardError
 
 EXAMPLES = """examples:
@@ -35,6 +35,8 @@ EXAMPLES = """examples:
   traincard tail FinetuneFlow/1763/train/2 -n 50   status, last metrics and the log tail
   traincard export traincard-data --format parquet -o metrics.parquet
   traincard stacks s3://bucket/runs/exp-7           where every running rank is now, grouped by stack
+  traincard profile s3://bucket/runs/exp-7 --steps 5  torch.profiler on every running rank, traces saved
+  traincard export traincard-data --profile latest -o trace.json.gz  a capture's trace, for Perfetto
 """
 
 
@@ -144,66 +146,27 @@ def _tail(args: argparse.Namespace) -> int:
 
 
 def _stacks(args: argparse.Namespace) -> int:
-    """Ask the running ranks for their stacks through the store, wait for the answers, print them
-    grouped (the watchdog of each rank polls for the request; no port is opened anywhere)."""
-    import uuid
-
-    from ._analysis.gang.stacks import locate
-    from ._store import layout
-
-    target = _pick(args.target)
-    backend, title = _targets.backend_for(target)
-    data = load(target)
-    if not _running_ranks(data):  # a run that ended: nobody would answer, and nothing is written
-        raise _targets.TargetError(
-            f"no rank of {title} is running (the run is {data.status.get('status') or 'unknown'}); "
-            "`traincard stacks` asks the ranks of a running job where they are"
-        )
-    ident = uuid.uuid4().hex[:12]
-    backend.write(layout.STACKS_REQUEST, json.dumps({"id": ident, "time": time.time()}).encode())
-    deadline = time.monotonic() + args.timeout
-    while True:
-        time.sleep(1.0)
-        data = load(target)
-        live = _running_ranks(data)
-        answers = {
-            r: s["stacks"] for r, s in live.items() if (s.get("stacks") or {}).get("answered") == ident
-        }
-        if (live and len(answers) == len(live)) or time.monotonic() >= deadline:
-            break
-    if not answers:
-        raise _targets.TargetError(
-            f"no running rank answered in {args.timeout:g} s ({len(live)} marked running); a rank looks "
-            "for the request every few seconds while its process runs"
-        )
-    located = locate(answers)
-    assert located is not None
-    missing = sorted(set(live) - set(answers))
-    print(f"{len(answers)} of {len(live)} running ranks answered" + (f"; not: {missing}" if missing else ""))
-    for group in located["groups"]:
-        print(f"{group['label']}: {group['where']}")
-        for thread in group["threads"] + group["own_threads"] if args.all_threads else group["threads"][:1]:
-            print(f"  thread {thread['name']}{' (main)' if thread['main'] else ''}, innermost first:")
-            for f in thread["frames"]:
-                print(f"    {f['file']}:{f['line']} in {f['func']}")
-    return 0
+    return _cli_ask.stacks(args, _pick)
 
 
-def _running_ranks(data: RunData) -> dict[int, JsonObject]:
-    """The states of the latest attempt's ranks that are marked running, by rank."""
-    attempt = max((int(s.get("attempt", 0)) for s in data.states), default=0)
-    return {
-        int(s.get("rank", 0)): s
-        for s in data.states
-        if int(s.get("attempt", 0)) == attempt and s.get("status") == "running"
-    }
+def _profile(args: argparse.Namespace) -> int:
+    return _cli_ask.profile(args, _pick)
 
 
 _COLUMNS = ["metric", "step", "value", "time", "attempt", "rank"]
 
 
 def _export(args: argparse.Namespace) -> int:
-    data = load(_pick(args.target))
+    target = _pick(args.target)
+    data = load(target)
+    if args.profile is not None:
+        if not args.output:
+            raise _targets.TargetError("--profile writes the trace to a file: add -o trace.json.gz")
+        what = _cli_ask.export_trace(
+            _targets.backend_for(target)[0], data, args.profile, args.rank, args.output
+        )
+        print(f"wrote {args.output} ({what}); open it in https://ui.perfetto.dev")
+        return 0
     if args.format == "parquet":
         if not args.output:
             raise _targets.TargetError("--format parquet writes a file: add -o metrics.parquet")
@@ -275,12 +238,26 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="also each run's ranks and metrics")
     p = command("tail", "status, last metrics and the log tail", _tail)
     p.add_argument("-n", type=int, default=20)
-    p = command("export", "every metric point as CSV, JSON lines or Parquet", _export)
+    p = command("export", "every metric point as CSV, JSON lines or Parquet; or a profile's trace", _export)
     p.add_argument("--format", choices=["csv", "jsonl", "parquet"], default="csv")
     p.add_argument("-o", "--output", default=None)
+    p.add_argument(
+        "--profile", default=None, metavar="ID", help="copy this profile capture's trace (or latest)"
+    )
+    p.add_argument(
+        "--rank", type=int, default=None, help="the rank whose trace --profile copies (default: lowest)"
+    )
     p = command("stacks", "ask the running ranks where they are; print their stacks grouped", _stacks)
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the ranks' answers")
     p.add_argument("--all-threads", action="store_true", help="every thread, not only the main one")
+    p = command(
+        "profile", "profile the next steps of the running ranks (torch.profiler); save their traces", _profile
+    )
+    p.add_argument("--steps", type=int, default=5, help="steps recorded (after one warm-up step)")
+    p.add_argument("--ranks", default="all", help="all, or the ranks to profile: 0,3")
+    p.add_argument("--wait", type=float, default=90.0, help="seconds to wait for the captures")
+    p.add_argument("--shapes", action="store_true", help="record the operators' input shapes")
+    p.add_argument("--stacks", dest="with_stacks", action="store_true", help="record Python stacks")
     return parser
 
 

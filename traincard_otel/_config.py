@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Final, TypeVar
 
 from . import environment_variables as ev
-from ._schema.anomaly_kinds import ANOMALY_KIND_NAMES
+from ._schema.anomaly_kinds import ANOMALY_KIND_NAMES, AnomalyKind
 from ._types import Reported
 from .exceptions import ConfigError
 
@@ -50,6 +50,9 @@ class Settings:
     notify_on: tuple[str, ...] = ()  # the kinds notified (NOTIFY_KINDS); empty: all of them
     genai: bool = False
     genai_prices: str = ""  # model=input:output per million tokens, checked by parse_prices
+    anatomy: bool = True  # time each step's parts from the framework's hooks
+    profile_on: tuple[str, ...] = ()  # the kinds that start a profile once (PROFILE_KINDS)
+    memory_history: bool = False  # record CUDA allocations, for the snapshot at an out-of-memory error
 
     def redacted(self, name: str) -> Reported:
         """A setting's value as it may be shown: the webhook URLs only counted."""
@@ -59,6 +62,13 @@ class Settings:
 
 # What ``stop_on`` may name: the anomaly kinds (``docs/schema.md``) and a stall.
 STOP_KINDS: Final = (*ANOMALY_KIND_NAMES, "stall")
+# What ``profile_on`` may name: anomaly kinds seen on the rank, and a straggler found in the gang.
+PROFILE_KINDS: Final = (
+    AnomalyKind.THROUGHPUT_DROP,
+    "straggler",
+    AnomalyKind.LOSS_SPIKE,
+    AnomalyKind.GRAD_EXPLOSION,
+)
 # What ``notify_on`` may name: the stop kinds, and what happens to the run or its ranks.
 NOTIFY_KINDS: Final = (*STOP_KINDS, "rank_lost", "rank_hung", "failure", "stopped_early", "run_end")
 
@@ -199,9 +209,12 @@ _ENV: dict[str, tuple[str, Callable[[str, str], Reported]]] = {
     "notify_on": (ev.TRAINCARD_NOTIFY_ON, _parse_kinds(NOTIFY_KINDS)),
     "genai": (ev.TRAINCARD_GENAI, _parse_bool),
     "genai_prices": (ev.TRAINCARD_GENAI_PRICES, lambda n, r: _check_prices(n, r)),
+    "anatomy": (ev.TRAINCARD_ANATOMY, _parse_bool),
+    "profile_on": (ev.TRAINCARD_PROFILE_ON, _parse_kinds(PROFILE_KINDS)),
+    "memory_history": (ev.TRAINCARD_MEMORY_HISTORY, _parse_bool),
 }
 # Settings given as a list or a comma-separated text, parsed like their variable.
-_LISTS = frozenset({"stop_on", "notify", "notify_on"})
+_LISTS = frozenset({"stop_on", "notify", "notify_on", "profile_on"})
 # Settings whose variable set to an empty value means something (an empty baseline: none).
 _EMPTY_MEANS_SOMETHING = frozenset({"baseline"})
 

@@ -38,6 +38,9 @@ def configure(
     attempt: int | None = None,
     genai: bool | None = None,
     genai_prices: str | None = None,
+    anatomy: bool | None = None,
+    profile_on: str | Sequence[str] | None = None,
+    memory_history: bool | None = None,
 ) -> Reporter:
     """Set up telemetry for this process and return a :class:`Reporter`.
 
@@ -51,9 +54,11 @@ def configure(
     ``baseline``, ``stop_on`` (what stops training: anomaly kinds such as ``nan`` or ``loss_spike``,
     and ``stall``), ``notify`` (webhook
     URLs), ``notify_on`` (the kinds notified), ``attempt``, ``genai`` (capture agent loops from
-    GenAI spans of the global tracer provider) and ``genai_prices`` (``model=input:output`` per
-    million tokens). Calling it again with the same settings (or none) returns a reporter of the
-    running pipeline.
+    GenAI spans of the global tracer provider), ``genai_prices`` (``model=input:output`` per
+    million tokens), ``anatomy`` (time each step's parts), ``profile_on`` (kinds that start a
+    profile: ``throughput_drop``, ``straggler``, ``loss_spike``, ``grad_explosion``) and
+    ``memory_history`` (CUDA allocation history, for the snapshot at an out-of-memory error).
+    Calling it again with the same settings (or none) returns a reporter of the running pipeline.
 
     Raises:
         ConfigError: a setting is invalid, or differs from the running pipeline's.

@@ -134,3 +134,22 @@ stall, lost or hung rank, failure, early stop and the end of the run, from a bac
 TRAINCARD_NOTIFY_ON = "TRAINCARD_NOTIFY_ON"
 """The kinds notified (comma-separated): the ``TRAINCARD_STOP_ON`` kinds and ``rank_lost``,
 ``rank_hung``, ``failure``, ``stopped_early``, ``run_end``. Default: all of them."""
+
+TRAINCARD_ANATOMY = "TRAINCARD_ANATOMY"
+"""Time each training step's parts (data, forward, backward, optimizer, communication, the rest)
+from the framework's own hooks, on every rank, for the card's Step anatomy section and the
+``traincard.step.part.duration`` histogram. Default: true."""
+
+TRAINCARD_PROFILE_ON = "TRAINCARD_PROFILE_ON"
+"""Kinds that start a ``torch.profiler`` capture of the next 5 steps by themselves
+(comma-separated): ``throughput_drop``, ``loss_spike``, ``grad_explosion`` (anomalies seen by the
+rank, which captures itself) and ``straggler`` (a rank of the gang found slower than the others:
+every rank captures). At most once per 30 minutes per kind; the card's Profiles section says what
+triggered each capture. Also ``configure(profile_on=...)`` and ``@traincard(profile_on=...)``.
+Default: none."""
+
+TRAINCARD_MEMORY_HISTORY = "TRAINCARD_MEMORY_HISTORY"
+"""Record PyTorch's CUDA allocation history (``torch.cuda.memory._record_memory_history``, Python
+frames, the last 100 000 events) so that a CUDA out-of-memory error saves the allocator's snapshot
+into the store before the process dies, and the failure summary names the largest live allocations
+with the code that made them. Costs about 2 µs per allocation while on. Default: false."""

@@ -36,14 +36,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def cuda() -> Any:
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    return torch
-
-
 def _system(run: RunData, name: str, **tags: str) -> list[Series]:
     return [
         s for s in run.system.values() if s.name == name and all(s.tags.get(k) == v for k, v in tags.items())

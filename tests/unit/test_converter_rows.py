@@ -44,6 +44,7 @@ def _report_stream(r: traincard_otel.Reporter, converter: Capture, seed: int, st
             duration: float | None = rng.uniform(0.005, 0.02)
             wait: float | None = 0.001
             samples: int | None = 4
+            parts: Any = (0.001, rng.random() * 0.01, 0.002, 0.0005, math.nan)
             if messy:
                 roll = rng.random()
                 if roll < 0.1:
@@ -64,10 +65,11 @@ def _report_stream(r: traincard_otel.Reporter, converter: Capture, seed: int, st
                 duration = None if rng.random() < 0.1 else duration
                 wait = rng.choice([None, -1.0, 0.0, 0.001, 0])
                 samples = rng.choice([None, 4])
+                parts = rng.choice([None, ("x",), (0.001, -1.0, 0.0, 0.0, 0.0), (1, 2, 3, 4, 5), parts])
             if rng.random() < 0.9:
                 r.metrics(values, report_step, phase, tags)
             if step_ends and rng.random() < 0.95:
-                r.step_end(step, duration, samples, 256, wait)
+                r.step_end(step, duration, samples, 256, wait, parts=parts)
             if rng.random() < 0.02:
                 r.event("traincard.test.marker", {"traincard.step": step})
         converter.drain()
@@ -127,6 +129,8 @@ def _rows_of(cap: Capture, taken: int) -> dict[str, Any]:
                     out["metric_rows"].append(repr((run["phase"], run["names"], run.get("tags"), step, row)))
         elif event == Event.STEP_TIMING:
             cols = [body[k] for k in ("steps", "durations", "waits", "samples", "tokens")]
+            flat = body.get("parts") or [math.nan] * 5 * len(body["steps"])
+            cols.append([flat[i * 5 : i * 5 + 5] for i in range(len(body["steps"]))])
             out["step_rows"].extend(repr(row) for row in zip(*cols, strict=True))
         else:
             out["events"].append(repr((event, {k: v for k, v in (attrs or {}).items() if k != "host.name"})))

@@ -57,6 +57,7 @@ FRONT = (
     "metaflow",
     "exporters",
     "_cli",
+    "_cli_ask",
     "__main__",
     "testing",
     "torchrun",
@@ -259,7 +260,8 @@ STORE_READS = {"read_many", "list"}
 #: A reader: the read side, and the Metaflow side's live card (it reads the store and draws).
 READERS = ("_read", "metaflow.refresher", "metaflow.live_sweep", "metaflow.card")
 #: Where the writer reads its store: the store as the control channel (decision 14): requests to a
-#: running rank (``traincard stacks``), and the other ranks' liveness (a gang's, on its control node).
+#: running rank (``traincard stacks``, ``traincard profile``: the watchdog's poll), and the other
+#: ranks' liveness (a gang's, on its control node).
 CONTROL_CHANNEL = ("_write.telemetry.health", "_write.telemetry.stack_watch", "_write.telemetry.gang_watch")
 #: Where the writer reads back objects it wrote itself to rewrite them: the tiered merge of its
 #: parts (upkeep of its objects; nothing read there reaches the run's telemetry or a decision).

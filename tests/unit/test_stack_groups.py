@@ -271,24 +271,27 @@ def test_flight_recorder_entries_say_who_has_not_joined() -> None:
 
 
 def test_a_request_in_the_store_is_answered_once_and_a_stale_one_not_at_all(tmp_path: Any) -> None:
-    from traincard_otel._store import layout
+    from traincard_otel._store import layout, requests
     from traincard_otel._store.backends import LocalBackend
     from traincard_otel._write.telemetry.stack_watch import StackWatch
 
     backend = LocalBackend(tmp_path)
     events: list[tuple[str, dict[str, object], object]] = []
-    watch = StackWatch(
-        lambda name, attrs, body=None: events.append((name, dict(attrs), body)), backend, 3, "h"
-    )
-    watch.check_request(stalled=False)  # no request: nothing
-    backend.write(layout.STACKS_REQUEST, b"not json")
-    watch.check_request(stalled=False)
-    backend.write(layout.STACKS_REQUEST, json.dumps({"id": "old", "time": 0.0}).encode())
-    watch.check_request(stalled=False, now=1000.0)  # asked before this rank could have answered
+    watch = StackWatch(lambda name, attrs, body=None: events.append((name, dict(attrs), body)), 3, "h")
+
+    def check(now: float | None = None) -> None:
+        watch.answer(requests.read(backend).get("stacks"), stalled=False, now=now)
+
+    check()  # no request: nothing
+    backend.write(layout.REQUESTS, b"not json")
+    check()
+    requests.ask(backend, "stacks", {"id": "old", "time": 0.0})
+    check(now=1000.0)  # asked before this rank could have answered
     assert events == [] and watch.latest is None
-    backend.write(layout.STACKS_REQUEST, json.dumps({"id": "abc", "time": 1000.0}).encode())
-    watch.check_request(stalled=False, now=1001.0)
-    watch.check_request(stalled=False, now=1004.0)  # the same request: answered once
+    requests.ask(backend, "stacks", {"id": "abc", "time": 1000.0})
+    requests.ask(backend, "profile", {"id": "p", "time": 1000.0})  # another kind keeps it
+    check(now=1001.0)
+    check(now=1004.0)  # the same request: answered once
     assert [(n, a["traincard.stack.request"], a["traincard.stack.reason"]) for n, a, _b in events] == [
         ("traincard.rank.stack", "abc", "request")
     ]

@@ -3,8 +3,9 @@
 :func:`analyse` is the one place the analysis of a read run is put together: goodput
 (:mod:`.goodput`), accelerator efficiency and MFU (:mod:`.efficiency`), the anomalies the
 converter's detector recorded (:mod:`.anomalies`), the comparison with a baseline run
-(:mod:`.baseline`) and a gang's diagnosis (:mod:`.gang`). Its typed result, :class:`Insights`, is
-what the card's payload builders, ``load()`` and the pipeline's OTel gauges all read.
+(:mod:`.baseline`), a gang's diagnosis (:mod:`.gang`) and each rank's step anatomy
+(:mod:`.anatomy`). Its typed result, :class:`Insights`, is what the card's payload builders,
+``load()`` and the pipeline's OTel gauges all read.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .._schema import Attr, Event
 from .._schema.anomaly_kinds import RENAMED
 from .._types import JsonObject, JsonValue
 from .agents import AgentLoop, agent_loop
+from .anatomy import StepAnatomy, step_anatomy
 from .baseline import Baseline, Comparison, compare
 from .efficiency import Efficiency, efficiency
 from .gang.attribution import settle
@@ -49,6 +51,7 @@ class Insights:
     comparison: Comparison | None
     gang: JsonObject | None  # the gang's diagnosis (:func:`.gang.attribution.analyze`)
     agents: AgentLoop | None = None  # the agent loop of captured GenAI spans (:mod:`.agents`)
+    anatomy: StepAnatomy | None = None  # where each rank's step time goes (:mod:`.anatomy`)
 
 
 def _int(value: JsonValue, default: int = 0) -> int:
@@ -91,7 +94,9 @@ def analyse(data: RunData, *, now: float | None = None, baseline: Baseline | Non
     as the run's).
     """
     now = time.time() if now is None else now
-    gang = settle(data, now)  # several ranks (a Metaflow gang, torchrun, accelerate, srun)
+    anatomy = step_anatomy(data)
+    # several ranks (a Metaflow gang, torchrun, accelerate, srun)
+    gang = settle(data, now, anatomy.straggler if anatomy is not None else None)
     base = baseline.data if baseline is not None else None
     return Insights(
         now=now,
@@ -101,4 +106,5 @@ def analyse(data: RunData, *, now: float | None = None, baseline: Baseline | Non
         comparison=compare(data, base, baseline.label) if baseline is not None and base is not None else None,
         gang=gang,
         agents=agent_loop(data),
+        anatomy=anatomy,
     )

@@ -7,6 +7,7 @@ from typing import Literal, Protocol
 
 from .._optional import require
 from .._types import Foreign, JsonObject, JsonValue
+from .anatomy import StepParts
 from .completions import Completions
 
 
@@ -39,15 +40,19 @@ class RunData(Protocol):
     def events(self) -> Sequence[Mapping[str, JsonValue]]: ...
     @property
     def completions(self) -> Completions: ...
+    @property
+    def anatomy(self) -> Mapping[int, StepParts]: ...
 
 
-Kind = Literal["metrics", "logs", "checkpoints", "step_times", "events", "completions"]
-KINDS: tuple[Kind, ...] = ("metrics", "logs", "checkpoints", "step_times", "events", "completions")
+Kind = Literal["metrics", "logs", "checkpoints", "step_times", "events", "completions", "anatomy"]
+KINDS: tuple[Kind, ...] = ("metrics", "logs", "checkpoints", "step_times", "events", "completions", "anatomy")
 
 
 def rows(data: RunData, kind: Kind = "metrics") -> list[JsonObject]:
-    """One dict per point (metrics, step_times), log line, checkpoint, event or sampled completion
-    (an RL run's: step, prompt, completion, one column per reward function, advantage)."""
+    """One dict per point (metrics, step_times), log line, checkpoint, event, sampled completion
+    (an RL run's: step, prompt, completion, one column per reward function, advantage) or step part
+    (anatomy: rank, step, part, seconds; a long run's bounded sample of steps, every part measured
+    and ``other``, the rest of the step)."""
     if kind == "metrics":
         return [
             {
@@ -93,6 +98,14 @@ def rows(data: RunData, kind: Kind = "metrics") -> list[JsonObject]:
                 "advantage": c.advantage,
             }
             for c in data.completions.rows()
+        ]
+    if kind == "anatomy":
+        return [
+            {"rank": rank, "step": step, "part": part, "seconds": seconds}
+            for rank, parts in sorted(data.anatomy.items())
+            for step, row in parts.rows()
+            for part, seconds in row.items()
+            if seconds == seconds  # a part not measured has no row
         ]
     raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
 

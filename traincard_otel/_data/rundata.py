@@ -12,6 +12,7 @@ from collections.abc import MutableSequence
 from typing import TYPE_CHECKING
 
 from .._types import Foreign, JsonObject, JsonValue
+from .anatomy import StepParts
 from .completions import Completions
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ class RunData:
     # second full series per rank would grow a 64-rank gang's memory by half for one figure)
     data_wait: dict[int, Series] = dataclasses.field(default_factory=dict)
     data_wait_total: dict[int, float] = dataclasses.field(default_factory=dict)  # per rank, whole run
+    # per rank, its steps' anatomy (data, forward, backward, optimizer, communication), bounded
+    anatomy: dict[int, StepParts] = dataclasses.field(default_factory=dict)
     phases: list[Record] = dataclasses.field(default_factory=list)
     checkpoints: list[Record] = dataclasses.field(default_factory=list)
     logs: list[Record] = dataclasses.field(default_factory=list)
@@ -72,9 +75,14 @@ class RunData:
     # GenAI-convention spans captured with the genai setting: attributes, name, t0, t1, trace,
     # span, parent, error (see traincard_otel._write.pipeline.genai)
     genai_spans: list[Record] = dataclasses.field(default_factory=list)
+    # profile captures, oldest first: id, trigger, detail, asked_at, steps, and per rank its summary
+    # (top operators, breakdown, the profiler's cost, trace and trace_location); see
+    # traincard_otel._read.load.profiles
+    profiles: list[Record] = dataclasses.field(default_factory=list)
 
     def to_rows(self, kind: Kind = "metrics") -> list[JsonObject]:
-        """One dict per metric point, step time, log line, checkpoint or event (``kind``)."""
+        """One dict per metric point, step time, log line, checkpoint, event, sampled completion or
+        step part (``kind``; ``"anatomy"``: ``rank, step, part, seconds``)."""
         from .frames import rows
 
         return rows(self, kind)

@@ -40,6 +40,8 @@ from .metrics import (
 )
 from .names import GENAI_SEMCONV_VERSION, PHASE_SPAN_PREFIX, RUN_SPAN, Attr, Event, GenAI, event_names
 from .records import (
+    ANATOMY_PARTS,
+    STEP_PARTS,
     CheckpointSaved,
     Failure,
     Heartbeat,
@@ -60,6 +62,7 @@ from .records import (
 
 __all__ = [
     "ALL_METRICS",
+    "ANATOMY_PARTS",
     "ANOMALY_KINDS",
     "ANOMALY_KIND_NAMES",
     "CRITICAL_ANOMALY_KINDS",
@@ -70,6 +73,7 @@ __all__ = [
     "PHASE_SPAN_PREFIX",
     "REPORTED_FRACTIONS",
     "RUN_SPAN",
+    "STEP_PARTS",
     "SYSTEM_METRICS",
     "TRAINING_METRICS",
     "AnomalyKind",

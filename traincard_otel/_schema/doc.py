@@ -22,7 +22,9 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
         Event.STEP_TIMING,
         'step ends, batched the same way: body `{"steps", "times", "durations" (s; NaN where not '
         'measured), "waits" (data-wait s; NaN where not measured), "samples", "tokens" (0 where not '
-        "reported)}`, one list each, one entry per step; attributes as above",
+        'reported), "parts"?}`, one list each, one entry per step; `parts` (when any step carries '
+        "its anatomy): 5 seconds per step, row-major, data, forward, backward, optimizer and "
+        "communication (NaN where not measured); attributes as above",
     ),
     (Event.SYSTEM, "the user's own system figures (`Reporter.system`), body {name: value}"),
     (Event.HYPERPARAMS, "hyperparameters the adapter found (body {name: text})"),
@@ -111,6 +113,19 @@ _EVENTS_DOC: Final[tuple[tuple[str, str], ...]] = (
         f'trainer\'s own data; `{Attr.STEP}`; body `{{"prompt": [text or messages], "completion": [...], '
         '"rewards": {reward function: [score]}, "advantage": [value]}`; the reader keeps the latest '
         "steps and a sample of earlier ones (`traincard_otel/_data/completions.py`)",
+    ),
+    (
+        Event.PROFILE_CAPTURED,
+        "a `torch.profiler` capture of this rank's steps written to the store (`traincard profile`, or "
+        f"a `profile_on` trigger): `{Attr.PROFILE_ID}`, `{Attr.PROFILE_TRIGGER}` (request, or the kind "
+        f"that started it), `{Attr.RANK}`, `{Attr.STEP}` (its last step), `{Attr.PROFILE_TRACE}` (the "
+        "gzip'd Chrome trace's object in the store, beside its summary)",
+    ),
+    (
+        Event.OOM_SNAPSHOT,
+        "the CUDA allocator's snapshot saved at an out-of-memory error (`memory_history` setting): "
+        f"`{Attr.RANK}`, `{Attr.STEP}`, `{Attr.MEMORY_SNAPSHOT}` (the pickled snapshot's object in the "
+        "store); body: the largest live allocations with the Python frames that made them, and the peak",
     ),
 )
 

@@ -40,6 +40,14 @@ class Metric:
     STEP_DURATION: Final = MetricSpec(
         "traincard.step.duration", "histogram", "s", "", "wall time per optimizer step (buckets 5 ms … 60 s)"
     )
+    STEP_PART_DURATION: Final = MetricSpec(
+        "traincard.step.part.duration",
+        "histogram",
+        "s",
+        f"`{Attr.STEP_PART}` (data, forward, backward, optimizer, communication, other)",
+        "time per optimizer step in each part of its anatomy, from the framework's hooks (the parts "
+        "of a step add up to its wall time; a part the adapter cannot measure is not recorded)",
+    )
     THROUGHPUT_TOKENS: Final = MetricSpec(
         "traincard.throughput.tokens", "gauge", "{token}/s", "", "tokens per second"
     )

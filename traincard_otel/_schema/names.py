@@ -58,6 +58,11 @@ class Attr:
     GUARD_TRIGGER_STEP: Final = "traincard.guard.trigger_step"
     GUARD_REASON: Final = "traincard.guard.reason"
     GOODPUT_CATEGORY: Final = "traincard.goodput.category"
+    STEP_PART: Final = "traincard.step.part"  # a part of a step's anatomy (data, forward, ..., other)
+    PROFILE_ID: Final = "traincard.profile.id"
+    PROFILE_TRIGGER: Final = "traincard.profile.trigger"  # request, or the kind that started it
+    PROFILE_TRACE: Final = "traincard.profile.trace"  # the trace's object name in the store
+    MEMORY_SNAPSHOT: Final = "traincard.memory.snapshot"  # a CUDA memory snapshot's object in the store
     TORCH_MEMORY_KIND: Final = "traincard.torch.memory.kind"
     LOG_STREAM: Final = "log.iostream"
     ROLE: Final = "traincard.role"  # rank, or launcher (a node's step process that starts ranks)
@@ -153,6 +158,8 @@ class Event:
     ANOMALY: Final = "traincard.anomaly"
     GENAI_SPAN: Final = "traincard.genai.span"  # a GenAI span of the process's global tracer provider
     COMPLETIONS: Final = "traincard.completions"  # an RL trainer's sampled completions, one logged batch
+    PROFILE_CAPTURED: Final = "traincard.profile.captured"  # a torch.profiler capture written to the store
+    OOM_SNAPSHOT: Final = "traincard.memory.oom_snapshot"  # the CUDA allocator's snapshot saved at an OOM
 
     @staticmethod
     def run_ended(status: str) -> str:

@@ -24,6 +24,13 @@ class MetricsReport(NamedTuple):
     tags: Reported  # Mapping[str, str] | None, checked by the converter
 
 
+#: The parts of a step's anatomy that are measured, in the order a step end carries them
+#: (``StepEnd.parts``, the ``parts`` column of ``traincard.step.timing``, the store's ``a``).
+STEP_PARTS: Final = ("data", "forward", "backward", "optimizer", "communication")
+#: The parts a step's wall time is split into: the measured ones and ``other``, the rest.
+ANATOMY_PARTS: Final = (*STEP_PARTS, "other")
+
+
 class StepEnd(NamedTuple):
     """An optimizer step done (``Reporter.step_end``)."""
 
@@ -33,6 +40,9 @@ class StepEnd(NamedTuple):
     samples: Reported
     tokens: Reported
     data_wait_s: Reported
+    # seconds per STEP_PARTS (NaN: not measured), or an object whose ``seconds()`` returns them
+    # when read off the training thread (CUDA events); None without an anatomy
+    parts: Reported = None
 
 
 class LogLine(NamedTuple):
@@ -179,8 +189,12 @@ class StatusSection(TypedDict, total=False):
     previous_attempt: JsonObject | None
     # the guard rails: stop_on, notify_on, notification counts, what tripped, the actions taken
     guards: JsonObject | None
-    # the watchdog's latest stack dump while stalled or asked for (``_telemetry/stacks.py``)
+    # the watchdog's latest stack dump while stalled or asked for (``_write/telemetry/stacks.py``)
     stacks: JsonObject | None
+    # the recent steps' anatomy: steps, step_s, own_s, seconds per part (``_write/convert/rows.py``)
+    anatomy: JsonObject | None
+    # the latest profile capture's progress: id, status, trigger, steps (``_write/telemetry/profiler.py``)
+    profile: JsonObject | None
 
 
 # -- store records (one JSON object per line of a segment; ``k`` says which) --------------------

@@ -5,8 +5,10 @@ metadata that says where each kind of row is, and how a part is read back.
 them into a run.
 
 A part keeps each kind of row in row groups of its own: the metric rows (one float column per
-metric name), then the step ends, then every other record. Parts written before the step ends had
-row groups of their own (no ``traincard_step_rows``) keep step ends among the other records.
+metric name), then the step ends (with their anatomy, one float column per part: ``a_data``,
+``a_forward``, ...; null where not measured), then every other record. Parts written before the
+step ends had row groups of their own (no ``traincard_step_rows``) keep step ends among the other
+records; parts written before the anatomy have no ``a_*`` columns.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ import json
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from .._schema import STEP_PARTS
 from .._types import Foreign
+
+#: The step anatomy's columns of a step end, one per ``STEP_PARTS`` in its order.
+ANATOMY_COLUMNS = tuple(f"a_{part}" for part in STEP_PARTS)
 
 SCHEMA_FIELDS = (
     ("seq", "int64"),
@@ -30,6 +36,7 @@ SCHEMA_FIELDS = (
     ("value", "float64"),
     ("w", "float64"),
     ("rest", "string"),
+    *((name, "float64") for name in ANATOMY_COLUMNS),
 )
 
 #: Schema metadata of a part with metric columns: the metric names (JSON list, the column of
@@ -93,17 +100,23 @@ def layout_of(part: Foreign) -> Layout:  # part: a pyarrow ParquetFile
 
 def read_columns(data: bytes, seq: bool) -> tuple[list[str], Foreign, Foreign | None, Foreign]:
     """A part with metric columns: its metric names, its metric rows (``s``, ``t``, ``g``, each
-    name's column), its step ends (:data:`STEP_FIELDS`; None for a part that keeps them among the
-    other records) and its other records (``rest``; every column for a part that keeps step ends
-    among them); each with ``seq`` when asked. Only those columns are read."""
+    name's column), its step ends (:data:`STEP_FIELDS` and the :data:`ANATOMY_COLUMNS` it has; None
+    for a part that keeps them among the other records) and its other records (``rest``; every
+    column for a part that keeps step ends among them); each with ``seq`` when asked. Only those
+    columns are read."""
     import pyarrow.parquet as pq
 
     part = pq.ParquetFile(io.BytesIO(data), read_dictionary=["k", "p", "g"])
     found = layout_of(part)
     extra = ["seq"] if seq else []
+    have = set(part.schema_arrow.names)  # a part written before the anatomy has no a_* columns
     wanted = ["s", "t", "g", *(metric_column(i) for i in range(len(found.names))), *extra]
-    step_columns = [*STEP_FIELDS, *extra]
-    other = ["rest", *extra] if found.step_rows is not None else [name for name, _type in SCHEMA_FIELDS]
+    step_columns = [*STEP_FIELDS, *(c for c in ANATOMY_COLUMNS if c in have), *extra]
+    other = (
+        ["rest", *extra]
+        if found.step_rows is not None
+        else [name for name, _type in SCHEMA_FIELDS if name in have]
+    )
     metric_rows, step_rows = found.metric_rows, found.step_rows
     if found.groups is None:  # a kind's rows do not end with a row group: every row read, then split
         whole = part.read()

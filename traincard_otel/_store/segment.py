@@ -11,15 +11,17 @@ lossless (NaN and inf included), about ten times cheaper to write, and a third s
 ``g`` tags (only when tagged).
 
 ``st*`` (a run of step ends): ``s`` steps, ``n`` samples, ``tok`` tokens (0 or ``null`` where
-absent), ``t`` times, ``d`` durations, ``w`` data-wait times (NaN where absent).
+absent), ``t`` times, ``d`` durations, ``w`` data-wait times (NaN where absent), and ``a`` when
+the steps carry their anatomy: ``len(STEP_PARTS)`` seconds per step, row-major (data, forward,
+backward, optimizer, communication; NaN where not measured).
 
 ``l*`` (the log lines console capture read in one go): ``t`` times, ``lvl`` levels, ``msg`` the
 lines, ``a`` every line's attributes, ``tb`` the traceback a line ends, by the line's index (only
 when one does).
 
-In memory ``t``, ``v``, ``d`` and ``w`` are ``array('d')``; in a file, base64 text. Every other
-record is a plain JSON line. :func:`decode` expands runs into the ordinary ``m``, ``st`` and ``l``
-records (documented in ``docs/architecture.md``), so readers see one record per row.
+In memory ``t``, ``v``, ``d``, ``w`` and ``a`` (of ``st*``) are ``array('d')``; in a file, base64
+text. Every other record is a plain JSON line. :func:`decode` expands runs into the ordinary ``m``,
+``st`` and ``l`` records (documented in ``docs/architecture.md``), so readers see one record per row.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 
 from .._gil import Slices
-from .._schema import Attr, StoreKind
+from .._schema import STEP_PARTS, Attr, StoreKind
 from .._types import JsonObject, JsonValue
 
 Record = JsonObject
+WIDTH = len(STEP_PARTS)
 
 PACKED_METRICS = "m*"
 PACKED_STEPS = "st*"
@@ -78,12 +81,20 @@ def step_run(
     waits: Iterable[float],
     samples: list[int | None],
     tokens: list[int | None],
+    parts: Iterable[float] | None = None,
 ) -> Record:
-    """A packed run of step ends (NaN duration or wait: not measured). Raises on ragged columns."""
+    """A packed run of step ends (NaN duration or wait: not measured), with their anatomy when
+    ``parts`` (row-major, ``WIDTH`` per step) is given. Raises on ragged columns."""
     t, d, w = array("d", times), array("d", durations), array("d", waits)
     if not steps or not len(t) == len(d) == len(w) == len(samples) == len(tokens) == len(steps):
         raise ValueError("a step run needs one time, duration, wait, samples and tokens per step")
-    return {"k": PACKED_STEPS, "s": steps, "n": samples, "tok": tokens, "t": t, "d": d, "w": w}
+    run: Record = {"k": PACKED_STEPS, "s": steps, "n": samples, "tok": tokens, "t": t, "d": d, "w": w}
+    if parts is not None:
+        a = array("d", parts)
+        if len(a) != WIDTH * len(steps):
+            raise ValueError(f"a step run's parts need {WIDTH} seconds per step")
+        run["a"] = a
+    return run
 
 
 def line_run(
@@ -131,7 +142,10 @@ def encode_line(rec: Record) -> str:
     if kind == PACKED_METRICS:
         return _encode({**rec, "t": _f64(rec["t"]), "v": _f64(rec["v"])})
     if kind == PACKED_STEPS:
-        return _encode({**rec, "t": _f64(rec["t"]), "d": _f64(rec["d"]), "w": _f64(rec["w"])})
+        out = {**rec, "t": _f64(rec["t"]), "d": _f64(rec["d"]), "w": _f64(rec["w"])}
+        if "a" in rec:
+            out["a"] = _f64(rec["a"])
+        return _encode(out)
     if kind == PACKED_LINES:
         return _encode({**rec, "t": _f64(rec["t"])})
     return _encode(rec)
@@ -188,6 +202,10 @@ def step_columns(rec: Record) -> Record:
     n = len(rec["s"])
     if not len(cols["t"]) == len(cols["d"]) == len(cols["w"]) == len(rec["n"]) == len(rec["tok"]) == n:
         raise ValueError("packed step ends: column lengths differ")
+    if "a" in rec:
+        cols["a"] = _unf64(rec["a"])
+        if len(cols["a"]) != WIDTH * n:
+            raise ValueError("packed step ends: the parts column's length differs")
     return cols
 
 
@@ -271,9 +289,14 @@ def _unpack_steps(rec: Record) -> list[Record]:
     n = len(steps)
     if not len(times) == len(durations) == len(waits) == len(samples) == len(tokens) == n:
         raise ValueError("packed step ends: column lengths differ")
+    parts = _unf64(rec["a"]) if "a" in rec else None
+    if parts is not None and len(parts) != WIDTH * n:
+        raise ValueError("packed step ends: the parts column's length differs")
     out = []
     for i in range(n):
         row: Record = {"k": "st", "t": times[i], "s": steps[i]}
+        if parts is not None:
+            row["a"] = parts[i * WIDTH : i * WIDTH + WIDTH].tolist()
         if durations[i] == durations[i]:
             row["d"] = durations[i]
         if waits[i] == waits[i]:

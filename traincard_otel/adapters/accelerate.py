@@ -5,20 +5,27 @@ tracker (adopting one passed in ``log_with``).
 Accelerate calls trackers on the main process only (``main_process_only``), like every tracker;
 step ends and heartbeats of the other ranks come from the optimizer hooks of
 :mod:`traincard_otel.adapters.torch_loop` when a raw loop is also tracked.
+
+``instrument(accelerator)`` also times the anatomy of each step (:mod:`._anatomy`) on every
+process: the first model and every optimizer ``accelerator.prepare`` returns (or has prepared
+already) get the hooks, and each step end reported (``reporter.step_end``, or a tracked raw loop's)
+carries the parts timed since the previous one.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 
 from .._analysis.flops import model_fields
 from .._configure import configure
 from .._optional import require
-from .._safety import guarded
+from .._safety import guarded, internal_error
 from .._schema import Event
 from .._types import Foreign, Reported
 from .._write.report.reporter import Reporter
 from ..exceptions import TraincardError
+from ._anatomy import Anatomy, clock_for
 from ._registry import calling_object, checked_settings, claim, framework_roots
 
 accelerate_tracking = require("accelerate.tracking", "accelerate")
@@ -138,19 +145,52 @@ class AccelerateTracker(accelerate_tracking.GeneralTracker):  # type: ignore[nam
 class AccelerateHandle:
     """Returned by :func:`traincard_otel.instrument` for an ``Accelerator``."""
 
-    def __init__(self, accelerator: Foreign, tracker: AccelerateTracker) -> None:
-        self.accelerator, self.tracker = accelerator, tracker
+    def __init__(
+        self, accelerator: Foreign, tracker: AccelerateTracker, anatomy: Anatomy | None = None
+    ) -> None:
+        self.accelerator, self.tracker, self.anatomy = accelerator, tracker, anatomy
         self.closed = False  # instrument() attaches afresh once closed
+        self._model_watched = False
+        if anatomy is not None:
+            self.watch(*getattr(accelerator, "_models", ()), *getattr(accelerator, "_optimizers", ()))
+            prepare = accelerator.prepare
+
+            @functools.wraps(prepare)
+            def prepare_and_watch(*args: Foreign, **kwargs: Foreign) -> Foreign:
+                prepared = prepare(*args, **kwargs)
+                try:
+                    self.watch(*(prepared if isinstance(prepared, tuple) else (prepared,)))
+                except Exception as exc:
+                    internal_error("accelerate.prepare", exc)
+                return prepared
+
+            accelerator.prepare = prepare_and_watch
+
+    def watch(self, *objects: Foreign) -> None:
+        """Time the first model's forwards and backwards, and every optimizer's steps."""
+        anatomy = self.anatomy
+        if anatomy is None:
+            return
+        for obj in objects:
+            if callable(getattr(obj, "register_forward_pre_hook", None)) and not self._model_watched:
+                anatomy.watch_forward(obj)
+                self._model_watched = True
+            elif callable(getattr(getattr(obj, "optimizer", obj), "register_step_pre_hook", None)):
+                anatomy.watch_optimizer(obj)
 
     def use_model(self, model: Foreign) -> None:
         """Report the FLOPs per token of ``model`` (given to a later ``instrument`` call)."""
         self.tracker.use_model(model)
 
     def close(self) -> None:
-        """Detach the tracker and flush."""
+        """Detach the tracker and the anatomy's hooks, and flush."""
         self.closed = True
         if self.tracker in self.accelerator.trackers:
             self.accelerator.trackers.remove(self.tracker)
+        if self.anatomy is not None:
+            self.anatomy.remove()
+            if vars(self.accelerator).get("prepare") is not None:
+                del self.accelerator.prepare
         self.tracker.reporter.flush()
 
 
@@ -180,5 +220,7 @@ def attach(
     if accelerator.is_main_process and tracker not in trackers:
         trackers.append(tracker)
     accelerator.trackers = trackers
-    tracker.bind(accelerator, configure(**{**settings, **tracker.settings}), model)
-    return AccelerateHandle(accelerator, tracker)
+    reporter = configure(**{**settings, **tracker.settings})
+    tracker.bind(accelerator, reporter, model)
+    first = model if model is not None else next(iter(getattr(accelerator, "_models", ())), None)
+    return AccelerateHandle(accelerator, tracker, clock_for(reporter, first))

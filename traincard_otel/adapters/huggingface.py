@@ -30,6 +30,8 @@ from .._schema.records import LOOP_FIELD, RL_LOOP
 from .._types import Foreign, Reported
 from .._write.report.reporter import Phase, Reporter
 from ..exceptions import TraincardError
+from ._anatomy import Anatomy
+from ._anatomy import install as install_anatomy
 from ._arguments import changed_arguments
 from ._hf_history import LoggedReport, LogHistoryReader, numeric
 from ._hf_taps import TAPPED_EVENTS, HandlerEvent, agreement, counting_step, reporting_failure, tap
@@ -89,6 +91,7 @@ class HFCallback(transformers.TrainerCallback):  # type: ignore[misc,name-define
         self.data_wait: float | None = None
         self.history = LogHistoryReader()
         self.agree: Callable[[bool], bool] | None = None  # the ranks' stop flags, combined (stop_on)
+        self.anatomy: Anatomy | None = None  # the step anatomy's hooks, while train() runs
 
     # -- binding -------------------------------------------------------------------------------
     def _bound(self) -> bool:
@@ -157,6 +160,10 @@ class HFCallback(transformers.TrainerCallback):  # type: ignore[misc,name-define
         changed = changed_arguments(args)
         if changed:
             self.reporter.hyperparameters(changed)
+        if self.anatomy is None:  # on the model and the optimizer train() made
+            self.anatomy = install_anatomy(
+                self.reporter, model=self.trainer.model, optimizer=self.trainer.optimizer
+            )
         self._train = self.reporter.phase("train")
         self.last_step_end = time.perf_counter()
 
@@ -278,6 +285,9 @@ class HFCallback(transformers.TrainerCallback):  # type: ignore[misc,name-define
             if ph is not None:
                 ph.end()
         self._save = self._eval = self._train = None
+        if self.anatomy is not None:
+            self.anatomy.remove()
+            self.anatomy = None
         self.reporter.flush(timeout_s=2.0)
 
 
@@ -302,6 +312,9 @@ class HFHandle:
                 if vars(obj).get(name) is wrapper:
                     delattr(obj, name)
         self._wrapped = []
+        if self.callback.anatomy is not None:
+            self.callback.anatomy.remove()
+            self.callback.anatomy = None
         reporter = self.callback.reporter
         self.callback.report_logged()
         reporter.flush()

@@ -7,8 +7,10 @@
 
 ``instrument(optimizer, model=model)`` also reports the model's FLOPs per token, so the card shows
 MFU (with the throughput ``log(batch=...)`` measures), at the precision of the first forward's
-``torch.autocast`` if one is on, else of the model's parameters. For grad-norm, use :func:`track`
-with ``model=`` and ``grad_norm_every=``: the norm is computed as a tensor before
+``torch.autocast`` if one is on, else of the model's parameters, and times each step's forward,
+backward and gradient communication for the step anatomy (:mod:`._anatomy`; the optimizer is timed
+with or without ``model=``, and the data part is the time before a step's first forward). For
+grad-norm, use :func:`track` with ``model=`` and ``grad_norm_every=``: the norm is computed as a tensor before
 ``optimizer.step()`` and converted off the training thread (no extra CUDA sync there).
 """
 
@@ -22,6 +24,7 @@ from .._optional import require
 from .._safety import guarded
 from .._types import Foreign, Reported
 from .._write.report.reporter import Reporter
+from ._anatomy import install as install_anatomy
 
 torch = require("torch", "torch")
 _AUTOCAST = {torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -50,7 +53,10 @@ class LoopTracker:
         self.model, self.grad_norm_every = model, grad_norm_every
         self.step = 0
         self._last = time.perf_counter()
-        self._pending: tuple[int, float] | None = None
+        self._pending: tuple[int, float, Reported] | None = None
+        self.anatomy = install_anatomy(reporter, model=model)
+        if self.anatomy is not None:
+            self.anatomy.watch_optimizer(optimizer, end=False)  # the end is _after_step's
         self._handles = [optimizer.register_step_post_hook(self._after_step)]
         if model is not None and grad_norm_every > 0:
             self._handles.append(optimizer.register_step_pre_hook(self._before_step))
@@ -85,15 +91,20 @@ class LoopTracker:
     @guarded("torch_loop.post_step", None)
     def _after_step(self, optimizer: object, args: object, kwargs: object) -> None:
         now = time.perf_counter()
+        parts = None
+        if self.anatomy is not None:  # taken now: the step end waits for log()'s batch
+            clock = self.anatomy.clock
+            clock.end_optimizer()
+            parts = clock.take(self._last)
         self._emit_pending()
         self.step += 1
-        self._pending = (self.step, now - self._last)
+        self._pending = (self.step, now - self._last, parts)
         self._last = now
 
     def _emit_pending(self, samples: int | None = None, tokens: int | None = None) -> None:
         if self._pending is not None:
-            step, duration = self._pending
-            self.reporter.step_end(step, duration_s=duration, samples=samples, tokens=tokens)
+            step, duration, parts = self._pending
+            self.reporter.step_end(step, duration_s=duration, samples=samples, tokens=tokens, parts=parts)
             self._pending = None
 
     @guarded("torch_loop.log", None)
@@ -122,6 +133,8 @@ class LoopTracker:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        if self.anatomy is not None:
+            self.anatomy.remove()
         self.reporter.flush()
 
 

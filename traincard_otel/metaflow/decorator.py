@@ -57,7 +57,8 @@ class TraincardDecorator(StepDecorator):
     ``hourly_cost``, ``baseline`` (the run the card compares with: ``auto``, the default, for the
     latest earlier run of this flow whose step succeeded; ``Flow/run/step``, a run id, or ``none``),
     ``stop_on`` (anomaly kinds that stop training with a checkpoint: ``"nan,loss_spike"``;
-    docs/guards.md). Webhooks come from ``TRAINCARD_NOTIFY`` only: URLs are secrets, not code."""
+    docs/guards.md), ``profile_on`` (kinds that start a profile of 5 steps: ``"throughput_drop,straggler"``).
+    Webhooks come from ``TRAINCARD_NOTIFY`` only: URLs are secrets, not code."""
 
     name = "traincard"
     # None means: the TRAINCARD_* environment variable, else the package default.
@@ -69,6 +70,7 @@ class TraincardDecorator(StepDecorator):
         "hourly_cost": None,
         "baseline": None,
         "stop_on": None,
+        "profile_on": None,
     }
 
     def step_init(
@@ -84,8 +86,9 @@ class TraincardDecorator(StepDecorator):
         self._flow_datastore = flow_datastore
         self._refresher: Refresher | None = None
         self._warnings = StepWarnings()
-        if self.attributes["stop_on"] is not None:  # an unknown kind fails before the run starts
-            resolve({"stop_on": self.attributes["stop_on"]}, environ={})
+        for kinds in ("stop_on", "profile_on"):  # an unknown kind fails before the run starts
+            if self.attributes[kinds] is not None:
+                resolve({kinds: self.attributes[kinds]}, environ={})
         has_card = any(
             getattr(d, "name", "") == "card" and d.attributes.get("type") == "traincard" for d in decorators
         )
@@ -163,6 +166,8 @@ class TraincardDecorator(StepDecorator):
             settings["baseline"] = str(attrs["baseline"])
         if attrs["stop_on"] is not None:
             settings["stop_on"] = str(attrs["stop_on"])
+        if attrs["profile_on"] is not None:
+            settings["profile_on"] = str(attrs["profile_on"])
         reporter = Reporter(backend=backend, metaflow_identity=mf, **settings)
         reader = None
         if gang is not None:
@@ -179,6 +184,8 @@ class TraincardDecorator(StepDecorator):
             os.environ["TRAINCARD_BASELINE"] = reporter.settings.baseline
             if reporter.settings.stop_on:  # the ranks it starts stop on the same kinds
                 os.environ["TRAINCARD_STOP_ON"] = ",".join(reporter.settings.stop_on)
+            if reporter.settings.profile_on:  # ... and profile on them
+                os.environ["TRAINCARD_PROFILE_ON"] = ",".join(reporter.settings.profile_on)
         current._update_env({"traincard": reporter})
         _autolog.hold(_AUTOLOG_OWNER)  # the step's Trainers and Accelerators, from their making
         found = _flow_hyperparameters(flow) if gang is None else {}

@@ -30,6 +30,7 @@ _INTERNAL = ("last_system", "failure", "stacks")  # read by the analysis, not sh
 
 if TYPE_CHECKING:
     from ..._data.rundata import RunData
+    from ..anatomy import Straggler
 
 
 def _last_metrics(data: RunData) -> JsonObject:
@@ -101,9 +102,10 @@ def _with_console_reports(nodes: list[JsonObject], logs: list[JsonObject]) -> li
     return out
 
 
-def analyze(data: RunData, now: float | None = None) -> JsonObject | None:
+def analyze(data: RunData, now: float | None = None, straggler: Straggler | None = None) -> JsonObject | None:
     """Nodes, ranks, stragglers, the first failure, hung ranks and barrier waits of ``data``;
-    ``None`` for a run with one rank and no gang."""
+    ``None`` for a run with one rank and no gang. ``straggler``: the one the step anatomy found
+    (:mod:`traincard_otel._analysis.anatomy`), which says which part makes it slow."""
     now = time.time() if now is None else now
     gang = data.gang or {}
     if not gang and len(latest_states(data)) < 2:
@@ -178,7 +180,7 @@ def analyze(data: RunData, now: float | None = None) -> JsonObject | None:
             for r in rows
         ],
         "stacks": located,
-        "stragglers": stragglers(rows),
+        "stragglers": {**stragglers(rows), "anatomy": _anatomy_straggler(straggler)},
         "first_failure": first,
         "hung": hung,
         "waiting": waiting,
@@ -189,11 +191,26 @@ def analyze(data: RunData, now: float | None = None) -> JsonObject | None:
     return section
 
 
-def settle(data: RunData, now: float | None = None) -> JsonObject | None:
+def _anatomy_straggler(found: Straggler | None) -> JsonObject | None:
+    if found is None:
+        return None
+    return {
+        "rank": found.rank,
+        "median_rank": found.median_rank,
+        "part": found.part,
+        "slow_s": found.slow_s,
+        "median_s": found.median_s,
+        "ratio": found.own_ratio,
+        "others_wait": found.others_wait,
+        "text": found.text,
+    }
+
+
+def settle(data: RunData, now: float | None = None, straggler: Straggler | None = None) -> JsonObject | None:
     """:func:`analyze` ``data``, and keep the verdict in it: ``data.gang`` holds the summary and
     the first failure (``load().failure``), and the latest state of a rank that vanished or
     failed says so rather than "running". Returns the summary (None for a single rank)."""
-    summary = analyze(data, now)
+    summary = analyze(data, now, straggler)
     if summary is None:
         return None
     data.gang["summary"] = summary

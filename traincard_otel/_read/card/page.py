@@ -30,6 +30,8 @@ CARD_SCRIPTS = (
     "banners",
     "failure",
     "gang",
+    "anatomy",
+    "profiles",
     "charts",
     "summary",
     "system",

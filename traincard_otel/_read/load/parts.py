@@ -6,12 +6,15 @@ and the records it keeps whole here."""
 from __future__ import annotations
 
 import json
+from array import array
 
 from ..._data.rundata import DATA_WAIT_TAIL, RunData
+from ..._store.part_format import ANATOMY_COLUMNS, STEP_FIELDS
+from ..._store.segment import WIDTH
 from ..._types import Foreign
 from .columns import from_arrow_floats, from_arrow_ints, rank_series
 from .part_metrics import Slots, count, equal, kept, reserve, write
-from .records import add_record, extend_series, trim
+from .records import add_anatomy, add_record, extend_series, trim
 
 
 def add_table(
@@ -50,7 +53,7 @@ def add_other_rows(data: RunData, table: Foreign, attempt: int, rank: int) -> No
 
     # Filtering a table filters every column it has: select each kind's columns first.
     have = set(table.column_names)
-    steps = table.select([c for c in ("s", "value", "t", "w", "n", "tok") if c in have])
+    steps = table.select([c for c in (*STEP_FIELDS, *ANATOMY_COLUMNS) if c in have])
     add_step_rows(data, steps.filter(pc.is_null(table["rest"])), attempt, rank)
     add_kept_records(data, table["rest"], attempt, rank)
 
@@ -64,8 +67,8 @@ def add_kept_records(data: RunData, rest: Foreign, attempt: int, rank: int) -> N
 
 
 def add_step_rows(data: RunData, steps: Foreign, attempt: int, rank: int) -> None:
-    """A part's step ends (``s``, ``value`` the duration, ``t``, and ``w``, ``n``, ``tok`` when
-    the part has them), a column at a time.
+    """A part's step ends (``s``, ``value`` the duration, ``t``, and ``w``, ``n``, ``tok`` and the
+    anatomy's ``a_*`` columns when the part has them), a column at a time.
 
     No Python value becomes an Arrow one here: pyarrow imports pandas on the first such
     conversion (0.3 s and 35 MB of a ``load()``).
@@ -81,8 +84,16 @@ def add_step_rows(data: RunData, steps: Foreign, attempt: int, rank: int) -> Non
     if series is None:
         series = data.step_times[rank] = rank_series("step_time", rank)
     s = from_arrow_ints(steps["s"])
-    extend_series(series, s, from_arrow_floats(steps["value"]), from_arrow_floats(steps["t"]), attempt, rank)
+    durations, times = from_arrow_floats(steps["value"]), from_arrow_floats(steps["t"])
+    extend_series(series, s, durations, times, attempt, rank)
     have = set(steps.column_names)
+    if have.issuperset(ANATOMY_COLUMNS) and any(
+        steps[c].null_count < steps.num_rows for c in ANATOMY_COLUMNS
+    ):
+        flat = array("d", bytes(8 * WIDTH * steps.num_rows))
+        for j, name in enumerate(ANATOMY_COLUMNS):  # row-major, as a segment holds them
+            flat[j::WIDTH] = from_arrow_floats(steps[name])
+        add_anatomy(data, rank, s, times, durations, flat, attempt)
     if "w" in have and steps["w"].null_count < steps.num_rows:
         waited = steps.filter(pc.is_valid(steps["w"])) if steps["w"].null_count else steps
         waited_s = float(pc.sum(waited["w"]).as_py())

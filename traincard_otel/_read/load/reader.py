@@ -15,7 +15,7 @@ from ..._data.rundata import Record, RunData, Series
 from ..._store import layout, segment
 from ..._store.backends import Backend
 from ..._types import JsonObject
-from . import part_columns, part_metrics
+from . import part_columns, part_metrics, profiles
 from .columns import rank_series
 from .parts import add_kept_records, add_other_rows, add_step_rows, add_table
 from .records import add_log_lines, add_metric_columns, add_record, add_step_columns
@@ -45,6 +45,7 @@ class StoreReader:
         self._records = 0
         self._seqs: dict[tuple[int, int, str], set[int]] = {}  # segments read, per writer
         self._in_order: dict[str, int] = {}  # system series: points known to be in time order
+        self._profiles: dict[str, JsonObject] = {}  # profile captures' rank summaries, by object name
 
     def _add_parts(self, batch: list[tuple[layout.ObjectName, str]], fetched: dict[str, bytes]) -> None:
         """Parts read one after the other, a run of parts of one format at a time (a store may
@@ -201,8 +202,19 @@ class StoreReader:
             data.system[key] = ordered = in_time_order(series, self._in_order.get(key, 0))
             self._in_order[key] = len(ordered)
         data.states = self._states([n for p, n in parsed if p.kind == "state"], stats)
+        self._read_profiles([n for p, n in parsed if p.kind == "profile" and n not in self._profiles])
+        data.profiles = profiles.captures(self._profiles, profiles.location(self.backend, "").rstrip("/"))
         data.stats = stats
         return data
+
+    def _read_profiles(self, names: list[str]) -> None:
+        """Rank summaries of profile captures not read yet (immutable once written)."""
+        if not names:
+            return
+        for name, raw in self.backend.read_many(names).items():
+            found = profiles.rank_summary(raw, self.backend)
+            if found is not None:
+                self._profiles[name] = found
 
     def _states(self, names: list[str], stats: JsonObject) -> list[Record]:
         states = []

@@ -14,6 +14,7 @@ import operator
 from array import array
 from collections.abc import MutableSequence, Sequence
 
+from ..._data.anatomy import StepParts
 from ..._data.completions import rows_of
 from ..._data.rundata import DATA_WAIT_TAIL, MAX_GENAI_SPANS, Record, RunData, Series
 from ..._schema import Attr, Event
@@ -61,6 +62,8 @@ def add_step_columns(data: RunData, rec: Record, attempt: int, rank: int) -> int
     are, without a Python object per value.
     """
     s, t, d, w, n, tok = rec["s"], rec["t"], rec["d"], rec["w"], rec["n"], rec["tok"]
+    if "a" in rec:
+        add_anatomy(data, rank, s, t, d, rec["a"], attempt)
     whole = _no_gaps(d)
     keep = range(len(s)) if whole else [i for i, x in enumerate(d) if x == x and x]
     if not keep:  # a step end without a duration adds no point
@@ -106,6 +109,22 @@ def add_step_columns(data: RunData, rec: Record, attempt: int, rank: int) -> int
             tput = data.throughput[key] = rank_series(tname, rank)
         extend_series(tput, counted_steps, rates, counted_times, attempt, rank)
     return len(s)
+
+
+def add_anatomy(
+    data: RunData,
+    rank: int,
+    steps: Sequence[JsonValue],
+    times: Sequence[float],
+    durations: Sequence[float],
+    parts: Sequence[float],
+    attempt: int,
+) -> None:
+    """Steps' anatomy (``parts`` row-major) into the rank's bounded :class:`StepParts`."""
+    anatomy = data.anatomy.get(rank)
+    if anatomy is None:
+        anatomy = data.anatomy[rank] = StepParts()
+    anatomy.add(steps, times, durations, parts, attempt)
 
 
 def trim(series: Series, keep: int = DATA_WAIT_TAIL) -> None:
@@ -198,6 +217,9 @@ def add_record(data: RunData, rec: Record, attempt: int, rank: int) -> None:
         _add_row(data.metrics, rec, t, attempt, rank)
     elif kind == "st":
         duration = rec.get("d")
+        parts = rec.get("a")
+        if duration and isinstance(parts, list):
+            add_anatomy(data, rank, [rec.get("s")], [t], [duration], parts, attempt)
         if duration:
             series = data.step_times.get(rank)
             if series is None:

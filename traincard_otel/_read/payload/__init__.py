@@ -1,7 +1,8 @@
 """RunData -> the card payload (``docs/card-payload.md``). Pure: no Metaflow, no I/O.
 
 One builder per card section (:mod:`.status`, :mod:`.training`, :mod:`.system`, :mod:`.banners`,
-:mod:`.markers`, :mod:`.checkpoints`, :mod:`.logs`, :mod:`.health`), assembled here; display
+:mod:`.markers`, :mod:`.checkpoints`, :mod:`.logs`, :mod:`.health`, :mod:`.anatomy`,
+:mod:`.profiles` ...), assembled here; display
 downsampling is in :mod:`.series`. Live payloads carry only each section's tail and stay small.
 """
 
@@ -14,6 +15,7 @@ from ..._analysis.baseline import Baseline
 from ..._data.rundata import RunData
 from ..._text import scrub
 from .agents import agents_section
+from .anatomy import anatomy_section
 from .banners import all_banners, lost_ranks
 from .baseline import baseline_section
 from .checkpoints import checkpoint_rows
@@ -26,6 +28,7 @@ from .kind import RL, run_kind
 from .logs import log_lines
 from .markers import discontinuities
 from .names import wire_names
+from .profiles import profiles_section
 from .rl import rl_charts
 from .series import LIVE_LOG_TAIL, LIVE_TAIL, MAX_POINTS, Mode, downsample
 from .status import run_status
@@ -164,6 +167,8 @@ def _build(
         "empty": _empty_reasons(data, system),
         "health": loss_counters(data),
         "gang": gang_section(insights.gang),
+        "anatomy": anatomy_section(data, insights.anatomy, mode),
+        "profiles": profiles_section(data, mode),
         "completions": completions_section(data, mode) if data.completions.seen else None,
         "agents": agents_section(insights.agents, mode.live),
         "sweep": sweep,

@@ -416,6 +416,104 @@ class GangSection(TypedDict):
     stacks: StacksSection | None
 
 
+class AnatomyPartRow(TypedDict):
+    """One part of a rank's recent steps: its median seconds and its share of the step."""
+
+    part: str
+    seconds: float
+    share: float
+
+
+class AnatomyRankRow(TypedDict):
+    """One rank's bar: ``role`` is ``slowest`` or ``median`` in a gang, empty for a single rank;
+    ``own_s`` is its median step without the wait in communication."""
+
+    rank: int
+    role: str
+    steps: int
+    step_s: float
+    own_s: float
+    parts: list[AnatomyPartRow]
+    unmeasured: list[str]
+
+
+class AnatomyStepsRow(TypedDict):
+    """One rank's parts over steps (the stacked chart): seconds per part, null where not measured."""
+
+    rank: int
+    x: Sequence[float]
+    parts: dict[str, Sequence[float | None]]
+
+
+class AnatomySection(TypedDict):
+    """``anatomy``: where each step's time goes (data, forward, backward, optimizer,
+    communication, other), for one rank or the slowest beside the median rank of a gang."""
+
+    parts: list[str]
+    ranks: list[AnatomyRankRow]
+    series: list[AnatomyStepsRow]
+    ranks_timed: int
+    straggler: str | None
+    notes: list[str]
+
+
+class ProfileOperatorRow(TypedDict):
+    """An operator of a capture: its calls and self time (ms; on the device for a GPU capture) and
+    its share of all operators' self time."""
+
+    name: str
+    calls: int
+    self_ms: float
+    share: float | None
+
+
+class ProfileRankRow(TypedDict):
+    """One rank's capture: its breakdown (``shares`` of the profiled span: computation,
+    communication, memory and idle on a GPU; computation, communication and other on a CPU), the
+    share of communication hidden under computation (GPU), the top operators, the profiler's own
+    cost (its start and stop on the training thread, and the step time before and during it),
+    and where the trace is (``trace``: the store's object; ``location``: a path or URL)."""
+
+    rank: int
+    steps: list[int] | None
+    device: bool
+    shares: dict[str, float]
+    span_s: float | None
+    overlap: float | None
+    operators: list[ProfileOperatorRow]
+    overhead: float | None
+    start_s: float | None
+    stop_s: float | None
+    step_before_s: float | None
+    step_during_s: float | None
+    trace: str
+    location: str
+    trace_bytes: int
+    events_cut: int
+
+
+class ProfileCaptureRow(TypedDict):
+    """A capture: what asked for it (``trigger``: ``request``, or a ``profile_on`` kind with the
+    ``detail`` it saw), when, its steps, its ranks (the first 8 of ``rank_count``, 2 live) and the
+    command that copies its trace out."""
+
+    id: str
+    trigger: str
+    detail: str
+    asked_at: float | None
+    steps: list[int] | None
+    rank_count: int
+    ranks: list[ProfileRankRow]
+    export: str
+
+
+class ProfilesSection(TypedDict):
+    """``profiles``: the run's profile captures, newest first (``total`` counts them all)."""
+
+    captures: list[ProfileCaptureRow]
+    total: int
+
+
 class SweepRow(TypedDict):
     """One branch of a sweep: its varying hyperparameters and where its main metric stands."""
 
@@ -556,6 +654,8 @@ class CardPayload(TypedDict):
     empty: EmptyReasonsSection
     health: HealthSection
     gang: GangSection | None
+    anatomy: AnatomySection | None
+    profiles: ProfilesSection | None
     completions: CompletionsSection | None
     agents: AgentsSection | None
     sweep: SweepSection | None

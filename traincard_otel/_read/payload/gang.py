@@ -81,8 +81,12 @@ def headline(section: JsonObject) -> list[BannerRow]:
                 f"(last step {h['step']})",
             }
         )
+    found = (section.get("stragglers") or {}).get("anatomy")
     slow = (section.get("stragglers") or {}).get("slowest")
-    if slow is not None:
+    if found is not None:  # the step anatomy says which part makes it slow
+        text = str(found["text"])
+        out.append({"kind": "info", "text": f"{text[:1].upper()}{text[1:]}"})
+    elif slow is not None:
         out.append(
             {
                 "kind": "info",

@@ -44,6 +44,8 @@ REPLACED_SECTIONS = [
     "health",
     "empty",
     "gang",
+    "anatomy",
+    "profiles",
     "completions",
     "agents",
     "sweep",

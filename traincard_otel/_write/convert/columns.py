@@ -17,9 +17,12 @@ from typing import NamedTuple
 
 from opentelemetry.util.types import AnyValue
 
-from ..._schema import MetricsReport, StepEnd
+from ..._schema import STEP_PARTS, MetricsReport, StepEnd
+from ..._types import Reported
 
 NAN = math.nan  # a duration or wait that was not measured
+WIDTH = len(STEP_PARTS)  # seconds per step in the anatomy's row-major ``parts`` column
+NO_PARTS = (NAN,) * WIDTH
 
 
 class MetricRun:
@@ -52,9 +55,11 @@ class MetricRun:
 
 
 class StepColumns:
-    """Step ends: NaN where a duration or wait was not measured, 0 where samples or tokens were not."""
+    """Step ends: NaN where a duration or wait was not measured, 0 where samples or tokens were not;
+    ``parts``, when any step carried its anatomy, ``WIDTH`` seconds per step (row-major, NaN where
+    not measured), else empty."""
 
-    __slots__ = ("durations", "samples", "steps", "times", "tokens", "waits")
+    __slots__ = ("durations", "parts", "samples", "steps", "times", "tokens", "waits")
 
     def __init__(self) -> None:
         self.steps: list[int] = []
@@ -63,14 +68,36 @@ class StepColumns:
         self.waits: list[float] = []
         self.samples: list[int] = []
         self.tokens: list[int] = []
+        self.parts: list[float] = []
 
-    def add(self, t: float, step: int, duration: float, wait: float, samples: int, tokens: int) -> None:
+    def add(
+        self,
+        t: float,
+        step: int,
+        duration: float,
+        wait: float,
+        samples: int,
+        tokens: int,
+        parts: tuple[float, ...] | None = None,
+    ) -> None:
+        self._add_parts(parts, 1)
         self.steps.append(step)
         self.times.append(t)
         self.durations.append(duration)
         self.waits.append(wait)
         self.samples.append(samples)
         self.tokens.append(tokens)
+
+    def _add_parts(self, parts: Sequence[float] | None, rows: int) -> None:
+        """The anatomy of the next ``rows`` steps (``parts`` row-major), NaN-filled on whichever
+        side has none, so the column stays ``WIDTH`` per step once any step has one."""
+        if parts is None:
+            if self.parts:
+                self.parts.extend(NO_PARTS * rows)
+            return
+        if not self.parts and self.steps:
+            self.parts.extend(NO_PARTS * len(self.steps))
+        self.parts.extend(parts)
 
     def extend(
         self,
@@ -80,7 +107,9 @@ class StepColumns:
         waits: list[float],
         samples: list[int],
         tokens: list[int],
+        parts: list[float] | None = None,
     ) -> None:
+        self._add_parts(parts, len(steps))
         self.steps.extend(steps)
         self.times.extend(times)
         self.durations.extend(durations)
@@ -92,7 +121,7 @@ class StepColumns:
         return len(self.steps)
 
     def body(self) -> dict[str, AnyValue]:
-        return {
+        out: dict[str, AnyValue] = {
             "steps": self.steps,
             "times": self.times,
             "durations": self.durations,
@@ -100,6 +129,9 @@ class StepColumns:
             "samples": self.samples,
             "tokens": self.tokens,
         }
+        if self.parts:
+            out["parts"] = self.parts
+        return out
 
 
 _FLOAT = {float}
@@ -125,6 +157,7 @@ class StepStretch(NamedTuple):
     samples: list[int]
     tokens: list[int]
     waits: list[float | None]  # None where not measured
+    parts: list[float] | None  # WIDTH per step, row-major; None when no step carried its anatomy
 
 
 def metric_columns(
@@ -163,8 +196,11 @@ def step_columns(items: Sequence[StepEnd]) -> StepStretch | None:
     duration, a float wait or none, and int counts or none."""
     if not items:
         return None
-    times, steps, durations, samples, tokens, waits = zip(*items, strict=True)
+    times, steps, durations, samples, tokens, waits, anatomy = zip(*items, strict=True)
     if set(map(type, steps)) != _INT or set(map(type, durations)) != _FLOAT or min(durations) <= 0:
+        return None
+    readable, parts = part_columns(anatomy)
+    if not readable:
         return None
     if not (set(map(type, samples)) | set(map(type, tokens))) <= _INT_OR_NONE:
         return None  # counts that are not ints: checked row by row
@@ -182,4 +218,27 @@ def step_columns(items: Sequence[StepEnd]) -> StepStretch | None:
     tok_col = [x or 0 for x in tokens] if None in tokens else list(tokens)
     if min(n_col) < 0 or min(tok_col) < 0:
         return None
-    return StepStretch(list(times), list(steps), list(durations), wait_col, n_col, tok_col, measured)
+    return StepStretch(list(times), list(steps), list(durations), wait_col, n_col, tok_col, measured, parts)
+
+
+def read_parts(parts: Reported) -> Reported:
+    """A step end's anatomy as seconds: a clock that timed a device gives them now (off the
+    training thread); a tuple is as the training thread made it."""
+    if parts is None or type(parts) is tuple:
+        return parts
+    seconds = getattr(parts, "seconds", None)
+    return tuple(seconds()) if callable(seconds) else parts
+
+
+def part_columns(anatomy: Sequence[Reported]) -> tuple[bool, list[float] | None]:
+    """(readable, the steps' anatomies as one row-major column): NaN for a step without one, None
+    when no step carried one; not readable when one is not ``WIDTH`` floats (checked row by row)."""
+    if anatomy.count(None) == len(anatomy):
+        return True, None
+    read = [NO_PARTS if p is None else read_parts(p) for p in anatomy]
+    if set(map(type, read)) != {tuple} or set(map(len, read)) != {WIDTH}:
+        return False, None
+    flat = list(chain.from_iterable(read))
+    if set(map(type, flat)) != _FLOAT or any(v < 0 for v in flat):
+        return False, None
+    return True, flat

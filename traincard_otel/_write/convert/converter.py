@@ -9,7 +9,7 @@ converter has no thread of its own and never calls back into the pipeline.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from opentelemetry import trace
 from opentelemetry._logs import Logger
@@ -37,6 +37,7 @@ from ..._schema import (
     SystemReport,
 )
 from ..._text import encodable
+from ..._types import JsonObject
 from ..queue import ReportQueue
 from .anomalies import AnomalyWatch
 from .events import Checkpoints, FailureRecorder
@@ -69,10 +70,13 @@ class Converter:
         store_lines: StoreLines | None = None,
         observer: EventObserver | None = None,
         tally: RunTally | None = None,
+        memory_at_oom: Callable[[], JsonObject | None] = lambda: None,
     ) -> None:
         """``store_lines``: log lines go straight to the store, where it is the only reader of log
         records (:mod:`.lines`); ``observer`` is told of every event emitted (the guard rails);
-        ``tally`` sums what goes out (this attempt's goodput, its MFU, its summary)."""
+        ``tally`` sums what goes out (this attempt's goodput, its MFU, its summary);
+        ``memory_at_oom`` gives the CUDA snapshot's summary taken at an out-of-memory error, if
+        any (the failure's verdict shows it)."""
         self.queue = queue
         self.rejections = Rejections()
         self.spans = PhaseSpans(tracer, logger, run_span, observer)
@@ -97,15 +101,18 @@ class Converter:
             last_system,
             lambda: self.rows.last_metrics,
             lambda: queue.step,
+            memory_at_oom,
         )
         self._last_step_end: tuple[object, float] | None = None  # (step, time), kept for metric sources
         self.store_lines = store_lines
         self._lock = threading.Lock()
 
-    def _record_durations(self, durations: list[float]) -> None:
+    def _record_durations(self, durations: list[float], parts: Sequence[float] | None) -> None:
         if self._timed:
             for duration in durations:
                 self.instruments.step_duration.record(duration)
+            if parts:
+                self.instruments.record_parts(durations, parts)
 
     def drain(self) -> None:
         """Translate everything queued so far, in report order."""
@@ -231,6 +238,7 @@ class Converter:
             "failure": self.failures.summary,
             "checkpoints": self.checkpoints.count,
             "phase": self.spans.current,
+            "anatomy": self.rows.recent_anatomy(),
         }
 
 

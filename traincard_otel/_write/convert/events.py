@@ -9,6 +9,7 @@ from opentelemetry.metrics import Counter
 from opentelemetry.trace import Status, StatusCode
 from opentelemetry.util.types import AnyValue
 
+from ..._analysis.memory import evidence as oom_evidence
 from ..._schema import Attr, CheckpointSaved, Event, Failure
 from ..._text import encodable
 from ..._types import JsonObject
@@ -74,9 +75,11 @@ class FailureRecorder:
         last_system: Callable[[], Mapping[str, float]],
         last_metrics: Callable[[], Mapping[str, float]],
         step: Callable[[], int | None],
+        memory_at_oom: Callable[[], JsonObject | None] = lambda: None,
     ) -> None:
         self._spans, self._counter = spans, counter
         self._last_system, self._last_metrics, self._step = last_system, last_metrics, step
+        self._memory_at_oom = memory_at_oom  # the CUDA snapshot's summary, when one was taken
         self.summary: JsonObject | None = None
 
     def record(self, item: Failure) -> None:
@@ -88,6 +91,10 @@ class FailureRecorder:
         message = _message(exc)
         text = encodable(text)
         verdict = classify(exc_type, message, text, system)
+        memory = self._memory_at_oom() if verdict["kind"] == "cuda_oom" else None
+        if memory is not None:
+            verdict["memory"] = memory
+            verdict["evidence"] += oom_evidence(memory)
         phase = self._spans.current or self._spans.failed_phase
         self.summary = {
             "type": exc_type,

@@ -8,11 +8,11 @@ so a training step costs no instrument call.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from opentelemetry.metrics import CallbackOptions, Counter, Histogram, Meter, Observation
 
-from ..._schema import Attr, Metric, MetricSpec
+from ..._schema import ANATOMY_PARTS, STEP_PARTS, Attr, Metric, MetricSpec
 from ..queue import ReportQueue
 
 Observe = Callable[[CallbackOptions], Iterable[Observation]]
@@ -42,6 +42,9 @@ class ConverterInstruments:
     ) -> None:
         m = Metric.STEP_DURATION
         self.step_duration: Histogram = meter.create_histogram(m.name, unit=m.unit, description=m.meaning)
+        m = Metric.STEP_PART_DURATION
+        self.part_duration: Histogram = meter.create_histogram(m.name, unit=m.unit, description=m.meaning)
+        self._part_attrs = [{Attr.STEP_PART: part} for part in ANATOMY_PARTS]
         m = Metric.CHECKPOINTS
         self.checkpoints: Counter = meter.create_counter(m.name, unit=m.unit, description=m.meaning)
         m = Metric.FAILURES
@@ -76,6 +79,19 @@ class ConverterInstruments:
         _gauge(meter, Metric.HEARTBEAT, lambda _o: [Observation(queue.heartbeat_at)])
         _gauge(meter, Metric.THROUGHPUT_TOKENS, lambda _o: _one(throughput("tok")))
         _gauge(meter, Metric.THROUGHPUT_SAMPLES, lambda _o: _one(throughput("n")))
+
+    def record_parts(self, durations: Sequence[float], parts: Sequence[float]) -> None:
+        """Each step's measured parts and the rest (``other``) on the part histogram."""
+        record, attrs, width = self.part_duration.record, self._part_attrs, len(STEP_PARTS)
+        for i, duration in enumerate(durations):
+            row = parts[i * width : i * width + width]
+            known = 0.0
+            for value, attr in zip(row, attrs, strict=False):
+                if value == value:  # NaN: not measured
+                    record(value, attr)
+                    known += value
+            if duration == duration and known:
+                record(max(duration - known, 0.0), attrs[-1])
 
 
 def health_instruments(meter: Meter, health: Callable[[], Mapping[str, object]]) -> None:

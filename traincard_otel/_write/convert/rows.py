@@ -17,11 +17,14 @@ from typing import Protocol
 
 from opentelemetry.util.types import AnyValue
 
+from ..._analysis.anatomy import rank_anatomy
+from ..._data.anatomy import StepParts
 from ..._gil import Slices
 from ..._schema import Attr, Event, MetricsReport, StepEnd
 from ..._text import encodable
-from .columns import NAN, MetricRun, StepColumns, metric_columns, step_columns
-from .values import Rejections, as_step
+from ..._types import JsonObject
+from .columns import NAN, WIDTH, MetricRun, StepColumns, metric_columns, read_parts, step_columns
+from .values import Rejections, as_step, to_float
 
 MAX_ROWS_PER_EVENT = 2000
 #: Metric rows from several threads (a data loader's and the training loop's) arrive a few steps
@@ -50,7 +53,7 @@ class RowBatcher:
         self,
         emit: Emit,
         rejections: Rejections,
-        on_steps: Callable[[list[float]], None],
+        on_steps: Callable[[list[float], Sequence[float] | None], None],
         watches: Sequence[RowWatch] = (),
     ) -> None:
         self._emit, self._rejections, self._on_steps = emit, rejections, on_steps
@@ -63,6 +66,8 @@ class RowBatcher:
         self.recent_steps: collections.deque[tuple[float, float | None, int, int]] = collections.deque(
             maxlen=50
         )
+        # (duration, parts) of the last steps that carried their anatomy, for the rank's state
+        self.recent_parts: collections.deque[tuple[float, Sequence[float]]] = collections.deque(maxlen=50)
         self._runs: list[MetricRun] = []  # metric rows since the last emit, in report order
         self._open_run: MetricRun | None = None  # the run the next row may join
         self._run_rows = 0
@@ -129,11 +134,16 @@ class RowBatcher:
             self._run_rows += len(m.times)
         if s is not None:
             self.step_ends += len(s.times)
-            self._step_cols.extend(s.times, s.steps, s.durations, s.wait_col, s.samples, s.tokens)
+            self._step_cols.extend(s.times, s.steps, s.durations, s.wait_col, s.samples, s.tokens, s.parts)
             self.recent_steps.extend(
                 zip(s.durations[-50:], s.waits[-50:], s.samples[-50:], s.tokens[-50:], strict=True)
             )
-            self._on_steps(s.durations)
+            if s.parts is not None:
+                rows = range(max(0, len(s.durations) - 50), len(s.durations))
+                self.recent_parts.extend(
+                    (s.durations[i], s.parts[i * WIDTH : i * WIDTH + WIDTH]) for i in rows
+                )
+            self._on_steps(s.durations, s.parts)
         return True
 
     # -- a row at a time ---------------------------------------------------------------------
@@ -181,7 +191,7 @@ class RowBatcher:
             self.flush()
 
     def add_step(self, item: StepEnd) -> None:
-        t, step, duration, samples, tokens, wait = item
+        t, step, duration, samples, tokens, wait, parts = item
         if type(step) is not int:
             step = as_step(step)  # numpy and tensor scalars, floats
             if step is None:
@@ -198,16 +208,33 @@ class RowBatcher:
             wait = r.measure(wait, "data_wait_s")
         wait = wait if wait is not None and wait >= 0 else None
         wait_s = NAN if wait is None else wait
+        if parts is not None:
+            parts = self._parts(parts)
         if duration is not None and duration > 0:
             n = samples if type(samples) is int and samples >= 0 else r.count(samples, "samples")
             tok = tokens if type(tokens) is int and tokens >= 0 else r.count(tokens, "tokens")
-            self._step_cols.add(t, step, duration, wait_s, n, tok)
+            self._step_cols.add(t, step, duration, wait_s, n, tok, parts)
             self.recent_steps.append((duration, wait, n, tok))
-            self._on_steps([duration])
+            if parts is not None:
+                self.recent_parts.append((duration, parts))
+            self._on_steps([duration], parts)
         else:
-            self._step_cols.add(t, step, NAN, wait_s, 0, 0)
+            self._step_cols.add(t, step, NAN, wait_s, 0, 0, parts)
         if len(self._step_cols.steps) >= MAX_ROWS_PER_EVENT:
             self.flush()
+
+    def _parts(self, parts: object) -> tuple[float, ...] | None:
+        """A step end's anatomy as ``WIDTH`` seconds (NaN where not measured, or negative); one
+        that is not is rejected and counted, and the step kept without it."""
+        read = read_parts(parts)
+        if isinstance(read, tuple) and len(read) == WIDTH:
+            seconds = tuple(to_float(v) for v in read)
+            if all(v is not None for v in seconds):
+                return tuple(v if v is not None and v >= 0 else NAN for v in seconds)
+        self._rejections.reject(
+            "bad_parts", "a step end's parts are not %d seconds: %r; dropped", WIDTH, parts
+        )
+        return None
 
     def _check_rewind(self, t: float, step: int | None, jitter: int) -> None:
         """A step counter moving backwards is a resume from a checkpoint, not corrupt data."""
@@ -252,6 +279,25 @@ class RowBatcher:
     # -- derived figures, when asked (by the watchdog, the metric reader), not per step ---------
     def recent_durations(self) -> list[float]:
         return [d for d, _w, _n, _tok in list(self.recent_steps)]
+
+    def recent_anatomy(self) -> JsonObject | None:
+        """The recent steps' anatomy (median seconds per part, the step, the step without the wait
+        in communication), for the rank's state: what rank 0 compares ranks by (``profile_on``)."""
+        recent = list(self.recent_parts)
+        if not recent:
+            return None
+        parts = StepParts()
+        parts.add(
+            range(len(recent)),
+            [0.0] * len(recent),
+            [d for d, _p in recent],
+            [v for _d, p in recent for v in p],
+            0,
+        )
+        found = rank_anatomy(0, parts)  # (the rank is not part of what the state keeps)
+        if found is None:
+            return None
+        return {"steps": found.steps, "step_s": found.step_s, "own_s": found.own_s, "seconds": found.seconds}
 
     def recent_wait_shares(self) -> list[float]:
         """The share of each recent step spent waiting for data."""

@@ -98,8 +98,17 @@ def _runs(event: str | None, body: object) -> list[Record] | None:
                 for r in body["runs"]
             ]
         if event == Event.STEP_TIMING:
-            columns = ("steps", "times", "durations", "waits", "samples", "tokens")
-            return [segment.step_run(*(body[c] for c in columns))]
+            return [
+                segment.step_run(
+                    body["steps"],
+                    body["times"],
+                    body["durations"],
+                    body["waits"],
+                    body["samples"],
+                    body["tokens"],
+                    parts=body.get("parts"),
+                )
+            ]
     except (KeyError, TypeError, ValueError):
         return None  # not ours after all: stored as an ordinary event
     return None

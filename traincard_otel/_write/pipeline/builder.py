@@ -2,9 +2,10 @@
 need each other, and handed to the next through its constructor.
 
 queue and store writer -> providers (exporters into the writer) -> run span -> system sampler ->
-guard rails (which watch the converter's events) -> converter -> the pipeline's own instruments ->
-GenAI span capture -> insight gauges (this attempt's goodput and MFU, from the converter's tally)
--> the gang's watch (on a gang's control node) -> watchdog (which reads the converter's step times). Building
+guard rails and profile captures (which watch the converter's events) -> CUDA memory history ->
+converter -> the pipeline's own instruments -> GenAI span capture -> insight gauges (this attempt's
+goodput and MFU, from the converter's tally) -> the gang's watch (on a gang's control node) ->
+watchdog (which reads the converter's step times, and answers the store's requests). Building
 starts nothing: no thread, no hook, no event (:meth:`Pipeline.start` does).
 """
 
@@ -35,12 +36,14 @@ from ..queue import ReportQueue
 from ..store.writer import StoreWriter
 from ..telemetry.gang_watch import GangWatch
 from ..telemetry.health import Watchdog
+from ..telemetry.memory_history import MemoryHistory
 from ..telemetry.stack_watch import Emit
 from .genai import capture_genai_spans
 from .guards import Guards, notified_kinds
 from .insight_gauges import InsightGauges
 from .lifecycle import SCOPE, Pipeline, gpu_utilization, last_system, lifecycle_event
 from .notify import Notifier
+from .profiling import Profiling, observers
 from .providers import build_providers
 
 if TYPE_CHECKING:
@@ -86,6 +89,16 @@ def build_pipeline(
     event = lifecycle_event(queue)
     guards = _guards(settings, mf, rank, backend, event)
     armed = guards.stop_on or guards.notifier is not None
+    profiling = (  # nothing to ask or write without a store
+        Profiling(settings.profile_on, queue, backend, rank=rank.rank, attempt=attempt, emit=event)
+        if backend is not None
+        else None
+    )
+    memory = (  # CUDA allocations recorded, for the snapshot at an out-of-memory error
+        MemoryHistory(backend, rank=rank.rank, attempt=attempt, emit=event, step=lambda: queue.step)
+        if settings.memory_history
+        else None
+    )
     tally = RunTally(started_at, rank=rank.rank, attempt=attempt)
     converter = Converter(
         queue,
@@ -97,8 +110,12 @@ def build_pipeline(
         timed=providers.exports_metrics,
         anomaly_rules=anomaly_rules,
         store_lines=StoreLines(writer) if writer is not None and not providers.exports_logs else None,
-        observer=guards.observe if armed else None,
+        observer=observers(
+            guards.observe if armed else None,
+            profiling.observe if profiling is not None and set(settings.profile_on) - {"straggler"} else None,
+        ),
         tally=tally,
+        memory_at_oom=(lambda: memory.at_oom) if memory is not None else lambda: None,
     )
     _pipeline_instruments(run_meter, attempt, queue, writer)
     genai = capture_genai_spans(queue, run_meter) if settings.genai else None  # from the global provider
@@ -125,6 +142,11 @@ def build_pipeline(
         rank_timeout_s=settings.rank_timeout_s,
         rank_check_s=max(1.0, min(5.0, settings.rank_timeout_s / 2)),
         gang_check=gang_watch.check if gang_watch is not None else None,
+        on_profile_request=profiling.request if profiling is not None else None,
+        # a straggler, which only the ranks' states together show, is rank 0's to find
+        on_states=profiling.states
+        if profiling is not None and rank.rank == 0 and "straggler" in settings.profile_on
+        else None,
     )
     health_instruments(run_meter, watchdog.status_fields)
     return Pipeline(
@@ -146,6 +168,8 @@ def build_pipeline(
         tally=tally,
         gang_watch=gang_watch,
         started_at=started_at,
+        profiling=profiling,
+        memory=memory,
     )
 
 

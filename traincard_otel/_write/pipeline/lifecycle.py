@@ -12,6 +12,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING
 
 from opentelemetry._logs import SeverityNumber
@@ -34,6 +35,7 @@ from ..store.writer import StoreWriter
 from ..telemetry import logbridge as logbridge
 from ..telemetry.gang_watch import GangWatch
 from ..telemetry.health import Watchdog
+from ..telemetry.memory_history import MemoryHistory
 from ..telemetry.stack_watch import Emit
 from . import children
 from .bounded import bounded, left
@@ -42,6 +44,7 @@ from .genai import GenAISpanProcessor
 from .guards import Guards
 from .insight_gauges import InsightGauges
 from .own_summary import OwnSummary
+from .profiling import Profiling
 from .providers import Providers
 from .schedule import FlushSchedule
 
@@ -104,6 +107,8 @@ class Pipeline:
         tally: RunTally,
         gang_watch: GangWatch | None,
         started_at: float,
+        profiling: Profiling | None = None,
+        memory: MemoryHistory | None = None,
     ) -> None:
         self.settings, self.mf, self.rank, self.backend = settings, mf, rank, backend
         self.attempt = attempt
@@ -113,6 +118,7 @@ class Pipeline:
         self.genai, self.insight_gauges = genai, insight_gauges
         self._emit = lifecycle_event(queue)
         self.tally, self.gang_watch = tally, gang_watch
+        self.profiling, self.memory = profiling, memory  # profile captures; CUDA memory at an OOM
         self.started_at = started_at
         self.status = "running"
         self.terminated_by: str | None = None
@@ -127,6 +133,8 @@ class Pipeline:
         self.on_shutdown: list[Callable[[], None]] = [watchdog.stop]
         if genai is not None:
             self.on_shutdown.append(genai.shutdown)
+        if profiling is not None:  # a capture's trace being written is waited for, bounded
+            self.on_shutdown.append(partial(profiling.capture.close, settings.shutdown_timeout_s / 2))
         self._log_bridge: logbridge.LogBridge | None = None
         self.console: ConsoleCapture | None = None
         # this process's summary for sweeps, written by its own writer (nothing reads it back)
@@ -148,6 +156,8 @@ class Pipeline:
             self.writer.start()
         self.schedule.start()
         self.watchdog.start()
+        if self.memory is not None and self.memory.start():
+            self.on_shutdown.append(self.memory.stop)
         siblings = watch_siblings(self.rank, self.writer is not None, self._sibling_ended)
         if siblings is not None:
             self.on_shutdown.insert(0, siblings.stop)
@@ -258,12 +268,13 @@ class Pipeline:
             "rank_timeout_s": self.settings.rank_timeout_s,
             "flush_interval_s": self.settings.flush_interval_s,
             "ended_siblings": list(self.ended_siblings),
-            "notes": list(getattr(self.sampler, "notes", []) or []),
+            "notes": [*(getattr(self.sampler, "notes", []) or []), *getattr(self.memory, "notes", ())],
             "last_system": self.last_system(),
         }
         st.update(self.converter.status_fields())
         st.update(self.watchdog.status_fields())
         st["guards"] = self.guards.status_fields()
+        st["profile"] = self.profiling.capture.latest if self.profiling is not None else None
         return st
 
     # -- the schedule -----------------------------------------------------------------------------

@@ -24,6 +24,25 @@ from ..store.writer import StoreWriter
 from .children import ParentOnlyPeriodicReader
 
 STEP_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# A part of a step is shorter than the step: the buckets start at 0.1 ms.
+STEP_PART_BUCKETS = (
+    0.0001,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
 
 
 class SampleReader(MetricReader):
@@ -88,9 +107,10 @@ def build_providers(settings: Settings, resource: Resource, writer: StoreWriter 
                 ParentOnlyPeriodicReader(cls(), export_interval_millis=settings.metric_export_interval_ms)
             )
     views = [
-        View(
-            instrument_name=Metric.STEP_DURATION.name,
-            aggregation=ExplicitBucketHistogramAggregation(STEP_DURATION_BUCKETS),
+        View(instrument_name=name, aggregation=ExplicitBucketHistogramAggregation(buckets))
+        for name, buckets in (
+            (Metric.STEP_DURATION.name, STEP_DURATION_BUCKETS),
+            (Metric.STEP_PART_DURATION.name, STEP_PART_BUCKETS),
         )
     ]
     meter_provider = MeterProvider(

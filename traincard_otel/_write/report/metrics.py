@@ -97,6 +97,7 @@ class MetricReporting:
         data_wait_s: float | None = None,
         epoch: float | None = None,
         at: float | None = None,
+        parts: Reported = None,
     ) -> None:
         """Mark an optimizer step as done: progress, step time, throughput and the time spent
         waiting for data (every rank; the card flags input-bound training from it), and the
@@ -111,7 +112,11 @@ class MetricReporting:
         where training starts, so the first step does not count the set-up before it.
 
         ``at``: when the step ended, by ``time.perf_counter()``, if the caller has read it (it
-        spares the training thread a clock read)."""
+        spares the training thread a clock read).
+
+        ``parts``: the step's anatomy (seconds of data, forward, backward, optimizer and
+        communication; NaN where not measured) when the caller took it; without it, the parts
+        the installed hooks timed since the previous step end (``Reporter.part_clock``)."""
         if self._on:
             q = self._queue
             # One clock read: the wall clock is the perf counter plus an offset the converter
@@ -127,6 +132,9 @@ class MetricReporting:
                     at,
                 )
                 end, now = time.perf_counter(), time.time()
+            clock = q.parts
+            if parts is None and clock is not None:
+                parts = clock.take(q.step_clock, data_wait_s)
             if duration_s is None:
                 duration_s = end - q.step_clock
             q.step_clock = end
@@ -135,9 +143,11 @@ class MetricReporting:
             if epoch is not None:
                 q.progress["epoch"] = epoch
             if len(self._q) < self._cap:
-                self._q.append(StepEnd(now, step, duration_s, samples, tokens, data_wait_s))
+                self._q.append(StepEnd(now, step, duration_s, samples, tokens, data_wait_s, parts))
             else:
                 q.overflow += 1
+            if q.profile is not None:  # a profile capture starts, steps or stops at this boundary
+                q.profile.boundary()
 
     def progress(self, **fields: Reported) -> None:
         """Update status fields: ``step``, ``epoch``, ``max_steps``, ``num_epochs``,

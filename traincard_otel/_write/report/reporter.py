@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ..._config import Settings
 from ..._schema import (
@@ -24,7 +24,7 @@ from ..._schema import (
 )
 from ..._types import Reported
 from .. import pipeline as _pipeline
-from ..queue import ReportQueue
+from ..queue import PartClock, ReportQueue
 from .items import ItemMeter
 from .metrics import MetricReporting
 from .phase import Phase
@@ -79,6 +79,17 @@ class Reporter(MetricReporting):
     def settings(self) -> Settings | None:
         """The resolved settings, or None when telemetry is disabled."""
         return self._pipeline.settings if self._pipeline is not None else None
+
+    def part_clock(self, make: Callable[[], PartClock] = PartClock) -> PartClock | None:
+        """The clock the framework hooks time the step's parts with (one per process, made by
+        ``make`` on first use), or None when the ``anatomy`` setting is off or telemetry is."""
+        settings = self.settings
+        if settings is None or not settings.anatomy:
+            return None
+        q = self._queue
+        if q.parts is None:
+            q.parts = make()
+        return q.parts
 
     @property
     def enabled(self) -> bool:

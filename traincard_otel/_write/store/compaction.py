@@ -4,8 +4,9 @@ A part ``part-<first>-<last>.parquet`` holds every record of its writer's segmen
 each kind in record order and in row groups of its own: first the metric rows (``k == "m"``), one
 row per reported step with one float column per metric name (``m0``, ``m1``, ...: null where that
 row has no value for it; the names are the schema's ``traincard_metrics`` metadata), then the step
-ends (``"st"``: ``s``, ``t``, the duration in ``value``, ``w``, ``n``, ``tok``), then every other
-record (kept whole as JSON in ``rest``). The metadata counts the metric rows and the step ends
+ends (``"st"``: ``s``, ``t``, the duration in ``value``, ``w``, ``n``, ``tok``, and the step's
+anatomy in ``a_data``, ``a_forward``, ...: null where not measured), then every other record (kept
+whole as JSON in ``rest``). The metadata counts the metric rows and the step ends
 (``traincard_metric_rows``, ``traincard_step_rows``), so a reader reads each kind's columns only:
 a metric series or the step times are column reads, with no row filtered. Each row keeps the
 segment it came from (``seq``), so a reader that already read some of those segments skips exactly
@@ -23,12 +24,14 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import math
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
 
 from ..._gil import Slices
 from ..._store.part_format import (
+    ANATOMY_COLUMNS,
     DICTIONARY_COLUMNS,
     METRIC_ROWS_KEY,
     METRICS_KEY,
@@ -36,7 +39,7 @@ from ..._store.part_format import (
     STEP_ROWS_KEY,
     metric_column,
 )
-from ..._store.segment import PACKED_METRICS, PACKED_STEPS, Record, encode_line
+from ..._store.segment import PACKED_METRICS, PACKED_STEPS, WIDTH, Record, encode_line
 from ..._types import Foreign
 
 _LITTLE = sys.byteorder == "little"
@@ -228,6 +231,11 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
     metrics = _MetricColumns()
     st = _Columns(seq="q", s="q", n="q", tok="q", t="d", value="d", w="d")
     other = _Columns(seq="q", t="d")
+    anatomy = any(
+        rec.get("k") == PACKED_STEPS and "a" in rec for _seq, records in segments for rec in records
+    )
+    if anatomy:  # (null columns otherwise)
+        st.typed.update((name, array("d")) for name in ANATOMY_COLUMNS)
     slices = Slices()
     for seq, records in segments:
         slices.check()
@@ -247,6 +255,11 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
                 st.repeat("k", "st", len(rec["s"]))
                 for column, field in _STEP_COLUMNS:
                     st.extend(column, rec[field])
+                if anatomy:
+                    parts = rec.get("a")
+                    unmeasured = array("d", [math.nan]) * len(rec["s"])
+                    for j, name in enumerate(ANATOMY_COLUMNS):
+                        st.extend(name, parts[j::WIDTH] if parts is not None else unmeasured)
             else:
                 other.repeat("seq", seq, 1)
                 other.repeat("k", str(kind), 1)
@@ -258,7 +271,7 @@ def to_parquet(segments: list[tuple[int, list[Record]]]) -> bytes:
     schema = part_schema(list(metrics.index), metrics.rows, step_rows)
     tables = (
         ({**rows.arrays(schema), **metrics.arrays()}, metrics.rows),
-        (st.arrays(schema, nan_is_null=("value", "w")), step_rows),
+        (st.arrays(schema, nan_is_null=("value", "w", *ANATOMY_COLUMNS)), step_rows),
         (other.arrays(schema), len(other.typed["seq"])),
     )
     out = io.BytesIO()

@@ -1,4 +1,6 @@
-"""System, GPU and health telemetry (psutil, NVML, watchdog); nothing heavy is imported here."""
+"""System, GPU and health telemetry (psutil, NVML, watchdog), profile captures on demand
+(:mod:`.profiler`) and the CUDA memory history (:mod:`.memory_history`); nothing heavy is imported
+here."""
 
 from __future__ import annotations
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from ..._schema import SystemMetric
 from ..._schema.keys import split_reading_key
+from ..._types import JsonObject
 
 _CUDA_OOM = re.compile(
     r"CUDA out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|"
@@ -34,11 +35,14 @@ def _vram_near_limit(last_system: Mapping[str, object]) -> list[str]:
 
 
 class VerdictSection(TypedDict):
-    """What a failure probably was: ``kind`` (None without a verdict), a headline, the evidence."""
+    """What a failure probably was: ``kind`` (None without a verdict), a headline, the evidence;
+    for a CUDA out-of-memory error with the ``memory_history`` setting, ``memory``: the allocator's
+    snapshot at that moment summarised (:func:`traincard_otel._analysis.memory.oom_summary`)."""
 
     kind: str | None
     text: str
     evidence: list[str]
+    memory: NotRequired[JsonObject]
 
 
 def classify(

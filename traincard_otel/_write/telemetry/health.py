@@ -22,7 +22,7 @@ from collections.abc import Callable
 from ..._analysis.gang.attribution import host_oom_evidence
 from ..._safety import internal_error
 from ..._schema import Attr, Event, StatusSection
-from ..._store import layout
+from ..._store import layout, requests
 from ..._store.backends import Backend, read_small
 from ..._types import JsonObject
 from .stack_watch import REQUEST_POLL_S, Emit, StackWatch
@@ -107,8 +107,13 @@ class Watchdog:
         period_s: float = 1.0,
         rank_check_s: float = 5.0,
         gang_check: Callable[[], object] | None = None,
+        on_profile_request: Callable[[object], None] | None = None,
+        on_states: Callable[[list[JsonObject]], None] | None = None,
     ) -> None:
-        """``gang_check``: the control node's look at its gang (:class:`.gang_watch.GangWatch`)."""
+        """``gang_check``: the control node's look at its gang (:class:`.gang_watch.GangWatch`);
+        ``on_profile_request``: given the requests' ``profile`` entry at each poll that finds one;
+        ``on_states``: given every rank's state at each of rank 0's rank checks (``profile_on``'s
+        straggler check)."""
         self._progress, self._step_times = progress, recent_step_times
         self._wait_shares, self._gpu_util = recent_wait_shares, gpu_utilization
         self._emit, self._backend = emit, backend
@@ -120,7 +125,8 @@ class Watchdog:
         self.stalls = 0
         self.lost_ranks: dict[int, JsonObject] = {}
         self.previous_attempt: JsonObject | None = None
-        self.where = StackWatch(emit, backend, rank, host)
+        self.where = StackWatch(emit, rank, host)
+        self.on_profile_request, self.on_states = on_profile_request, on_states
         self._next_dump = 0.0
         self._last_step: int | None = None
         self._last_change = time.time()
@@ -149,9 +155,18 @@ class Watchdog:
             self.where.forget_answer(time.time())
             if self._backend is not None and time.time() >= self.where.next_request_check:
                 self.where.next_request_check = time.time() + REQUEST_POLL_S
-                self._guard(
-                    "stack request", lambda: self.where.check_request(stalled=self.stalled_since is not None)
-                )
+                self._guard("requests", self.check_requests)
+
+    def check_requests(self, now: float | None = None) -> None:
+        """Answer what the store asks this rank (one read: stacks, a profile)."""
+        if self._backend is None:
+            return
+        asked = requests.read(self._backend)
+        if not asked:
+            return
+        self.where.answer(asked.get("stacks"), stalled=self.stalled_since is not None, now=now)
+        if self.on_profile_request is not None and "profile" in asked:
+            self.on_profile_request(asked["profile"])
 
     def last_look(self) -> None:
         """The gang once more, as this process ends (after :meth:`stop`): its last word on it."""
@@ -223,7 +238,10 @@ class Watchdog:
             return
         now = time.time() if now is None else now
         latest: dict[int, JsonObject] = {}
-        for s in read_states(self._backend):
+        states = read_states(self._backend)
+        if self.on_states is not None:
+            self.on_states(states)
+        for s in states:
             if s.get("attempt") != self.attempt or s.get("rank") == self.rank:
                 continue
             r = int(s.get("rank", 0))

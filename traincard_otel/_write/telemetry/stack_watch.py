@@ -1,27 +1,23 @@
 """A rank's stack dumps: taken when the watchdog says so, or when ``traincard stacks`` asks.
 
-The asking goes through the store: the command writes a request object
-(:data:`~traincard_otel._store.layout.STACKS_REQUEST`, an id and a time) that each rank's watchdog
-reads every ``REQUEST_POLL_S``, so no port is opened and it works on any backend. The latest dump
+The asking goes through the store: the command writes a ``stacks`` entry (an id and a time) into
+the requests object (:mod:`traincard_otel._store.requests`) that each rank's watchdog reads every
+``REQUEST_POLL_S``, so no port is opened and it works on any backend. The latest dump
 goes into the rank's state (``stacks``) and every dump is a ``traincard.rank.stack`` event.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Mapping
 from typing import Protocol
 
 from ..._analysis.gang.stacks import where
 from ..._schema import Attr, Event
-from ..._store import layout
-from ..._store.backends import Backend, read_one
+from ..._store import requests
 from ..._types import JsonObject
 from . import collectives, stacks
 
-REQUEST_POLL_S = 3.0  # how often a rank looks for a ``traincard stacks`` request in its store
-REQUEST_MAX_AGE_S = 120.0  # an older request is not answered (a rank that started after it)
+REQUEST_POLL_S = 3.0  # how often a rank looks for a request (stacks, a profile) in its store
 ANSWER_KEPT_S = 60.0  # a healthy rank's answer stays in its state this long (then the state is small again)
 
 
@@ -33,8 +29,8 @@ class StackWatch:
     """Takes, keeps and emits one rank's stack dumps (on the watchdog's thread, and once on the
     thread that ends a stalled rank)."""
 
-    def __init__(self, emit: Emit, backend: Backend | None, rank: int, host: str) -> None:
-        self._emit, self._backend, self.rank, self.host = emit, backend, rank, host
+    def __init__(self, emit: Emit, rank: int, host: str) -> None:
+        self._emit, self.rank, self.host = emit, rank, host
         self.latest: JsonObject | None = None  # the latest dump while stalled (or asked for)
         self.next_request_check = 0.0
         self._answered: str | None = None  # the id of the last request answered
@@ -73,20 +69,10 @@ class StackWatch:
         if latest is not None and not latest.get("stalled") and now - float(latest["time"]) > ANSWER_KEPT_S:
             self.latest = None
 
-    def check_request(self, *, stalled: bool, now: float | None = None) -> None:
-        """Answer a ``traincard stacks`` request once: a dump with its id, in the next state this
-        rank writes."""
-        if self._backend is None:
-            return
-        raw = read_one(self._backend, layout.STACKS_REQUEST)
-        if raw is None:
-            return
-        try:
-            request = json.loads(raw)
-            ident, asked_at = str(request["id"]), float(request["time"])
-        except (ValueError, KeyError, TypeError):
-            return  # not a request this version wrote: nothing to answer
-        now = time.time() if now is None else now
-        if ident != self._answered and now - asked_at <= REQUEST_MAX_AGE_S:
-            self._answered = ident
-            self.dump("request", stalled=stalled, request=ident)
+    def answer(self, entry: object, *, stalled: bool, now: float | None = None) -> None:
+        """Answer a ``traincard stacks`` request (the requests' ``stacks`` entry) once: a dump with
+        its id, in the next state this rank writes."""
+        found = requests.current(entry, now)
+        if found is not None and found[0] != self._answered:
+            self._answered = found[0]
+            self.dump("request", stalled=stalled, request=found[0])

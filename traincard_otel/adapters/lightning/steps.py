@@ -13,10 +13,15 @@ from collections.abc import Callable, Mapping
 from ..._safety import internal_error
 from ..._types import Foreign, Reported
 from ..._write.report.reporter import Phase, Reporter
+from .._anatomy import EVERY_PART, Anatomy, clock_for
 from .batches import batch_reader
 
 # The LightningModule's hooks wrapped on the instance while a fit runs.
 MODULE_HOOKS = ("on_train_batch_start", "on_train_batch_end")
+# ... and, for the step anatomy, those that mark the end of the training step's forward (and the
+# loss backward starts from) and the start of the optimizer step (Lightning runs the forward and
+# backward inside the optimizer's step, as its closure: the optimizer's own hooks cannot tell them apart).
+ANATOMY_HOOKS = ("on_before_backward", "on_before_optimizer_step")
 # The logger connector's method that every logged dict goes through (wrapped on the instance).
 CONNECTOR_METHOD = "log_metrics"
 
@@ -48,6 +53,7 @@ class StepTaps:
         self.pending: collections.deque[tuple[Mapping[str, Reported], int | None, int]] = collections.deque()
         self.stepping = False  # in a fit's training steps (logged values read off the thread)
         self.agree = False  # stop_on in a multi-rank fit: the ranks' stop flags are combined
+        self.anatomy: Anatomy | None = None  # the step anatomy's clock, while a fit runs
         self._installed: list[tuple[Foreign, str, Foreign, object]] = []  # (object, name, wrapper, previous)
 
     # -- installing ----------------------------------------------------------------------------
@@ -65,12 +71,17 @@ class StepTaps:
         """Wrap the module's batch hooks, for the fit that starts."""
         self._wrap(module, "on_train_batch_start", self._batch_start)
         self._wrap(module, "on_train_batch_end", self._batch_end)
+        self.anatomy = clock_for(self.reporter, module)
+        if self.anatomy is not None:
+            self.anatomy.measure(EVERY_PART)
+            self._wrap(module, "on_before_backward", self._before_backward)
+            self._wrap(module, "on_before_optimizer_step", self._before_optimizer_step)
 
     def remove(self, module_only: bool = False) -> None:
         """Put back what was wrapped (the module's hooks only, with ``module_only``)."""
         kept = []
         for obj, name, wrapper, previous in reversed(self._installed):
-            if module_only and name not in MODULE_HOOKS:
+            if module_only and name not in MODULE_HOOKS + ANATOMY_HOOKS:
                 kept.append((obj, name, wrapper, previous))
                 continue
             if vars(obj).get(name) is wrapper:
@@ -120,16 +131,48 @@ class StepTaps:
                     now = max(now, last or now)  # the save's time is neither step time nor wait
                 if self.wait is None and last is not None:  # a step's first micro-batch
                     self.wait = now - last
+                if self.anatomy is not None:
+                    self.anatomy.clock.begin_forward()
             except Exception as exc:
                 internal_error("lightning.on_train_batch_start", exc)
             return original(batch, batch_idx)  # may return -1: skip the rest of the epoch
 
         return on_train_batch_start
 
+    def _before_backward(self, original: Foreign) -> Foreign:
+        def on_before_backward(loss: Foreign) -> Foreign:
+            try:
+                anatomy = self.anatomy
+                if anatomy is not None:
+                    anatomy.clock.end_forward()
+                    if getattr(loss, "requires_grad", False):
+                        anatomy.marks.arm(loss)
+            except Exception as exc:
+                internal_error("lightning.on_before_backward", exc)
+            return original(loss)
+
+        return on_before_backward
+
+    def _before_optimizer_step(self, original: Foreign) -> Foreign:
+        def on_before_optimizer_step(optimizer: Foreign) -> Foreign:
+            try:
+                if self.anatomy is not None:
+                    self.anatomy.clock.begin_optimizer()
+            except Exception as exc:
+                internal_error("lightning.on_before_optimizer_step", exc)
+            return original(optimizer)
+
+        return on_before_optimizer_step
+
     def _batch_end(self, original: Foreign) -> Foreign:
         perf_counter, step_end, prod = time.perf_counter, self.reporter.step_end, math.prod
 
         def on_train_batch_end(outputs: object, batch: Foreign, batch_idx: int) -> Foreign:
+            try:
+                if self.anatomy is not None:
+                    self.anatomy.clock.end_optimizer()  # (it does nothing unless a step began)
+            except Exception as exc:
+                internal_error("lightning.anatomy", exc)
             result = original(outputs, batch, batch_idx)
             try:
                 now = perf_counter()

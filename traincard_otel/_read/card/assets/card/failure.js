@@ -14,6 +14,25 @@
     return table;
   }
 
+  /* The largest live CUDA allocations at the out-of-memory error, each with the Python frames that made it. */
+  function oomAllocations(mem) {
+    var box = el("div", "tc-oom", null, { id: "tc-oom" });
+    box.appendChild(el("h3", null, "Largest live allocations at the OOM (peak " + fmtBytes(mem.peak) + ")"));
+    (Array.isArray(mem.largest) ? mem.largest : []).forEach(function (b) {
+      if (!b || typeof b !== "object") return;
+      var d = el("details", "tc-oom-block", null, { "data-size": str(b.size) });
+      d.appendChild(el("summary", null, fmtBytes(b.size) + " at " + (str(b.where) || "an unknown place")));
+      var frames = (Array.isArray(b.frames) ? b.frames : []).map(function (f) {
+        return "  " + str(f && f.file) + ":" + str(f && f.line) + " in " + str(f && f.name);
+      });
+      d.appendChild(el("pre", "tc-stack", "innermost first\n" + frames.join("\n")));
+      box.appendChild(d);
+    });
+    if (has(mem.snapshot)) box.appendChild(el("p", "tc-note", "snapshot in the store: " + str(mem.snapshot) +
+      " (open it in https://pytorch.org/memory_viz)"));
+    return box;
+  }
+
   function renderFailure() {
     var f = S.payload.failure;
     var box = clear(S.dom.failure);
@@ -48,6 +67,7 @@
         ev.forEach(function (e) { ul.appendChild(el("li", null, typeof e === "string" ? e : JSON.stringify(e))); });
         vb.appendChild(ul);
       }
+      if (v.memory && typeof v.memory === "object") vb.appendChild(oomAllocations(v.memory));
       box.appendChild(vb);
     }
 

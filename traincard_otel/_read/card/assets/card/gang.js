@@ -118,7 +118,7 @@
       ", memory in use " + fmtBytes(agg.gpu_memory_used_total);
     add(box, el("h3", null, "Nodes"), nodes, el("p", "tc-note", aggText, { id: "tc-gang-aggregates" }));
 
-    var slow = (g.stragglers || {}).slowest;
+    var slow = (g.stragglers || {}).slowest || (g.stragglers || {}).anatomy;
     var hung = {};
     (g.hung || []).forEach(function (x) { hung[x.rank] = "hung"; });
     (g.waiting || []).forEach(function (x) { hung[x.rank] = "waiting"; });

@@ -78,7 +78,7 @@
     add(d.logs, d.logTools, d.logTrimmed, d.logList, d.logNone, d.logEmpty);
 
     d.stats = el("footer", "tc-stats", null, { id: "tc-stats" });
-    add(root, d.header, d.banners, d.sweep, buildInsights(), d.failure, d.gang);
+    add(root, d.header, d.banners, d.sweep, buildInsights(), d.failure, d.gang, buildAnatomy(), buildProfiles());
     d.rlSections.forEach(function (sec) { root.appendChild(sec); });
     add(root, buildAgents(), buildCompletions(), d.charts, d.system, d.checkpoints, d.logs, d.stats);
   }
@@ -89,6 +89,8 @@
     renderInsights();
     renderFailure();
     renderGang();
+    renderAnatomy();
+    renderProfiles();
     renderSweep();
     renderSystemInfo();
     applyBaselineSeries();
@@ -122,6 +124,8 @@
       if ("insights" in u) renderInsights();
       renderFailure();
       renderGang();
+      if ("anatomy" in u) renderAnatomy();
+      if ("profiles" in u) renderProfiles();
       if ("sweep" in u) renderSweep();
       if ("system" in u) renderSystemInfo();
       if ("checkpoints" in u) renderCheckpoints();

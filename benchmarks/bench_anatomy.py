@@ -1,0 +1,260 @@
+"""The step anatomy's cost: a raw loop of 10 ms CPU steps with the anatomy's hooks and without.
+
+    python -m benchmarks.bench_anatomy [--pairs 600] [--block 10] [--step-ms 10] [--quick] [--json F]
+    python -m benchmarks.bench_anatomy --instructions [--steps 40] [--json F]
+
+One process, one tracker (``instrument(optimizer, model=model)``), one thread of torch: the model
+(an MLP whose batch is sized so that forward, backward and the SGD step take about ``--step-ms``)
+trains in pairs of blocks of ``--block`` steps, one block with the anatomy (its forward, backward,
+optimizer hooks and the parts each step end carries to the converter) and one without (the hooks
+removed and no clock), the order drawn per pair, so the machine's drift cancels within a pair. The
+tracker itself (step ends, ``log()``, its background threads) runs in both. Reported, by wall time
+and by the training thread's CPU time: each side's time per step, the overhead ``sum(on) /
+sum(off) - 1`` with a bootstrap 95 % interval over pairs, and the median of the pairs' differences
+in µs per step; then, on a model small enough that the hooks are most of the step, the same
+difference in CPU time over many steps: the anatomy's own cost per step, which the 10 ms ratio
+holds within its noise.
+
+``--instructions``: clocks on a shared machine drift by more than the figure sought, so the same
+10 ms step (its batch sized natively) runs in two processes under valgrind's callgrind, one with
+the anatomy and one with ``anatomy=False``, counting the instructions of ``--steps`` steps after a
+warm-up (``bench_log_every_step.count_instructions``): the training thread's and every thread's
+(the converter's work on the parts included), per step and as a change. Instructions are not
+time, but no other process's load changes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from benchmarks._harness import bootstrap_interval, report
+
+
+def _setup(step_ms: float) -> tuple[Any, Any, Any, int]:
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    batch = 64
+    for _ in range(6):  # size the batch so that a step takes about step_ms
+        x = torch.randn(batch, 256)
+        t0 = time.perf_counter()
+        for _ in range(5):
+            _step(model, opt, x)
+        took = (time.perf_counter() - t0) / 5
+        batch = max(1, int(batch * (step_ms / 1000) / took))
+    return torch, model, opt, batch
+
+
+def _step(model: Any, opt: Any, x: Any) -> Any:
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
+
+
+class Switch:
+    """Turns the anatomy on and off between blocks: its hooks in or out, the clock there or not."""
+
+    def __init__(self, tracker: Any, model: Any, opt: Any) -> None:
+        self.tracker, self.model, self.opt = tracker, model, opt
+        self.anatomy = tracker.anatomy
+        self.queue = tracker.reporter._queue
+        self.clock = self.queue.parts
+        self.on = True
+
+    def set(self, on: bool) -> None:
+        if on == self.on:
+            return
+        self.on = on
+        if on:
+            self.anatomy.watch_forward(self.model)
+            self.anatomy.watch_optimizer(self.opt, end=False)
+            self.queue.parts, self.tracker.anatomy = self.clock, self.anatomy
+        else:
+            self.anatomy.remove()
+            self.queue.parts, self.tracker.anatomy = None, None
+
+
+Sides = dict[bool, list[tuple[float, float]]]  # anatomy on/off -> (wall s, thread CPU s) per step
+
+
+def _pairs(step_ms: float, pairs: int, block: int, store: str) -> tuple[Sides, int]:
+    import traincard_otel
+
+    torch, model, opt, batch = _setup(step_ms)
+    tracker: Any = traincard_otel.instrument(
+        opt, model=model, store=store, system=False, capture_console=False
+    )
+    switch = Switch(tracker, model, opt)
+    x = torch.randn(batch, 256)
+    rng = random.Random(0)
+    sides: Sides = {True: [], False: []}
+    for _ in range(20):  # warm-up
+        tracker.log(loss=_step(model, opt, x).detach(), batch=x)
+    for _ in range(pairs):
+        for side in rng.sample([True, False], 2):
+            switch.set(side)
+            t0, c0 = time.perf_counter(), time.thread_time()
+            for _ in range(block):
+                tracker.log(loss=_step(model, opt, x).detach(), batch=x)
+            sides[side].append(((time.perf_counter() - t0) / block, (time.thread_time() - c0) / block))
+    switch.set(True)
+    traincard_otel.shutdown()
+    return sides, batch
+
+
+def _hook_cost(steps: int, rounds: int, store: str) -> tuple[float, float]:
+    """Thread CPU µs per step of a tiny model's loop with the anatomy and without (medians of
+    rounds; CPU time, which another process's load on the cores disturbs less than wall time)."""
+    import torch
+
+    import traincard_otel
+
+    torch.set_num_threads(1)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    tracker: Any = traincard_otel.instrument(
+        opt, model=model, store=store, system=False, capture_console=False
+    )
+    switch = Switch(tracker, model, opt)
+    x = torch.randn(2, 4)
+    sides: dict[bool, list[float]] = {True: [], False: []}
+    for r in range(rounds):
+        for side in (True, False) if r % 2 else (False, True):
+            switch.set(side)
+            t0 = time.thread_time()
+            for _ in range(steps):
+                tracker.log(loss=_step(model, opt, x).detach())
+            sides[side].append(1e6 * (time.thread_time() - t0) / steps)
+    switch.set(True)
+    traincard_otel.shutdown()
+    return statistics.median(sides[True]), statistics.median(sides[False])
+
+
+def _child(anatomy: bool, batch: int, steps: int) -> None:
+    """One process under callgrind: warm up, then count the instructions of ``steps`` steps."""
+    import torch
+
+    import traincard_otel
+    from benchmarks.log_every_step.harness import count_instructions
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    tracker: Any = traincard_otel.instrument(
+        opt, model=model, anatomy=anatomy, system=False, capture_console=False
+    )
+    x = torch.randn(batch, 256)
+    for _ in range(10):
+        tracker.log(loss=_step(model, opt, x).detach(), batch=x)
+    count_instructions(True)
+    for _ in range(steps):
+        tracker.log(loss=_step(model, opt, x).detach(), batch=x)
+    count_instructions(False)
+    traincard_otel.shutdown()
+
+
+def _instructions(batch: int, steps: int) -> list[dict[str, Any]]:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from benchmarks.log_every_step.harness import REPO
+    from benchmarks.log_every_step.instructions import callgrind_threads
+
+    counts: dict[bool, dict[int, int]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = {}
+        for anatomy in (False, True):
+            out = Path(tmp, str(int(anatomy)))
+            out.mkdir()
+            cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes"]
+            cmd += [f"--callgrind-out-file={out}/cg", sys.executable, "-m", "benchmarks.bench_anatomy"]
+            cmd += ["--child", str(int(anatomy)), "--batch", str(batch), "--steps", str(steps)]
+            base = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINCARD_", "OTEL_"))}
+            env = dict(base, PYTHONPATH=str(REPO), TRAINCARD_DIR=f"{out}/store")
+            log = open(f"{out}/log", "wb")  # noqa: SIM115  (closed with the process below)
+            procs[anatomy] = (subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=log), log, out)
+        for anatomy, (proc, log, out) in procs.items():
+            proc.wait()
+            log.close()
+            if proc.returncode != 0:
+                raise RuntimeError((out / "log").read_bytes()[-2000:].decode(errors="replace"))
+            counts[anatomy] = callgrind_threads(out, "cg")
+    off, on = counts[False], counts[True]
+    return [
+        {"case": "training thread, anatomy off: instructions / step", "value": off[1] / steps},
+        {"case": "training thread, anatomy on: instructions / step", "value": on[1] / steps},
+        {"case": "training thread: change %", "value": 100 * (on[1] / off[1] - 1)},
+        {"case": "every thread, anatomy off: instructions / step", "value": sum(off.values()) / steps},
+        {"case": "every thread, anatomy on: instructions / step", "value": sum(on.values()) / steps},
+        {"case": "every thread: change %", "value": 100 * (sum(on.values()) / sum(off.values()) - 1)},
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The anatomy's overhead at ``--step-ms`` steps, and its own cost per step."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pairs", type=int, default=600)
+    parser.add_argument("--block", type=int, default=10)
+    parser.add_argument("--step-ms", type=float, default=10.0)
+    parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        _child(bool(args.child), args.batch, args.steps)
+        return {}
+    if args.instructions:
+        batch = _setup(args.step_ms)[3]
+        counted = _instructions(batch, args.steps)
+        return report(
+            "bench_anatomy", counted, None, args.json, mode="instructions", batch=batch, steps=args.steps
+        )
+    pairs, block, hook_steps, rounds = (6, 3, 200, 2) if args.quick else (args.pairs, args.block, 5000, 8)
+    with tempfile.TemporaryDirectory() as store:
+        sides, batch = _pairs(args.step_ms, pairs, block, store + "/pairs")
+        hooks_on, hooks_off = _hook_cost(hook_steps, rounds, store + "/hooks")
+    rows: list[dict[str, Any]] = []
+    for k, clock in ((0, "wall"), (1, "thread CPU")):
+        on, off = [s[k] for s in sides[True]], [s[k] for s in sides[False]]
+        lo, hi = bootstrap_interval(
+            [list(zip(on, off, strict=True))], lambda ps: sum(a for a, _ in ps) / sum(b for _, b in ps) - 1
+        )
+        rows += [
+            {"case": f"{clock}: anatomy on, ms / step", "value": 1000 * statistics.mean(on)},
+            {"case": f"{clock}: anatomy off, ms / step", "value": 1000 * statistics.mean(off)},
+            {"case": f"{clock}: overhead % (sum on / sum off - 1)", "value": 100 * (sum(on) / sum(off) - 1)},
+            {"case": f"{clock}: overhead % 95% interval, low", "value": 100 * lo},
+            {"case": f"{clock}: overhead % 95% interval, high", "value": 100 * hi},
+            {
+                "case": f"{clock}: median pair difference, µs / step",
+                "value": statistics.median(1e6 * (a - b) for a, b in zip(on, off, strict=True)),
+            },
+        ]
+    rows += [
+        {"case": "tiny model, anatomy on: CPU µs / step", "value": hooks_on},
+        {"case": "tiny model, anatomy off: CPU µs / step", "value": hooks_off},
+        {"case": "the anatomy's own cost: CPU µs / step", "value": hooks_on - hooks_off},
+        {"case": "... as % of a 10 ms step", "value": (hooks_on - hooks_off) / 100},
+    ]
+    return report("bench_anatomy", rows, None, args.json, pairs=pairs, block=block, batch=batch)
+
+
+if __name__ == "__main__":
+    main()
