@@ -324,6 +324,24 @@ def test_sampler_thread_and_instruments() -> None:
     provider.shutdown()
 
 
+def test_a_run_records_its_gpus_figures(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the whole pipeline (the instruments are made before the sampler's thread starts):
+    NVML's GPUs are found in time for their instruments, and their series reach the store."""
+    import traincard_otel
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
+    monkeypatch.setenv("TRAINCARD_SYSTEM", "true")
+    monkeypatch.setenv("TRAINCARD_SYSTEM_INTERVAL", "0.1")
+    reporter = traincard_otel.configure()
+    for step in range(1, 4):
+        reporter.metric("loss", 1.0 / step, step)
+        time.sleep(0.15)
+    traincard_otel.shutdown()
+    run = traincard_otel.load(store_dir)
+    util = {s.tags.get("hw.id"): s for s in run.system.values() if s.name == "hw.gpu.utilization"}
+    assert set(util) == {"gpu0", "gpu1"} and util["gpu0"].values[-1] == 0.5
+
+
 def test_no_gpu_instruments_without_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     sampler = SystemSampler(interval_s=60, nvml=FakeNvml())

@@ -48,8 +48,13 @@ class GpuSampler:
         self.handles: list[tuple[str, object, str]] = []  # (hw.id, NVML's opaque handle, name)
         self.notes: list[str] = []
         self.active = False
+        self._opened = False
 
     def start(self) -> None:
+        """Open NVML and pick the job's GPUs (once: later calls do nothing)."""
+        if self._opened:
+            return
+        self._opened = True
         nvml = self._nvml
         if nvml is None:
             try:

@@ -26,10 +26,11 @@ def _callback(sampler: SystemSampler, name: str) -> Callable[[CallbackOptions], 
 def register_system_instruments(meter: Meter, sampler: SystemSampler) -> None:
     """Create one observable instrument per system figure, reading ``sampler.latest()``.
 
-    GPU figures get instruments only if the (started) sampler reads GPUs: every instrument costs
-    the metric reader a callback at each collection, observations or not.
+    GPU figures get instruments only if the sampler finds GPUs (it opens NVML here if it has not
+    yet): every instrument costs the metric reader a callback at each collection, observations or
+    not.
     """
-    gpus = sampler.gpu is not None and sampler.gpu.active
+    gpus = sampler.open_gpus()
     create: dict[str, Callable[..., object]] = {
         "gauge": meter.create_observable_gauge,
         "counter": meter.create_observable_counter,

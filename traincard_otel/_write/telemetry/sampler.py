@@ -39,9 +39,15 @@ class SystemSampler:
     def add_listener(self, fn: Callable[[Snapshot], None]) -> None:
         self._listeners.append(fn)
 
+    def open_gpus(self) -> bool:
+        """Open NVML and pick the job's GPUs (once); whether there are GPU figures to read."""
+        if self.gpu is None:
+            return False
+        self.gpu.start()
+        return self.gpu.active
+
     def start(self) -> SystemSampler:
-        if self.gpu is not None:
-            self.gpu.start()
+        self.open_gpus()
         self.sample_now()
         self._thread.start()
         return self
