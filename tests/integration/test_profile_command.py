@@ -41,8 +41,13 @@ def _live(command: list[str], env: dict[str, str], ready: bool = True) -> Iterat
             assert line == "ready", (line, job.stderr.read() if job.poll() is not None and job.stderr else "")
         yield job
     finally:
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait(30)
+        # SIGTERM first: torchrun passes it on to its ranks, which live in sessions of their own
+        os.killpg(job.pid, signal.SIGTERM)
+        try:
+            job.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
 
 
 def _profile(target: str, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:

@@ -38,8 +38,10 @@ def main() -> None:
         train(tracker, model, opt, 5, sleep_s=SLEEP_S)
         tracker.reporter.flush()  # ready: its state, "running", is in the store
         print("ready", flush=True)
-        while True:
+        parent = os.getppid()
+        while os.getppid() == parent:  # until killed, or orphaned (a launcher killed with SIGKILL)
             train(tracker, model, opt, 100, sleep_s=SLEEP_S)
+        os._exit(1)  # orphaned: the other ranks are gone, a barrier would wait for ever
     if distributed:
         dist.barrier()
     traincard_otel.shutdown()
