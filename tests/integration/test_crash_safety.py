@@ -312,9 +312,14 @@ def test_ctrl_c_ends_the_run_terminated_by_sigint_not_finished(tmp_path: Path) -
                     print("ready", flush=True)
                 time.sleep(0.002)
         """
-    proc = _started(tmp_path, code)
+    proc = _started(tmp_path, code, PYTHONFAULTHANDLER="1")
     proc.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal sends
-    _out, err = proc.communicate(timeout=30)
+    try:
+        _out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # where every thread is (faulthandler prints them on SIGABRT)
+        proc.send_signal(signal.SIGABRT)
+        _out, err = proc.communicate(timeout=30)
+        pytest.fail(f"the interrupted loop did not end within 30 s:\n{err[-6000:]}")
     assert proc.returncode == -signal.SIGINT and err.rstrip().endswith("KeyboardInterrupt")  # as without us
     run = traincard_otel.load(store)
     assert run.status["status"] == "terminated" and run.status["terminated_by"] == "SIGINT"
