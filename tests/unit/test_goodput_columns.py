@@ -8,9 +8,11 @@ import bisect
 import math
 import operator
 import random
+from array import array
 
 import pytest
 
+from traincard_otel._analysis import steps as steps_module
 from traincard_otel._analysis.goodput import (
     CATEGORIES,
     Goodput,
@@ -220,12 +222,13 @@ def _run(seed: int, typed: bool) -> RunData:
                     col.append(v)
         run.states[-1]["updated_at"] = t + rng.uniform(0, 2)
         t += rng.uniform(1, 5)
-    if not typed and rng.random() < 0.5:  # read out of time order (ranks' clocks)
+    if rng.random() < 0.5:  # read out of time order (ranks' clocks)
         order = list(range(len(series.values)))
         rng.shuffle(order)
         for name in ("steps", "values", "times", "attempts", "ranks"):
             col = getattr(series, name)
-            setattr(series, name, [col[i] for i in order])
+            moved = [col[i] for i in order]
+            setattr(series, name, array(col.typecode, moved) if isinstance(col, array) else moved)
     run.states[-1]["status"] = "finished" if seed % 2 else "running"
     times = series.times
     lo, hi = min(times), max(times)
@@ -247,9 +250,16 @@ def _run(seed: int, typed: bool) -> RunData:
     return run
 
 
+@pytest.mark.parametrize("vector", [False, True], ids=["map", "numpy"])
 @pytest.mark.parametrize("typed", [True, False])
 @pytest.mark.parametrize("seed", range(12))
-def test_goodput_is_what_a_loop_over_the_steps_found(seed: int, typed: bool) -> None:
+def test_goodput_is_what_a_loop_over_the_steps_found(
+    seed: int, typed: bool, vector: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ways of comparing a column (numpy's for long ones, ``map`` for short) read alike."""
+    if vector:
+        pytest.importorskip("numpy")
+        monkeypatch.setattr(steps_module, "VECTOR_MIN", 0)
     run = _run(seed, typed)
     now = max(run.step_times[0].times) + 30
     got, expected = goodput(run, now), _step_by_step(run, now)
@@ -265,11 +275,17 @@ def test_goodput_is_what_a_loop_over_the_steps_found(seed: int, typed: bool) -> 
     assert got.seconds["restart"] > 0  # the resumes were found
 
 
+@pytest.mark.parametrize("vector", [False, True], ids=["map", "numpy"])
 @pytest.mark.parametrize("seed", range(6))
-def test_a_growing_run_analysed_again_and_again_reads_as_analysed_afresh(seed: int) -> None:
+def test_a_growing_run_analysed_again_and_again_reads_as_analysed_afresh(
+    seed: int, vector: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A live card's series only grow: each analysis starts from what the last one found. New
     steps, a resume across the last analysis, an attempt starting, and an evaluation phase that
     ends later over steps already analysed all read as a fresh analysis reads them."""
+    if vector:
+        pytest.importorskip("numpy")
+        monkeypatch.setattr(steps_module, "VECTOR_MIN", 0)
     whole = _run(seed, typed=True)
     full = whole.step_times[0]
     live = RunData(source="live", states=whole.states, events=whole.events, data_wait=whole.data_wait)

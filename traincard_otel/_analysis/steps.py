@@ -17,14 +17,51 @@ import math
 import operator
 import weakref
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
+
+from .._types import Foreign
 
 if TYPE_CHECKING:
     from .._data.rundata import Series
 
 Ranges = list[tuple[int, int]]
 Spans = dict[int, tuple[int, int, float]]  # attempt -> first and last step (indexes), earliest start
+
+
+#: Columns longer than this are compared with numpy where it is installed (it comes with pyarrow,
+#: which reads the store's parts): a million steps in milliseconds, against tens of them a pass.
+VECTOR_MIN = 50_000
+
+
+def _vector(column: Sequence[object], lo: int, hi: int) -> Foreign:
+    """``column[lo:hi]`` as a numpy view without a copy; None for a short, untyped or unviewable
+    column, or where numpy is not installed."""
+    if hi - lo < VECTOR_MIN or not isinstance(column, array) or column.typecode not in "dq":
+        return None
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy.frombuffer(column, dtype=numpy.float64 if column.typecode == "d" else numpy.int64)[lo:hi]
+
+
+def _non_decreasing(column: Sequence[float], start: int) -> bool:
+    """Whether ``column[start:]`` never falls (a NaN falls)."""
+    v = _vector(column, start, len(column))
+    if v is not None:
+        return bool((v[1:] >= v[:-1]).all())
+    return all(
+        map(operator.le, itertools.islice(column, start, None), itertools.islice(column, start + 1, None))
+    )
+
+
+def _falls(steps: Sequence[int], lo: int, hi: int) -> Iterable[int]:
+    """The indexes in ``lo+1..hi-1`` whose step is at or below the one before it."""
+    v = _vector(steps, lo, hi)
+    if v is not None:
+        return [lo + 1 + int(i) for i in (v[1:] <= v[:-1]).nonzero()[0]]
+    return itertools.compress(range(lo + 1, hi), map(operator.le, steps[lo + 1 : hi], steps[lo : hi - 1]))
 
 
 @dataclasses.dataclass
@@ -53,9 +90,7 @@ class TimedSteps:
         if known is not None and not (known.n <= len(times) and times[known.n - 1] == known.last_end):
             known = None  # not a series that grew: a new one, or changed
         start = known.n - 1 if known is not None else 0
-        self.in_order = all(
-            map(operator.le, itertools.islice(times, start, None), itertools.islice(times, start + 1, None))
-        )
+        self.in_order = _non_decreasing(times, start)
         if self.in_order:  # the usual case
             self.ends, self.durations = series.times, series.values
             self.steps, self.attempts = series.steps, series.attempts
@@ -175,9 +210,7 @@ def _recomputed_columns(
     out: Ranges = []
     for lo, hi in ranges:
         # stretches where the step number rises; a resume starts a new one
-        backs = itertools.compress(
-            range(lo + 1, hi), map(operator.le, steps[lo + 1 : hi], steps[lo : hi - 1])
-        )
+        backs = _falls(steps, lo, hi)
         for a, b in itertools.pairwise([lo, *backs, hi]):
             if reached is not None:
                 cut = bisect.bisect_right(steps, reached, a, b)  # the rising stretch's redone head
