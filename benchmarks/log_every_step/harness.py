@@ -58,13 +58,13 @@ from benchmarks._harness import TIMERS
 HERE = Path(__file__).resolve()
 REPO = HERE.parent.parent.parent
 # The instrumented variants of --attribute: environment settings over the defaults.
-# The instrumented variants of --attribute: environment settings over the defaults.
 VARIANTS: dict[str, dict[str, str]] = {
     "traincard": {},
     "no console capture": {"TRAINCARD_CAPTURE_CONSOLE": "false"},
     "no anomaly rules": {"TRAINCARD_ANOMALIES": "off"},
     "no log bridge": {"TRAINCARD_LOG_LEVEL": "OFF"},
     "no system sampler": {"TRAINCARD_SYSTEM": "false"},
+    "no step anatomy": {"TRAINCARD_ANATOMY": "false"},
 }
 
 # ...and every one of them off at once: what is left is the hooks, the converter and the store.
