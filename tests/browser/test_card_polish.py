@@ -17,6 +17,7 @@ from traincard_otel._read.payload import build_payload
 
 from tests.support.browser_helpers import screenshot
 from tests.support.helpers import HF_BOOKKEEPING, series
+from tests.support.runs import hf_run
 
 pytestmark = pytest.mark.browser
 
@@ -36,30 +37,16 @@ def _open_payload(browser: Any, tmp_path: Path, payload: dict[str, Any], name: s
 
 
 def _hf_like_run() -> RunData:
-    data = RunData(source="HfFlow/1/train/2")
-    data.states = [
-        {
-            "attempt": 0,
-            "rank": 0,
-            "status": "finished",
-            "step": 150,
-            "started_at": 1000.0,
-            "updated_at": 1150.0,
-            "progress": {"epoch": 3.75, "num_epochs": 3, "max_steps": 150},
-            "notes": [
-                "No GPU figures: NVML could not start "
-                "(NVMLError_LibraryNotFound: NVML Shared Library Not Found)"
-            ],
-        }
+    """The stored HF run as a Metaflow task, without its learning-rate and epoch curves (the layout
+    checked below holds the loss and step-time charts alone), with its step times and the note of
+    a machine without NVIDIA's driver."""
+    data = hf_run()
+    data.source = "HfFlow/1/train/2"
+    for name in ("learning_rate", "epoch"):
+        del data.metrics[name]
+    data.states[0]["notes"] = [
+        "No GPU figures: NVML could not start (NVMLError_LibraryNotFound: NVML Shared Library Not Found)"
     ]
-    steps = list(range(5, 151, 5))
-    data.metrics["loss"] = series("loss", steps)
-    data.metrics["eval_loss"] = series("eval_loss", [40, 80, 120])
-    for name in ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second"):
-        data.metrics[name] = series(name, [40, 80, 120], 3.0)
-    for name in ("total_flos", "train_runtime", "train_samples_per_second", "train_steps_per_second"):
-        data.metrics[name] = series(name, [150], 7.0)
-    data.metrics["train_loss"] = series("train_loss", [150], 0.9)
     data.step_times[0] = series("step_time", list(range(1, 151)), 0.02)
     return data
 
