@@ -144,6 +144,8 @@ class ThroughputWindow:
     def add(self, durations: Sequence[float], samples: Sequence[int], tokens: Sequence[int]) -> None:
         """Timed steps (a NaN or zero duration is no timed step; zero counts count nothing), in
         order: only the last ones that count each are looked at."""
+        if not any(tokens) and not any(samples):
+            return  # nothing counted (a loop without samples or tokens): no rate to keep
         tok_rates: list[float] = []
         sample_rates: list[float] = []
         for d, n, tok in zip(reversed(durations), reversed(samples), reversed(tokens), strict=True):

@@ -113,7 +113,13 @@ class MetricTally:
         if last is None:
             return
         self.last, self.last_step = float(values[last]), steps[last]
-        i = finite_extreme(values, self.higher)
+        top = max(values) if self.higher else min(values)  # C speed; a NaN may hide the real extreme
+        if math.isfinite(top):
+            if self.best is not None and not (top > self.best if self.higher else top < self.best):
+                return  # no better value: its place is not looked for
+            i: int | None = values.index(top)
+        else:
+            i = finite_extreme(values, self.higher)
         if i is not None and (
             self.best is None or (values[i] > self.best if self.higher else values[i] < self.best)
         ):

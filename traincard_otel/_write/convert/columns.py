@@ -138,6 +138,7 @@ _FLOAT = {float}
 _INT = {int}
 _INT_OR_NONE = {int, type(None)}
 _FLOAT_OR_NONE = {float, type(None)}
+_NONE = {type(None)}
 
 
 class MetricStretch(NamedTuple):
@@ -186,7 +187,7 @@ def metric_columns(
             values = list(chain.from_iterable(map(operator.itemgetter(*names), reports)))
     except KeyError:
         return None
-    if set(map(type, values)) != _FLOAT or not math.isfinite(sum(values)):
+    if list(map(type, values)).count(float) != len(values) or not math.isfinite(sum(values)):
         return None
     return MetricStretch(list(times), list(steps), phases[0], names, values, reports[-1])
 
@@ -204,9 +205,12 @@ def step_columns(items: Sequence[StepEnd]) -> StepStretch | None:
         return None
     if not (set(map(type, samples)) | set(map(type, tokens))) <= _INT_OR_NONE:
         return None  # counts that are not ints: checked row by row
+    n = len(items)
     wait_types = set(map(type, waits))
     measured: list[float | None]
-    if wait_types == _FLOAT and min(waits) >= 0:
+    if wait_types == _NONE:  # no wait measured (the common case: filled, not looped over)
+        measured, wait_col = [None] * n, [NAN] * n
+    elif wait_types == _FLOAT and min(waits) >= 0:
         wait_col = list(waits)
         measured = list(waits)
     elif wait_types <= _FLOAT_OR_NONE:
@@ -214,11 +218,17 @@ def step_columns(items: Sequence[StepEnd]) -> StepStretch | None:
         wait_col = [NAN if w is None else w for w in measured]
     else:
         return None
-    n_col = [x or 0 for x in samples] if None in samples else list(samples)
-    tok_col = [x or 0 for x in tokens] if None in tokens else list(tokens)
+    n_col, tok_col = _counts(samples, n), _counts(tokens, n)
     if min(n_col) < 0 or min(tok_col) < 0:
         return None
     return StepStretch(list(times), list(steps), list(durations), wait_col, n_col, tok_col, measured, parts)
+
+
+def _counts(counts: Sequence[int | None], n: int) -> list[int]:
+    """Samples or tokens of ``n`` steps as a column: 0 where not counted."""
+    if counts.count(None) == n:
+        return [0] * n
+    return [x or 0 for x in counts] if None in counts else list(counts)  # type: ignore[misc]
 
 
 def read_parts(parts: Reported) -> Reported:

@@ -50,6 +50,7 @@ from .tally import RunTally
 from .values import Rejections, safe_value, to_float
 
 _BATCHED_TYPES = (MetricsReport, StepEnd, LogLine, LogLines)
+_ROW_TYPES = {MetricsReport, StepEnd}
 _LINES = (LogLine, LogLines)
 
 
@@ -129,6 +130,11 @@ class Converter:
                     items = place_after_step_ends(items, read, self._last_step_end)
                 if last_end is not None:
                     self._last_step_end = (last_end.step, last_end.t)
+            if set(map(type, items)) <= _ROW_TYPES:  # per-step rows alone: one stretch
+                if items:
+                    self.rows.add(items, self._error)  # type: ignore[arg-type]
+                self._flush_rows([])
+                return
             # Log lines do not end a stretch of rows: a line printed every step (a Trainer's
             # printer) would otherwise cut the rows into a batch per step, an SDK record per row.
             # They follow the stretch's rows out, before the next event.
