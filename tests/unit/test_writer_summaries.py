@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from traincard_otel._analysis.analysis import analyse
-from traincard_otel._analysis.summary import CURVE_POINTS, curve_points, task_summary
-from traincard_otel._analysis.summary_stream import CurveBuckets
+from traincard_otel._analysis.summary import CURVE_POINTS, curve_points, higher_is_better, task_summary
+from traincard_otel._analysis.summary_stream import CurveBuckets, SummaryTally
 from traincard_otel._identity import ForeachPosition, MetaflowIdentity
 from traincard_otel._read.load.reader import read_store
 from traincard_otel._read.load.summaries import read_summary
@@ -164,3 +164,40 @@ def test_a_curve_keeps_equal_buckets_in_bounded_memory() -> None:
     size = buckets.size * 2 if len(buckets.points) > CURVE_POINTS else buckets.size
     first = [v for v in values[:size] if v == v]
     assert curve[0] == [float(size), pytest.approx(sum(first) / len(first), rel=1e-5)]
+
+
+@pytest.mark.parametrize("late_loss", [False, True])
+def test_a_tally_keeps_the_curve_of_the_main_metric_alone(late_loss: bool) -> None:
+    """The main metric is a loss, else the first name in sort order: a name that sorts first
+    arrives late, then (in one case) a loss later still; the curve kept is the main metric's own,
+    and no curve is kept for a name that can no longer be the main one."""
+    tally = SummaryTally()
+    fed: dict[str, tuple[list[int | None], list[float]]] = {}
+
+    def run(names: list[str], steps: range) -> None:
+        rows = list(steps)
+        values = [(s % 7) / (1 + i) if s % 11 else math.nan for s in rows for i in range(len(names))]
+        tally.add_run(names, rows, values)
+        for j, name in enumerate(names):
+            got = fed.setdefault(name, ([], []))
+            got[0].extend(rows)
+            got[1].extend(values[j :: len(names)])
+
+    run(["c_acc", "d_lr"], range(1, 301))
+    run(["b_acc", "c_acc", "d_lr"], range(301, 601))
+    run(["a_acc", "b_acc"], range(601, 901))
+    if late_loss:
+        run(["a_acc", "train_loss"], range(901, 1201))
+    main = "train_loss" if late_loss else "a_acc"
+    summary = tally.summary()
+    assert summary["main"] == main
+    alone = CurveBuckets()
+    alone.add(*fed[main])
+    assert summary["curve"] == alone.curve() and summary["curve"]
+    assert set(tally.curves) == {"a_acc", *(["train_loss"] if late_loss else [])}
+    for name, (steps, values) in fed.items():  # last and best as the whole series has them
+        finite = [(v, s) for s, v in zip(steps, values, strict=True) if v == v]
+        best = (max if higher_is_better(name) else min)(v for v, _s in finite)
+        assert summary["metrics"][name]["best"] == best
+        assert summary["metrics"][name]["best_step"] == next(s for v, s in finite if v == best)
+        assert (summary["metrics"][name]["last"], summary["metrics"][name]["last_step"]) == finite[-1]

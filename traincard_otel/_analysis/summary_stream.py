@@ -33,7 +33,7 @@ from .summary import (
 )
 
 MAX_NAMES: Final = 1000  # names kept (the converter accepts no more distinct ones)
-MAX_CURVES: Final = 64  # names with a curve kept, the first ones seen (the main metric is one)
+MAX_CURVES: Final = 64  # names with a curve kept: the first ones seen that could be the main metric
 
 
 class CurveBuckets:
@@ -142,6 +142,20 @@ class SummaryTally:
         self.metrics: dict[str, MetricTally] = {}
         self.curves: dict[str, CurveBuckets] = {}
         self.hyperparameters: dict[str, Hyperparameter] = {}
+        self._first: str | None = None  # the first name in sort order: the main metric without a loss
+
+    def _new_name(self, name: str) -> None:
+        """Keep a curve for a new name if it could be the main metric (:func:`.baseline.main_metric`:
+        a loss, else the first name in sort order); the curve of a name that cannot be any more
+        (the first in sort order until now, not a loss) is let go."""
+        could_be_main = "loss" in name.lower()
+        if self._first is None or name < self._first:
+            before, self._first = self._first, name
+            if before is not None and "loss" not in before.lower():
+                self.curves.pop(before, None)  # a name after this one is never the first again
+            could_be_main = True
+        if could_be_main and len(self.curves) < MAX_CURVES:
+            self.curves[name] = CurveBuckets()
 
     def add_run(self, names: Sequence[str], steps: Sequence[int | None], values: Sequence[float]) -> None:
         """A run of untagged metric rows: ``names``' values row-major, one row per step."""
@@ -152,8 +166,7 @@ class SummaryTally:
                 if len(self.metrics) >= MAX_NAMES or is_tagged(name):
                     continue
                 tally = self.metrics[name] = MetricTally(name)
-                if len(self.curves) < MAX_CURVES:
-                    self.curves[name] = CurveBuckets()
+                self._new_name(name)
             column = values[j::k] if k > 1 else values
             tally.add(steps, column)
             curve = self.curves.get(name)
