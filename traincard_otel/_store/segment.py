@@ -142,7 +142,8 @@ _FLOAT_FIELDS = {PACKED_METRICS: ("t", "v"), PACKED_STEPS: ("t", "d", "w", "a"),
 
 def encode_line(rec: Record) -> str:
     """One record as its segment line (no newline); what a part keeps of a record it keeps whole."""
-    fields = _FLOAT_FIELDS.get(rec.get("k"))  # type: ignore[call-overload]
+    kind = rec.get("k")
+    fields = _FLOAT_FIELDS.get(kind) if isinstance(kind, str) else None
     if fields is None:
         return _encode(rec)
     # Base64 needs no escaping: its text is added after the encoder's, not scanned by it (the

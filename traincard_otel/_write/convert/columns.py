@@ -13,7 +13,7 @@ import math
 import operator
 from collections.abc import Iterable, Sequence
 from itertools import chain
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from opentelemetry.util.types import AnyValue
 
@@ -228,7 +228,7 @@ def _counts(counts: Sequence[int | None], n: int) -> list[int]:
     """Samples or tokens of ``n`` steps as a column: 0 where not counted."""
     if counts.count(None) == n:
         return [0] * n
-    return [x or 0 for x in counts] if None in counts else list(counts)  # type: ignore[misc]
+    return [x or 0 for x in counts] if None in counts else list(cast("Sequence[int]", counts))
 
 
 def read_parts(parts: Reported) -> Reported:
