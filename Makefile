@@ -37,6 +37,9 @@ demo: venv
 	@echo "See the card:  cd examples && ../$(BIN)/python hf_finetune_flow.py card view train"
 	@echo "Live, during a run (in a second terminal): cd examples && ../$(BIN)/python hf_finetune_flow.py card server  -> http://localhost:8324"
 
+# pytest-xdist workers: docs/testing.md says why this many on two cores.
+TEST_WORKERS ?= 2
+
 # On a fresh machine pip's downloads and apt's installs take minutes each: they run side by side.
 # The suite starts well over a thousand Python processes that import this package (flows' tasks,
 # their live cards, ranks); where PYTHONDONTWRITEBYTECODE is set, as on the project's machines,
@@ -44,7 +47,7 @@ demo: venv
 test:
 	@$(MAKE) --no-print-directory -j2 venv system-packages
 	@$(BIN)/python -m compileall -q traincard_otel tests examples benchmarks
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: venv
 	$(BIN)/ruff check traincard_otel tests benchmarks examples
