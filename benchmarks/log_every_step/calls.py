@@ -77,7 +77,9 @@ class Counting:
     def stop(self) -> None:
         sys.setprofile(None)
         gc.callbacks.remove(self._collected)
-        if self._strace is not None:
+        if self._strace is not None and self._strace.poll() is not None:
+            self._strace = None  # it could not attach (ptrace not allowed): no counts, not zeros
+        elif self._strace is not None:
             self._strace.send_signal(signal.SIGINT)  # detaches and writes its table
             self._strace.wait(timeout=30)
 
