@@ -6,6 +6,7 @@
     python -m benchmarks.bench_log_every_step --pool RUN.json [RUN.json ...] [--json F]
     python -m benchmarks.bench_log_every_step --attribute [--rounds 4] [--before DIR] [--json F]
     python -m benchmarks.bench_log_every_step --instructions [--steps 45 --skip 15] [--json F]
+    python -m benchmarks.bench_log_every_step --calls [--variants ...] [--json F]
     python -m benchmarks.bench_log_every_step --converter [--rounds 4] [--before DIR] [--json F]
 
 An HF Trainer on a tiny GPT-2 logs every step with its printer callback, so every step prints a
@@ -15,8 +16,9 @@ line; each run is a fresh process, the plain script or the same script with
 (``harness``: ``--slice``, ``--malloc``, ``--layout``, ``--intervals``); the modes are the pairs of
 an instrumented and a plain process (the default, and ``--pool`` over earlier runs: ``pairs``),
 pairs of two plain processes (``plain``), where the time goes by thread (``attribution``), the
-training thread's instructions under callgrind (``instructions``) and the converter's CPU per step
-(``converter``). Each module's docstring says how its figures are made.
+training thread's instructions under callgrind (``instructions``), its calls, collections and
+system calls (``calls``) and the converter's CPU per step (``converter``). Each module's docstring
+says how its figures are made.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 from benchmarks._harness import report
 from benchmarks.log_every_step.attribution import attribute
+from benchmarks.log_every_step.calls import calls
 from benchmarks.log_every_step.converter import converter
 from benchmarks.log_every_step.harness import FIXED_MALLOC, LAYOUT, VARIANTS
 from benchmarks.log_every_step.instructions import instructions
@@ -95,13 +98,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--attribute", action="store_true", help="per-thread CPU of each variant")
     parser.add_argument(
-        "--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS), help="with --attribute"
+        "--variants",
+        nargs="*",
+        default=list(VARIANTS),
+        choices=list(VARIANTS),
+        help="with --attribute or --calls",
     )
     parser.add_argument(
         "--before", type=Path, help="with --attribute or --converter: an older checkout, as one more case"
     )
     parser.add_argument(
         "--instructions", action="store_true", help="the training thread's instructions, under callgrind"
+    )
+    parser.add_argument(
+        "--calls", action="store_true", help="the training thread's calls, collections and system calls"
     )
     parser.add_argument(
         "--plain-pairs", action="store_true", help="pairs of two plain processes: the spread with no tracker"
@@ -129,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return report("log_every_step_instructions", rows, None, args.json, raw=raw)
     check_slice(parser, args)  # (the modes above run no turns)
     env, design = run_settings(args)
+    if args.calls:  # one process a case, back to back: counts need neither turns nor repeats
+        rows, raw = calls(args.steps, args.skip, args.variants, env)
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        return report("log_every_step_calls", rows, columns, args.json, raw=raw)
     if args.plain_pairs:
         rows, raw = plain_pairs(args.pairs, args.steps, args.skip, env, args.slice)
         rows = [{"malloc": args.malloc, "design": design, **row} for row in rows]

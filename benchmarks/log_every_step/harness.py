@@ -108,6 +108,7 @@ def main_thread_kernel_figures() -> tuple[float, float, int, int, int]:
 KERNEL_FIGURES = ("user_s", "system_s", "faults", "preempted", "migrations")
 
 CALLGRIND = "TRAINCARD_BENCH_CALLGRIND"
+CALLS = "TRAINCARD_BENCH_CALLS"  # --calls (calls.py)
 
 # --slice K: the child stops itself (SIGSTOP, every thread at once) before its first step and after
 # every K steps, and runs on when the parent continues it.
@@ -163,6 +164,12 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
     kernel_marks: list[tuple[float, float, int, int, int]] = []
 
     counting = bool(os.environ.get(CALLGRIND))
+    calls = os.environ.get(CALLS)  # --calls: the folder for the child's system-call counts
+    counted = None
+    if calls:
+        from benchmarks.log_every_step.calls import Counting
+
+        counted = Counting(calls)
     slice_steps = int(os.environ.get(SLICE, "0"))
     slices: list[tuple[int, float]] = []  # (steps done at a slice's end, its seconds running)
     resumed = [0.0]
@@ -184,6 +191,10 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
             if len(marks) in (skip + 1, steps):
                 if counting:
                     count_instructions(len(marks) == skip + 1)
+                if counted is not None and len(marks) == skip + 1:
+                    counted.start()
+                elif counted is not None:
+                    counted.stop()
                 threads.append(thread_figures())
                 kernel_marks.append(main_thread_kernel_figures())
             if slice_steps and len(marks) % slice_steps == 0 and len(marks) < steps:
@@ -236,6 +247,8 @@ def child(tracked: bool, steps: int, skip: int, result: str) -> None:
         # times it was taken off its core and its moves to the other core
         **{key: value / n for key, value in zip(KERNEL_FIGURES, kernel, strict=True)},
     }
+    if counted is not None:
+        figures["counted"] = counted.figures(n)
     Path(result).write_text(json.dumps(figures))
 
 

@@ -385,3 +385,58 @@ def test_log_every_step_reads_callgrinds_first_dump_by_thread(tmp_path) -> None:
         (tmp_path / name).write_text(f"version: 1\ncreator: callgrind\nthread: 1\nsummary: {total}\n")
     (tmp_path / "cg.1-02").write_text("version: 1\nthread: 2\n")  # a thread that ran no counted code
     assert callgrind_threads(tmp_path, "cg") == {1: 2815624316, 5: 124922397}
+
+
+def test_log_every_step_counts_the_training_threads_calls_collections_and_system_calls() -> None:
+    import shutil
+
+    from benchmarks.bench_log_every_step import main
+
+    out = main(["--calls", "--quick", "--variants", "traincard", "no step anatomy"])
+    plain, tracked, unhooked = out["results"]
+    assert (plain["case"], tracked["case"], unhooked["case"]) == ("plain", "traincard", "no step anatomy")
+    assert plain["python_calls_vs_plain"] == 0 and plain["python_calls"] > 100
+    # the instrumented training thread reports every step end, and the anatomy's hooks add more
+    assert 0 < unhooked["python_calls_vs_plain"] < tracked["python_calls_vs_plain"]
+    step_end = "traincard_otel/_write/report/metrics.py:step_end"
+    runs = out["raw"]["runs"]
+    assert runs["traincard"]["calls"][step_end] == 1.0  # one a step, counted exactly
+    assert step_end not in runs["plain"]["calls"]
+    assert all(row["gc_runs"] >= 0 and row["gc_us"] >= 0 for row in out["results"])
+    if shutil.which("strace") and "syscalls" in plain:  # where strace may attach
+        for row in (plain, tracked):  # an unbuffered print is two writes, wherever they go
+            assert row["write calls"] >= 2
+
+
+def test_log_every_step_reads_straces_table_per_step(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.log_every_step.calls import strace_counts
+
+    (tmp_path / "s.txt").write_text(
+        "% time     seconds  usecs/call     calls    errors syscall\n"
+        "------ ----------- ----------- --------- --------- ----------------\n"
+        " 64.35    0.000527           0      2400           newfstatat\n"
+        " 26.62    0.000218           1       123         8 futex\n"
+        "------ ----------- ----------- --------- --------- ----------------\n"
+        "100.00    0.000819           0      2523         8 total\n"
+    )
+    assert strace_counts(tmp_path / "s.txt", 200) == {"newfstatat": 12.0, "futex": 0.615}
+    assert strace_counts(tmp_path / "none.txt", 200) is None
+
+
+def test_log_every_step_counts_no_system_calls_where_strace_cannot_attach(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from benchmarks.log_every_step.calls import Counting
+
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    tracing, refused = Counting(str(first)), Counting(str(second))
+    tracing.start()
+    refused.start()  # a thread takes one tracer: this strace cannot attach
+    refused.stop()
+    tracing.stop()
+    assert refused.figures(1)["syscalls"] is None  # not counted, rather than none counted
+    counted = tracing.figures(1)["syscalls"]
+    assert counted is not None and counted.get("clock_nanosleep", 0) >= 1  # the other's second
