@@ -1,6 +1,7 @@
 """The step anatomy's cost: a raw loop of 10 ms CPU steps with the anatomy's hooks and without.
 
     python -m benchmarks.bench_anatomy [--pairs 600] [--block 10] [--step-ms 10] [--quick] [--json F]
+    python -m benchmarks.bench_anatomy --where [--pairs 150] [--json F]
     python -m benchmarks.bench_anatomy --instructions [--steps 40] [--json F]
 
 One process, one tracker (``instrument(optimizer, model=model)``), one thread of torch: the model
@@ -14,6 +15,11 @@ sum(off) - 1`` with a bootstrap 95 % interval over pairs, and the median of the 
 in µs per step; then, on a model small enough that the hooks are most of the step, the same
 difference in CPU time over many steps: the anatomy's own cost per step, which the 10 ms ratio
 holds within its noise.
+
+``--where``: the same pairs of blocks, the training thread's CPU time split by where the step
+spends it (the forward, the loss, ``zero_grad``, backward, the optimizer's step and ``log()``, which
+carries the step end and its parts), each part's mean on and off and the median of the pairs'
+differences: which part of the step the anatomy's cost lands in.
 
 ``--instructions``: clocks on a shared machine drift by more than the figure sought, so the same
 10 ms step (its batch sized natively) runs in two processes under valgrind's callgrind, one with
@@ -111,6 +117,65 @@ def _pairs(step_ms: float, pairs: int, block: int, store: str) -> tuple[Sides, i
     switch.set(True)
     traincard_otel.shutdown()
     return sides, batch
+
+
+SEGMENTS = ("forward", "loss", "zero_grad", "backward", "optimizer step", "log()")
+
+
+def _where(step_ms: float, pairs: int, block: int, store: str) -> list[dict[str, Any]]:
+    """The training thread's CPU µs per step in each of ``SEGMENTS``, anatomy on and off."""
+    import traincard_otel
+
+    torch, model, opt, batch = _setup(step_ms)
+    tracker: Any = traincard_otel.instrument(
+        opt, model=model, store=store, system=False, capture_console=False
+    )
+    switch = Switch(tracker, model, opt)
+    x = torch.randn(batch, 256)
+    clock = time.thread_time
+
+    def step(spent: list[float]) -> None:
+        t0 = clock()
+        out = model(x)
+        t1 = clock()
+        loss = out.pow(2).mean()
+        t2 = clock()
+        opt.zero_grad()
+        t3 = clock()
+        loss.backward()
+        t4 = clock()
+        opt.step()
+        t5 = clock()
+        tracker.log(loss=loss.detach(), batch=x)
+        t6 = clock()
+        for i, took in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5)):
+            spent[i] += took
+
+    for _ in range(20):  # warm-up
+        step([0.0] * len(SEGMENTS))
+    rng = random.Random(0)
+    sides: dict[bool, list[list[float]]] = {True: [], False: []}
+    for _ in range(pairs):
+        for side in rng.sample([True, False], 2):
+            switch.set(side)
+            spent = [0.0] * len(SEGMENTS)
+            for _ in range(block):
+                step(spent)
+            sides[side].append([1e6 * s / block for s in spent])
+    switch.set(True)
+    traincard_otel.shutdown()
+    rows: list[dict[str, Any]] = []
+    for i, name in enumerate(SEGMENTS):
+        on, off = [b[i] for b in sides[True]], [b[i] for b in sides[False]]
+        rows.append(
+            {
+                "case": f"{name}: thread CPU µs / step",
+                "on": statistics.mean(on),
+                "off": statistics.mean(off),
+                "median pair difference": statistics.median(a - b for a, b in zip(on, off, strict=True)),
+            }
+        )
+    return rows
 
 
 def _hook_cost(steps: int, rounds: int, store: str) -> tuple[float, float]:
@@ -211,6 +276,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--block", type=int, default=10)
     parser.add_argument("--step-ms", type=float, default=10.0)
     parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--where", action="store_true")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)
@@ -226,6 +292,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return report(
             "bench_anatomy", counted, None, args.json, mode="instructions", batch=batch, steps=args.steps
         )
+    if args.where:
+        with tempfile.TemporaryDirectory() as store:
+            where = _where(args.step_ms, 4 if args.quick else args.pairs, args.block, store)
+        return report("bench_anatomy", where, None, args.json, mode="where", pairs=args.pairs)
     pairs, block, hook_steps, rounds = (6, 3, 200, 2) if args.quick else (args.pairs, args.block, 5000, 8)
     with tempfile.TemporaryDirectory() as store:
         sides, batch = _pairs(args.step_ms, pairs, block, store + "/pairs")

@@ -59,6 +59,34 @@ def test_a_raw_loop_with_a_slow_forward_names_forward(store_dir: Path) -> None:
     assert all(r["rank"] == 0 and r["seconds"] >= 0 for r in rows)
 
 
+def test_without_a_process_group_nothing_waits_in_communication(store_dir: Path, tmp_path: Path) -> None:
+    """One process has no gradient collectives to wait for: communication is 0 on every step, and
+    the graph's end ends the backward. With a process group (gloo, one rank, DDP) the wait after
+    the graph is timed again, by a second callback that runs after DDP's own."""
+    import torch.distributed as dist
+
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    train(traincard_otel.instrument(opt, model=model), model, opt, 6)
+    traincard_otel.shutdown()
+    rows = traincard_otel.load(store_dir).to_rows("anatomy")
+    alone = [r["seconds"] for r in rows if r["part"] == "communication"]
+    assert len(alone) == 6 and set(alone) == {0.0}
+    assert all(r["seconds"] > 0 for r in rows if r["part"] == "backward")
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/group", rank=0, world_size=1)
+    try:
+        ddp = torch.nn.parallel.DistributedDataParallel(mlp())
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+        train(traincard_otel.instrument(opt, model=ddp, store=str(tmp_path / "ddp")), ddp, opt, 6)
+        traincard_otel.shutdown()
+    finally:
+        dist.destroy_process_group()
+    rows = traincard_otel.load(tmp_path / "ddp").to_rows("anatomy")
+    waits = [r["seconds"] for r in rows if r["part"] == "communication"]
+    assert len(waits) == 6 and all(w > 0 for w in waits)
+
+
 def test_a_raw_loop_without_the_model_measures_only_the_optimizer(store_dir: Path) -> None:
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

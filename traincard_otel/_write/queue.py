@@ -74,13 +74,14 @@ class PartClock:
         if not self.backward_at:  # a second output of the same backward reached: it began already
             self.backward_at = time.perf_counter()
 
-    def end_backward(self) -> None:
+    def end_backward(self, collectives: bool = True) -> None:
         """Autograd's graph is done; what follows until :meth:`end_communication` is the wait for
-        the gradients' collectives (DDP's and FSDP's own end-of-backward callbacks)."""
+        the gradients' collectives (DDP's and FSDP's own end-of-backward callbacks). Without
+        ``collectives`` (no process group) there is none: the backward is over, communication 0."""
         if self.backward_at:
             now = time.perf_counter()
             self.backward += now - self.backward_at
-            self.backward_at = now
+            self.backward_at = now if collectives else 0.0
 
     def end_communication(self) -> None:
         if self.backward_at:

@@ -5,9 +5,11 @@ optimizer and communication into the reporter's :class:`~traincard_otel._write.q
   forward is no training step's), or the framework's own hooks (Lightning);
 * backward: a hook on the forward's output (its ``loss`` where it has one) fires when backward
   reaches it, which is where backward starts; from there an autograd callback marks the end of
-  the graph, and a second one, queued from the first, runs after every callback queued during
-  backward, among them DDP's and FSDP's end-of-backward wait for the gradients' collectives: the
-  time between the two is communication, the time the rank was blocked waiting for the others;
+  the graph, and where ``torch.distributed`` has a process group a second one, queued from the
+  first, runs after every callback queued during backward, among them DDP's and FSDP's
+  end-of-backward wait for the gradients' collectives: the time between the two is
+  communication, the time the rank was blocked waiting for the others (without a process group
+  there are no collectives to wait for: communication is 0, and the second callback is spared);
 * optimizer: the optimizer's step pre and post hooks.
 
 On a GPU the same marks record CUDA events on the current stream instead of reading the host
@@ -56,6 +58,9 @@ class BackwardMarks:
     def __init__(self, clock: PartClock) -> None:
         self.clock = clock
         self._queue_callback = torch.autograd.Variable._execution_engine.queue_callback
+        dist = torch.distributed
+        # read at every backward: a process group may be made after the hooks are installed
+        self._grouped: Callable[[], bool] = dist.is_initialized if dist.is_available() else bool
 
     def arm(self, tensor: Foreign) -> None:
         """Mark the backward pass that reaches ``tensor`` (a tensor that requires grad): a pre-hook
@@ -69,9 +74,15 @@ class BackwardMarks:
     def _started(self, grad: Foreign) -> None:
         try:
             self.clock.begin_backward()
-            self._queue_callback(self._graph_done)
+            self._queue_callback(self._graph_done if self._grouped() else self._graph_done_alone)
         except Exception as exc:
             internal_error("anatomy.backward", exc)
+
+    def _graph_done_alone(self) -> None:
+        try:
+            self.clock.end_backward(collectives=False)
+        except Exception as exc:
+            internal_error("anatomy.backward_end", exc)
 
     def _graph_done(self) -> None:
         try:
@@ -139,11 +150,13 @@ class DeviceClock(PartClock):
         if "backward" not in self._open:  # a second output of the same backward reached: it began already
             self._open["backward"] = self._event()
 
-    def end_backward(self) -> None:
+    def end_backward(self, collectives: bool = True) -> None:
         start = self._open.pop("backward", None)
         if start is not None:
-            end = self._open["communication"] = self._event()
+            end = self._event()
             self._backward.append((start, end))
+            if collectives:
+                self._open["communication"] = end
 
     def end_communication(self) -> None:
         start = self._open.pop("communication", None)
