@@ -13,11 +13,17 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: demo test venv system-packages lint bench screenshots gpu-check gpu-wheels
 
+EXTRAS := metaflow,hf,lightning,accelerate,gpu,otlp,prometheus,instrument,store,notebook,bench,dev
+
+# torch comes first, from pip, which finds the machine's CPU wheel; the rest from uv, which
+# downloads and compiles in parallel (about 30 s instead of pip's 70 on two cores) and keeps that
+# torch; pip again if uv fails.
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[metaflow,hf,lightning,accelerate,gpu,otlp,prometheus,instrument,store,notebook,bench,dev]' --config-settings editable_mode=compat
+	$(BIN)/pip install -q torch==2.13.0 'uv>=0.9'
+	$(BIN)/uv pip install -q --native-tls --python $(BIN)/python --compile-bytecode -e '.[$(EXTRAS)]' --config-settings editable_mode=compat \
+	  || $(BIN)/pip install -q -e '.[$(EXTRAS)]' --config-settings editable_mode=compat
 	touch $@
 
 venv: $(BIN)/.installed

@@ -392,12 +392,11 @@ def test_log_every_step_counts_the_training_threads_calls_collections_and_system
 
     from benchmarks.bench_log_every_step import main
 
-    out = main(["--calls", "--quick", "--variants", "traincard", "no step anatomy"])
-    plain, tracked, unhooked = out["results"]
-    assert (plain["case"], tracked["case"], unhooked["case"]) == ("plain", "traincard", "no step anatomy")
+    out = main(["--calls", "--quick", "--variants", "traincard"])
+    plain, tracked = out["results"]
+    assert (plain["case"], tracked["case"]) == ("plain", "traincard")
     assert plain["python_calls_vs_plain"] == 0 and plain["python_calls"] > 100
-    # the instrumented training thread reports every step end, and the anatomy's hooks add more
-    assert 0 < unhooked["python_calls_vs_plain"] < tracked["python_calls_vs_plain"]
+    assert tracked["python_calls_vs_plain"] > 0  # the instrumented training thread reports step ends
     step_end = "traincard_otel/_write/report/metrics.py:step_end"
     runs = out["raw"]["runs"]
     assert runs["traincard"]["calls"][step_end] == 1.0  # one a step, counted exactly
