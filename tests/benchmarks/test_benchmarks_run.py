@@ -9,6 +9,7 @@ import pkgutil
 import subprocess
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.slow  # the quick runs start training processes: a minu
 NAMES = sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__) if m.name.startswith("bench_"))
 # Benchmarks whose quick run a test below makes anyway, with more checks (each run starts training
 # processes: one quick run of each is enough).
-RUN_BELOW = {"bench_step_pairs", "bench_log_every_step"}
+RUN_BELOW = {"bench_step_pairs", "bench_log_every_step", "bench_end_to_end"}
 # Rows the side-by-side benchmarks must show for each peer tracker installed (the `bench` extra).
 PEER_ROWS = {
     "bench_hot_path": (
@@ -57,6 +58,10 @@ def test_benchmark_runs_quick(name: str, tmp_path, monkeypatch) -> None:  # type
     monkeypatch.setenv("TRAINCARD_DIR", str(tmp_path / "store"))
     out = importlib.import_module(f"benchmarks.{name}").main(["--quick", "--json", str(tmp_path / "r.json")])
     _wrote_its_results(out, tmp_path / "r.json")
+    _shows_each_installed_peer(name, out)
+
+
+def _shows_each_installed_peer(name: str, out: dict[str, Any]) -> None:
     if name in PEER_ROWS:
         column, by_peer = PEER_ROWS[name]
         shown = {row[column] for row in out["results"]}
@@ -154,12 +159,17 @@ def test_end_to_end_pools_the_processes_of_earlier_runs(tmp_path) -> None:  # ty
     assert json.loads((tmp_path / "pooled.json").read_text())["pooled"] == ["run0.json", "run1.json"]
 
 
-def test_end_to_end_control_times_plain_runs_against_plain_runs(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_end_to_end_runs_quick_beside_the_peers_and_plain_against_plain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from benchmarks import bench_end_to_end
 
     monkeypatch.setenv("TRAINCARD_DIR", str(tmp_path / "store"))
-    out = bench_end_to_end.main(["--quick", "--no-peers", "--control"])
-    assert [row["tracker"] for row in out["results"]] == ["traincard", "none"]
+    out = bench_end_to_end.main(["--quick", "--control", "--json", str(tmp_path / "r.json")])
+    _wrote_its_results(out, tmp_path / "r.json")
+    _shows_each_installed_peer("bench_end_to_end", out)
+    trackers = [row["tracker"] for row in out["results"]]
+    assert trackers[0] == "traincard" and trackers[-1] == "none"
     control = out["raw"]["raw/none"]
     assert len(control) == 1 and sum(run["tracked"] for run in control[0]) == 2
 
