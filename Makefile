@@ -43,8 +43,8 @@ demo: venv
 	@echo "See the card:  cd examples && ../$(BIN)/python hf_finetune_flow.py card view train"
 	@echo "Live, during a run (in a second terminal): cd examples && ../$(BIN)/python hf_finetune_flow.py card server  -> http://localhost:8324"
 
-# pytest-xdist workers: docs/testing.md says why this many on two cores.
-TEST_WORKERS ?= 2
+# pytest-xdist workers: three on two cores (docs/testing.md says why).
+TEST_WORKERS ?= 3
 
 # On a fresh machine pip's downloads and apt's installs take minutes each: they run side by side.
 # The suite starts well over a thousand Python processes that import this package (flows' tasks,

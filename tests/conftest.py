@@ -1,6 +1,6 @@
 """Shared fixtures (a clean environment and a fresh pipeline per test) and the suite's order.
 
-``make test`` runs the suite on two pytest-xdist workers, one module per worker at a time
+``make test`` runs the suite on three pytest-xdist workers, one module per worker at a time
 (``--dist loadfile``), so the tests that share a module-scoped flow run stay together; the longest
 modules start first, then the others that run real flows and multi-process training, so the run
 does not end waiting on one.
@@ -24,8 +24,8 @@ os.environ.setdefault("USER", "traincard")
 if os.environ["USER"] in ("", "root"):  # Metaflow takes no user name from these (a root container's)
     os.environ.setdefault("METAFLOW_USER", "traincard")
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # Two workers share the cores: one compute thread each (inherited by their child processes),
-    # not a thread pool per core in each worker spinning against the other's.
+    # The workers share the cores: one compute thread each (inherited by their child processes),
+    # not a thread pool per core in each worker spinning against the others'.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 #: What starts first: real flows and multi-process training, then the browser tests, then the rest.
