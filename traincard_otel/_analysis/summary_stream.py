@@ -145,9 +145,9 @@ class SummaryTally:
         self._first: str | None = None  # the first name in sort order: the main metric without a loss
 
     def _new_name(self, name: str) -> None:
-        """Keep a curve for a new name if it could be the main metric (:func:`.baseline.main_metric`:
-        a loss, else the first name in sort order); the curve of a name that cannot be any more
-        (the first in sort order until now, not a loss) is let go."""
+        """Keep a curve for a new name if it could be the summary's main metric (a loss, as
+        :func:`.baseline.main_metric` picks it, else the first name in sort order); the curve of a
+        name that cannot be any more (the first in sort order until now, not a loss) is let go."""
         could_be_main = "loss" in name.lower()
         if self._first is None or name < self._first:
             before, self._first = self._first, name
