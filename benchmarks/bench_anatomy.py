@@ -3,6 +3,7 @@
     python -m benchmarks.bench_anatomy [--pairs 600] [--block 10] [--step-ms 10] [--quick] [--json F]
     python -m benchmarks.bench_anatomy --where [--pairs 150] [--json F]
     python -m benchmarks.bench_anatomy --instructions [--steps 40] [--json F]
+    python -m benchmarks.bench_anatomy --mechanisms [--steps 200] [--batch 16] [--json F]
 
 One process, one tracker (``instrument(optimizer, model=model)``), one thread of torch: the model
 (an MLP whose batch is sized so that forward, backward and the SGD step take about ``--step-ms``)
@@ -27,6 +28,9 @@ the anatomy and one with ``anatomy=False``, counting the instructions of ``--ste
 warm-up (``bench_log_every_step.count_instructions``): the training thread's and every thread's
 (the converter's work on the parts included), per step and as a change. Instructions are not
 time, but no other process's load changes them.
+
+``--mechanisms``: the instructions each way of marking a part costs, one at a time in one process
+under callgrind (``benchmarks/anatomy_mechanisms.py``): what the anatomy's design chose between.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks import anatomy_mechanisms as mechanisms
 from benchmarks._harness import bootstrap_interval, report
 
 
@@ -277,6 +282,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--step-ms", type=float, default=10.0)
     parser.add_argument("--instructions", action="store_true")
     parser.add_argument("--where", action="store_true")
+    parser.add_argument("--mechanisms", action="store_true")
+    parser.add_argument("--mechanisms-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)
@@ -286,6 +293,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.child is not None:
         _child(bool(args.child), args.batch, args.steps)
         return {}
+    if args.mechanisms_child:
+        mechanisms.child(args.batch, args.steps)
+        return {}
+    if args.mechanisms:
+        batch = args.batch or 16
+        if args.quick:  # each mechanism runs and takes its marks; counting takes minutes
+            taken = mechanisms.child(batch, 3)
+            marked = [{"mechanism": name, "marks in 3 steps": n} for name, n in taken.items()]
+            return report("bench_anatomy", marked, None, args.json, mode="mechanisms")
+        steps = 200 if args.steps == 40 else args.steps
+        counted = mechanisms.count(batch, steps)
+        return report("bench_anatomy", counted, None, args.json, mode="mechanisms", batch=batch, steps=steps)
     if args.instructions:
         batch = _setup(args.step_ms)[3]
         counted = _instructions(batch, args.steps)

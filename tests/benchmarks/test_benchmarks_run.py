@@ -449,3 +449,14 @@ def test_log_every_step_counts_no_system_calls_where_strace_cannot_attach(tmp_pa
     assert refused.figures(1)["syscalls"] is None  # not counted, rather than none counted
     counted = tracing.figures(1)["syscalls"]
     assert counted is not None and counted.get("clock_nanosleep", 0) >= 1  # the other's second
+
+
+def test_the_anatomy_mechanisms_each_take_their_marks(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``bench_anatomy --mechanisms`` counts each way of marking under callgrind; quick, it runs
+    each one for three steps: every mechanism but the plain steps marks every step."""
+    from benchmarks.bench_anatomy import main
+
+    out = main(["--mechanisms", "--quick", "--json", str(tmp_path / "r.json")])
+    taken = {row["mechanism"]: row["marks in 3 steps"] for row in out["results"]}
+    assert taken.pop("plain") == 0 and len(taken) == 8
+    assert all(n >= 3 for n in taken.values()), taken

@@ -138,6 +138,130 @@ def test_an_hf_trainer_whose_data_set_is_slow_names_data(store_dir: Path, tmp_pa
     assert rank.seconds["forward"] > 0 and rank.seconds["backward"] > 0 and rank.seconds["optimizer"] > 0
 
 
+def _hf_trainer(tmp_path: Path, trainer_class: Any, steps: int) -> Any:
+    from examples.tiny_gpt2 import ProgressionDataset, tiny_gpt2, training_args
+
+    args = training_args(
+        str(tmp_path / "out"),
+        max_steps=steps,
+        per_device_train_batch_size=4,
+        eval_strategy="no",
+        save_strategy="no",
+    )
+    return trainer_class(
+        model=tiny_gpt2(n_layer=1, n_embd=32), args=args, train_dataset=ProgressionDataset(64, seq_len=16)
+    )
+
+
+@pytest.mark.slow
+def test_an_hf_backward_is_timed_around_the_accelerators_call(
+    store_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a process group the Trainer's ``accelerator.backward`` call is the backward: after
+    the first step no hook goes into autograd. A Trainer whose ``training_step`` calls
+    ``loss.backward()`` itself keeps the hook on the loss, so its backward is still measured. Either
+    way the model's ``forward`` keeps its signature (the Trainer reads it to keep dataset columns)
+    and is the class's own again once training is over."""
+    pytest.importorskip("transformers")
+    import inspect
+
+    from transformers import Trainer
+
+    from traincard_otel.adapters import _anatomy
+
+    armed: list[object] = []
+    arm = _anatomy.BackwardMarks.arm
+    monkeypatch.setattr(
+        _anatomy.BackwardMarks, "arm", lambda marks, tensor: (armed.append(tensor), arm(marks, tensor))
+    )
+
+    class OwnBackward(Trainer):  # type: ignore[misc]
+        def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> Any:
+            assert "input_ids" in inspect.signature(model.forward).parameters
+            model.train()
+            loss = self.compute_loss(model, self._prepare_inputs(inputs))
+            loss.backward()
+            return loss.detach()
+
+    for trainer_class, steps, arms in ((Trainer, 6, 1), (OwnBackward, 6, 6)):
+        armed.clear()
+        trainer = _hf_trainer(tmp_path, trainer_class, steps)
+        if trainer_class is OwnBackward:  # the embeddings' gradient, inside backward, made slow
+            trainer.model.transformer.wte.weight.register_hook(lambda grad: time.sleep(SLOW_S))
+        store = tmp_path / trainer_class.__name__
+        traincard_otel.instrument(trainer, store=str(store))
+        trainer.train()
+        traincard_otel.shutdown()
+        assert len(armed) == arms, trainer_class
+        assert "forward" not in vars(trainer.model) and "backward" not in vars(trainer.accelerator)
+        rows = traincard_otel.load(store).to_rows("anatomy")
+        backward = [r["seconds"] for r in rows if r["part"] == "backward"]
+        assert len(backward) == steps and all(b > 0 for b in backward)
+        if trainer_class is OwnBackward:
+            assert min(backward) >= SLOW_S
+
+
+def test_the_outputs_own_gradient_hooks_still_run(store_dir: Path) -> None:
+    """The backward's mark is a hook on the forward's output: hooks the user puts on that output
+    after the forward, or the model put on it inside, run as before, once each backward."""
+    model = mlp()
+
+    class Hooked(torch.nn.Module):  # a model that hooks its own output
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = model
+            self.inside: list[int] = []
+
+        def forward(self, x: Any) -> Any:
+            out = self.net(x)
+            out.register_hook(lambda grad: self.inside.append(1))
+            return out
+
+    for root in (model, Hooked()):
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        tracker = traincard_otel.instrument(opt, model=root)
+        after: list[int] = []
+        for _ in range(3):
+            out = root(torch.randn(8, 16))
+            out.register_hook(lambda grad, seen=after: seen.append(1))
+            loss = out.pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            tracker.log(loss=loss.detach())
+        tracker.close()
+        assert len(after) == 3 and getattr(root, "inside", [1, 1, 1]) == [1, 1, 1]
+    traincard_otel.shutdown()
+    rows = traincard_otel.load(store_dir).to_rows("anatomy")
+    assert len([r for r in rows if r["part"] == "backward" and r["seconds"] > 0]) == 6
+
+
+def test_a_forward_wrapped_over_after_instrument_is_left_working(store_dir: Path) -> None:
+    """Another library wraps ``forward`` on the instance after the anatomy did (as Accelerate's
+    mixed precision does): closing takes nothing of theirs away, and our wrapper stops timing."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    tracker = traincard_otel.instrument(opt, model=model)
+    ours = model.forward
+    calls: list[int] = []
+
+    def theirs(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return ours(*args, **kwargs)
+
+    model.forward = theirs
+    train(tracker, model, opt, 3)
+    clock = tracker.anatomy.clock
+    tracker.close()
+    model(torch.randn(8, 16)).pow(2).mean().backward()  # trains on after the tracker closed
+    assert model.forward is theirs and len(calls) == 4
+    assert clock.forward == 0.0 and clock.forward_at == 0.0 and clock.first_forward == 0.0  # not timed
+    traincard_otel.shutdown()
+    rows = traincard_otel.load(store_dir).to_rows("anatomy")
+    assert sorted({r["step"] for r in rows}) == [1, 2, 3]
+    assert all(r["seconds"] > 0 for r in rows if r["part"] in ("forward", "backward"))
+
+
 @pytest.mark.slow
 def test_a_lightning_fit_whose_backward_is_slow_names_backward(store_dir: Path, tmp_path: Path) -> None:
     pl = pytest.importorskip("lightning.pytorch")

@@ -1,15 +1,21 @@
 """The step anatomy's hooks, shared by the adapters: they time each step's forward, backward,
 optimizer and communication into the reporter's :class:`~traincard_otel._write.queue.PartClock`.
 
-* forward: pre and post hooks on the root module (only while autograd records: an evaluation's
-  forward is no training step's), or the framework's own hooks (Lightning);
-* backward: a hook on the forward's output (its ``loss`` where it has one) fires when backward
-  reaches it, which is where backward starts; from there an autograd callback marks the end of
-  the graph, and where ``torch.distributed`` has a process group a second one, queued from the
-  first, runs after every callback queued during backward, among them DDP's and FSDP's
-  end-of-backward wait for the gradients' collectives: the time between the two is
-  communication, the time the rank was blocked waiting for the others (without a process group
-  there are no collectives to wait for: communication is 0, and the second callback is spared);
+* forward: the root module's ``forward`` wrapped on the instance (only while autograd records: an
+  evaluation's forward is no training step's), or the framework's own hooks (Lightning). A wrapper
+  rather than the module's forward pre and post hooks: hooks take every call of the root module
+  off ``nn.Module.__call__``'s fast path into its general one, 15 k instructions a step where the
+  wrapper costs 0.6 k (``benchmarks/bench_anatomy.py --mechanisms``);
+* backward: where the framework calls backward through a method of its own (``Accelerator.backward``,
+  which HF's Trainer calls too; Lightning's ``on_before_backward``/``on_after_backward``) and no
+  ``torch.distributed`` process group exists, that call is the backward: timed around it, with no
+  hook inside autograd. Otherwise (a raw loop, or any run with a process group) a hook on the
+  forward's output (its ``loss`` where it has one) fires when backward reaches it, which is where
+  backward starts; from there an autograd callback marks the end of the graph, and where a process
+  group exists a second one, queued from the first, runs after every callback queued during
+  backward, among them DDP's and FSDP's end-of-backward wait for the gradients' collectives: the
+  time between the two is communication, the time the rank was blocked waiting for the others
+  (without a process group there are no collectives to wait for: communication is 0);
 * optimizer: the optimizer's step pre and post hooks.
 
 On a GPU the same marks record CUDA events on the current stream instead of reading the host
@@ -20,8 +26,10 @@ training (an internal error is logged once, re-raised under pytest).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
 from .._optional import require
@@ -31,6 +39,7 @@ from .._write.queue import NAN, PartClock
 from .._write.report.reporter import Reporter
 
 torch = require("torch", "torch")
+Tensor = torch.Tensor
 
 Measured = tuple[bool, bool, bool, bool, bool]
 EVERY_PART: Measured = (True, True, True, True, True)
@@ -60,21 +69,39 @@ class BackwardMarks:
         self._queue_callback = torch.autograd.Variable._execution_engine.queue_callback
         dist = torch.distributed
         # read at every backward: a process group may be made after the hooks are installed
-        self._grouped: Callable[[], bool] = dist.is_initialized if dist.is_available() else bool
+        self.grouped: Callable[[], bool] = dist.is_initialized if dist.is_available() else bool
+        # bound once: a bound method made at every backward is an allocation on the training thread
+        self._hook, self._done, self._done_alone = self._started, self._graph_done, self._graph_done_alone
+        self._last = self._collectives_done
+        self._direct = True  # hooks registered as Tensor.register_hook does inside (see arm())
 
     def arm(self, tensor: Foreign) -> None:
-        """Mark the backward pass that reaches ``tensor`` (a tensor that requires grad): a pre-hook
-        on the node that made it (a third cheaper than a tensor hook), or a tensor hook on a leaf."""
+        """Mark the backward pass that reaches ``tensor`` (a tensor that requires grad).
+
+        ``Tensor.register_hook``'s own two steps, a hooks dict on the tensor registered with the
+        node that made it, without the handle it builds in Python: 11.9 k instructions a step
+        (registered and called) where ``node.register_prehook`` costs 16.9 k and ``register_hook``
+        27 k (both make a ``RemovableHandle``, which nothing here removes; ``bench_anatomy
+        --mechanisms``). A tensor that has hooks already, a tensor subclass, or a torch without
+        those steps gets the pre-hook on its node; a leaf, a tensor hook."""
         node = tensor.grad_fn
-        if node is not None:
-            node.register_prehook(self._started)
+        if node is None:
+            tensor.register_hook(self._hook)
+        elif self._direct and type(tensor) is Tensor and tensor._backward_hooks is None:
+            try:
+                tensor._backward_hooks = OrderedDict({-1: self._hook})  # (handles' ids are >= 0)
+                node._register_hook_dict(tensor)
+            except (AttributeError, TypeError):  # not in this torch: the public way from now on
+                self._direct = False
+                tensor._backward_hooks = None
+                node.register_prehook(self._hook)
         else:
-            tensor.register_hook(self._started)
+            node.register_prehook(self._hook)
 
     def _started(self, grad: Foreign) -> None:
         try:
             self.clock.begin_backward()
-            self._queue_callback(self._graph_done if self._grouped() else self._graph_done_alone)
+            self._queue_callback(self._done if self.grouped() else self._done_alone)
         except Exception as exc:
             internal_error("anatomy.backward", exc)
 
@@ -87,7 +114,7 @@ class BackwardMarks:
     def _graph_done(self) -> None:
         try:
             self.clock.end_backward()
-            self._queue_callback(self._collectives_done)  # runs after DDP's and FSDP's own callbacks
+            self._queue_callback(self._last)  # runs after DDP's and FSDP's own callbacks
         except Exception as exc:
             internal_error("anatomy.backward_end", exc)
 
@@ -187,41 +214,82 @@ def _on_gpu(model: Foreign) -> bool:
     return first is not None and getattr(first.device, "type", None) == "cuda"
 
 
+_ABSENT = object()
+
+
 class Anatomy:
-    """The hooks one adapter installed; :meth:`remove` takes them out."""
+    """The hooks and wrappers one adapter installed; :meth:`remove` takes them out."""
 
     def __init__(self, clock: PartClock) -> None:
         self.clock = clock
         self.marks = BackwardMarks(clock)
+        # A framework call that is the backward is wrapped (bracket_backward) and has been made:
+        # without a process group, the forward's output is not armed (no hook inside autograd). Set
+        # at its first call, so a Trainer whose own training_step never makes it keeps the hooks.
+        self.bracketed = False
         self.handles: list[Foreign] = []
+        self._wrapped: list[tuple[Foreign, str, Foreign, object]] = []  # (object, name, wrapper, previous)
+        self._on = [True]  # the wrappers' switch: one wrapped over by another cannot always be taken out
 
     def measure(self, measured: Measured) -> None:
         """Add ``measured`` to the parts the clock says are timed (several adapters may share it)."""
         self.clock.measured = tuple(a or b for a, b in zip(self.clock.measured, measured, strict=True))  # type: ignore[assignment]
 
+    def _wrap(self, obj: Foreign, name: str, wrapper: Callable[..., Foreign]) -> None:
+        self._wrapped.append((obj, name, wrapper, vars(obj).get(name, _ABSENT)))
+        setattr(obj, name, wrapper)
+
     def watch_forward(self, model: Foreign) -> None:
         """Time the root module's forwards that autograd records, and the backward from their output."""
-        clock, marks, recording = self.clock, self.marks, torch.is_grad_enabled
+        inner: Callable[..., Foreign] = model.forward
+        clock, marks, recording, on = self.clock, self.marks, torch.is_grad_enabled, self._on
 
-        def before(module: object, args: object) -> None:
+        # (__wrapped__: inspect.signature(model.forward), as the Trainer reads it, is unchanged)
+        @functools.wraps(inner)
+        def forward(*args: Foreign, **kwargs: Foreign) -> Foreign:
+            if not (on[0] and recording()):
+                return inner(*args, **kwargs)
             try:
-                if recording():
-                    clock.begin_forward()
+                clock.begin_forward()
             except Exception as exc:
                 internal_error("anatomy.forward", exc)
-
-        def after(module: object, args: object, output: object) -> None:
+            output = inner(*args, **kwargs)
             try:
-                if recording():
-                    clock.end_forward()
+                clock.end_forward()
+                if not self.bracketed or marks.grouped():
                     tensor = grad_tensor(output)
                     if tensor is not None:
                         marks.arm(tensor)
             except Exception as exc:
                 internal_error("anatomy.forward_end", exc)
+            return output
 
-        self.handles += [model.register_forward_pre_hook(before), model.register_forward_hook(after)]
+        self._wrap(model, "forward", forward)
         self.measure((True, True, True, False, True))
+
+    def bracket_backward(self, obj: Foreign, name: str = "backward") -> None:
+        """Time ``obj.<name>(...)`` (a framework's own backward call: ``Accelerator.backward``) as
+        the backward where no process group exists; with one, the output's hooks time it."""
+        inner: Callable[..., Foreign] = getattr(obj, name)
+        clock, grouped, on = self.clock, self.marks.grouped, self._on
+
+        @functools.wraps(inner)
+        def backward(*args: Foreign, **kwargs: Foreign) -> Foreign:
+            if not on[0] or grouped():
+                return inner(*args, **kwargs)
+            try:
+                clock.begin_backward()  # (a backward the output's hook marks too: marked once)
+                self.bracketed = True
+            except Exception as exc:
+                internal_error("anatomy.backward", exc)
+            result = inner(*args, **kwargs)
+            try:
+                clock.end_backward(collectives=False)
+            except Exception as exc:
+                internal_error("anatomy.backward_end", exc)
+            return result
+
+        self._wrap(obj, name, backward)
 
     def watch_optimizer(self, optimizer: Foreign, *, end: bool = True) -> None:
         """Time the optimizer's steps (``end=False``: the caller marks the end itself)."""
@@ -240,6 +308,17 @@ class Anatomy:
         for handle in self.handles:
             handle.remove()
         self.handles = []
+        for obj, name, wrapper, previous in reversed(self._wrapped):
+            if vars(obj).get(name) is not wrapper:
+                continue  # wrapped over since: switched off below instead
+            if previous is _ABSENT:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, previous)
+        self._wrapped = []
+        self._on[0] = False
+        self._on = [True]  # for what this anatomy installs next
+        self.bracketed = False
 
 
 def clock_for(reporter: Reporter, model: Foreign = None) -> Anatomy | None:
@@ -250,13 +329,18 @@ def clock_for(reporter: Reporter, model: Foreign = None) -> Anatomy | None:
     return Anatomy(clock) if clock is not None else None
 
 
-def install(reporter: Reporter, *, model: Foreign = None, optimizer: Foreign = None) -> Anatomy | None:
-    """Hooks on ``model`` (forward, backward, communication) and ``optimizer``; None when off."""
+def install(
+    reporter: Reporter, *, model: Foreign = None, optimizer: Foreign = None, backward: Foreign = None
+) -> Anatomy | None:
+    """Hooks on ``model`` (forward, backward, communication) and ``optimizer``, and ``backward``'s
+    own ``backward`` method timed as the backward (an ``Accelerator``); None when off."""
     anatomy = clock_for(reporter, model)
     if anatomy is None:
         return None
     if model is not None and callable(getattr(model, "register_forward_pre_hook", None)):
         anatomy.watch_forward(model)
+        if callable(getattr(backward, "backward", None)):
+            anatomy.bracket_backward(backward)
     if optimizer is not None:
         anatomy.watch_optimizer(optimizer)
     return anatomy

@@ -174,6 +174,7 @@ class AccelerateHandle:
         for obj in objects:
             if callable(getattr(obj, "register_forward_pre_hook", None)) and not self._model_watched:
                 anatomy.watch_forward(obj)
+                anatomy.bracket_backward(self.accelerator)
                 self._model_watched = True
             elif callable(getattr(getattr(obj, "optimizer", obj), "register_step_pre_hook", None)):
                 anatomy.watch_optimizer(obj)

@@ -160,9 +160,11 @@ class HFCallback(transformers.TrainerCallback):  # type: ignore[misc,name-define
         changed = changed_arguments(args)
         if changed:
             self.reporter.hyperparameters(changed)
-        if self.anatomy is None:  # on the model and the optimizer train() made
+        if self.anatomy is None:  # on the model, the optimizer and the accelerator train() made
+            trainer = self.trainer
+            backward = None if getattr(trainer, "use_apex", False) else getattr(trainer, "accelerator", None)
             self.anatomy = install_anatomy(
-                self.reporter, model=self.trainer.model, optimizer=self.trainer.optimizer
+                self.reporter, model=trainer.model, optimizer=trainer.optimizer, backward=backward
             )
         self._train = self.reporter.phase("train")
         self.last_step_end = time.perf_counter()

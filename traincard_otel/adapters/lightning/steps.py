@@ -19,9 +19,10 @@ from .batches import batch_reader
 # The LightningModule's hooks wrapped on the instance while a fit runs.
 MODULE_HOOKS = ("on_train_batch_start", "on_train_batch_end")
 # ... and, for the step anatomy, those that mark the end of the training step's forward (and the
-# loss backward starts from) and the start of the optimizer step (Lightning runs the forward and
-# backward inside the optimizer's step, as its closure: the optimizer's own hooks cannot tell them apart).
-ANATOMY_HOOKS = ("on_before_backward", "on_before_optimizer_step")
+# loss backward starts from), the end of the backward and the start of the optimizer step (Lightning
+# runs the forward and backward inside the optimizer's step, as its closure: the optimizer's own
+# hooks cannot tell them apart).
+ANATOMY_HOOKS = ("on_before_backward", "on_after_backward", "on_before_optimizer_step")
 # The logger connector's method that every logged dict goes through (wrapped on the instance).
 CONNECTOR_METHOD = "log_metrics"
 
@@ -75,6 +76,7 @@ class StepTaps:
         if self.anatomy is not None:
             self.anatomy.measure(EVERY_PART)
             self._wrap(module, "on_before_backward", self._before_backward)
+            self._wrap(module, "on_after_backward", self._after_backward)
             self._wrap(module, "on_before_optimizer_step", self._before_optimizer_step)
 
     def remove(self, module_only: bool = False) -> None:
@@ -139,19 +141,36 @@ class StepTaps:
 
         return on_train_batch_start
 
+    # Without a process group the two hooks around Lightning's backward call are its start and end;
+    # with one, a hook on the loss and autograd's callbacks tell the wait for the gradients'
+    # collectives apart (adapters/_anatomy.py).
     def _before_backward(self, original: Foreign) -> Foreign:
         def on_before_backward(loss: Foreign) -> Foreign:
             try:
                 anatomy = self.anatomy
                 if anatomy is not None:
                     anatomy.clock.end_forward()
-                    if getattr(loss, "requires_grad", False):
+                    if not anatomy.marks.grouped():
+                        anatomy.clock.begin_backward()
+                    elif getattr(loss, "requires_grad", False):
                         anatomy.marks.arm(loss)
             except Exception as exc:
                 internal_error("lightning.on_before_backward", exc)
             return original(loss)
 
         return on_before_backward
+
+    def _after_backward(self, original: Foreign) -> Foreign:
+        def on_after_backward() -> Foreign:
+            try:
+                anatomy = self.anatomy
+                if anatomy is not None and not anatomy.marks.grouped():
+                    anatomy.clock.end_backward(collectives=False)
+            except Exception as exc:
+                internal_error("lightning.on_after_backward", exc)
+            return original()
+
+        return on_after_backward
 
     def _before_optimizer_step(self, original: Foreign) -> Foreign:
         def on_before_optimizer_step(optimizer: Foreign) -> Foreign:
