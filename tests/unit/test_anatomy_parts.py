@@ -349,3 +349,39 @@ def test_a_backward_reached_through_two_outputs_starts_once_and_nothing_stays_op
     clock.begin_backward()  # a step whose backward never finished (an exception) ...
     clock.take(time.perf_counter())
     assert clock.forward_at == clock.backward_at == 0.0  # ... leaves nothing open for the next
+
+
+def test_a_window_summarised_column_at_a_time_is_the_step_by_step_anatomy() -> None:
+    """``window_anatomy`` (columns, as the converter summarises its recent steps for the state and
+    ``rank_anatomy`` its window) against the medians taken from each step's row by name."""
+    import random
+    import statistics
+
+    from traincard_otel._analysis.anatomy import rank_anatomy
+
+    rng = random.Random(7)
+    for trial in range(60):
+        measured = [rng.random() < 0.7 for _ in range(5)]
+        parts, n = StepParts(), rng.randint(1, 60)
+        rows = []
+        for _ in range(n):
+            row = [rng.uniform(0, 0.004) if m and rng.random() < 0.9 else NAN for m in measured]
+            if all(v != v for v in row):
+                row[measured.index(True) if any(measured) else 0] = 0.001
+            rows.append(row)
+        durations = [rng.uniform(0.005, 0.02) for _ in range(n)]
+        parts.add(list(range(n)), [0.0] * n, durations, [v for r in rows for v in r], 0)
+        found = rank_anatomy(0, parts)
+        assert found is not None, trial
+        window = range(max(0, n - 50), n)
+        by_step = [parts.row(i) for i in window]
+        for name, got in found.seconds.items():
+            values = [r[name] for r in by_step if r[name] == r[name]]
+            assert got == pytest.approx(statistics.median(values) if values else 0.0), (trial, name)
+        own = [
+            parts.durations[i] - (r["communication"] if r["communication"] == r["communication"] else 0.0)
+            for i, r in zip(window, by_step, strict=True)
+        ]
+        assert found.own_s == pytest.approx(statistics.median(own))
+        assert found.step_s == pytest.approx(statistics.median(parts.durations[window.start :]))
+        assert sum(found.shares.values()) == pytest.approx(1.0)

@@ -88,22 +88,44 @@ def rank_anatomy(rank: int, parts: StepParts) -> RankAnatomy | None:
     window = _window(parts)
     if not window:
         return None
-    measured = parts.measured()
+    start, stop = window.start, window.stop
+    return window_anatomy(
+        rank, parts.durations[start:stop], [column[start:stop] for column in parts.parts], parts.measured()
+    )
+
+
+def window_anatomy(
+    rank: int,
+    durations: Sequence[float],
+    columns: Sequence[Sequence[float]],
+    measured: Sequence[bool] | None = None,
+) -> RankAnatomy | None:
+    """The anatomy of a window of steps: their ``durations`` and one column of seconds per part of
+    ``STEP_PARTS`` (NaN where not measured; ``measured``, when given, says which parts the run
+    measured at all, else a part is measured where its column has a number). Column at a time:
+    the converter summarises its recent steps with it at every status, on a thread that competes
+    with training for the GIL."""
+    n = len(durations)
+    if not n:
+        return None
+    if measured is None:
+        measured = [any(v == v for v in column) for column in columns]
+    known = [column for column, m in zip(columns, measured, strict=True) if m]
+    rows = zip(*known, strict=True) if known else ((),) * n
+    other = [max(d - sum(v for v in row if v == v), 0.0) for d, row in zip(durations, rows, strict=True)]
     names = [p for p, m in zip(STEP_PARTS, measured, strict=True) if m] + [OTHER]
-    rows = [parts.row(i) for i in window]
-    seconds = {p: _median([r[p] for r in rows if r[p] == r[p]]) for p in names}
-    durations = [parts.durations[i] for i in window]
+    by_name = dict(zip(names, [*known, other], strict=True))
+    seconds = {p: _median([v for v in column if v == v]) for p, column in by_name.items()}
     shares = {
-        p: _median([r[p] / d for r, d in zip(rows, durations, strict=True) if r[p] == r[p]]) for p in names
+        p: _median([v / d for v, d in zip(column, durations, strict=True) if v == v])
+        for p, column in by_name.items()
     }
     total = sum(shares.values())
-    own = [
-        d - (r[COMMUNICATION] if r[COMMUNICATION] == r[COMMUNICATION] else 0.0)
-        for r, d in zip(rows, durations, strict=True)
-    ]
+    waits = columns[STEP_PARTS.index(COMMUNICATION)]
+    own = [d - w if w == w else d for d, w in zip(durations, waits, strict=True)]
     return RankAnatomy(
         rank=rank,
-        steps=len(window),
+        steps=n,
         step_s=_median(durations),
         own_s=_median(own),
         seconds=seconds,

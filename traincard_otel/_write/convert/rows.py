@@ -17,8 +17,7 @@ from typing import Protocol
 
 from opentelemetry.util.types import AnyValue
 
-from ..._analysis.anatomy import rank_anatomy
-from ..._data.anatomy import StepParts
+from ..._analysis.anatomy import window_anatomy
 from ..._gil import Slices
 from ..._schema import Attr, Event, MetricsReport, StepEnd
 from ..._text import encodable
@@ -283,18 +282,13 @@ class RowBatcher:
     def recent_anatomy(self) -> JsonObject | None:
         """The recent steps' anatomy (median seconds per part, the step, the step without the wait
         in communication), for the rank's state: what rank 0 compares ranks by (``profile_on``)."""
-        recent = list(self.recent_parts)
+        recent = [
+            (d, p) for d, p in self.recent_parts if any(v == v for v in p)
+        ]  # (a step without one: all NaN)
         if not recent:
             return None
-        parts = StepParts()
-        parts.add(
-            range(len(recent)),
-            [0.0] * len(recent),
-            [d for d, _p in recent],
-            [v for _d, p in recent for v in p],
-            0,
-        )
-        found = rank_anatomy(0, parts)  # (the rank is not part of what the state keeps)
+        durations, parts = zip(*recent, strict=True)
+        found = window_anatomy(0, durations, list(zip(*parts, strict=True)))  # (the state keeps no rank)
         if found is None:
             return None
         return {"steps": found.steps, "step_s": found.step_s, "own_s": found.own_s, "seconds": found.seconds}
