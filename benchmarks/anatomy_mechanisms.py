@@ -5,9 +5,10 @@ mechanisms' counts do not grow with the batch) with one mechanism installed at a
 the training thread's instructions over ``--steps`` steps of each; the change against the plain
 steps is the mechanism's cost per step. The mechanisms are the ones the step anatomy chose between
 (``traincard_otel/adapters/_anatomy.py``): the root module's forward pre and post hooks against a
-wrapper of its ``forward``; a hook on the forward's output registered as ``node.register_prehook``,
-as ``Tensor.register_hook`` or as ``register_hook``'s own two steps; the autograd callback queued
-from it; the optimizer's step hooks; and the anatomy itself, as the adapters install it.
+wrapper of its ``forward``; a hook on the forward's output registered as
+``node.register_prehook``, as ``Tensor.register_hook`` or as ``register_hook``'s own two steps (a
+hooks dict on the tensor); the autograd callback queued from it; the optimizer's step hooks; and
+the anatomy itself, as the adapters install it.
 
 The child asks for each count through a FIFO that a shell loop of ``callgrind_control`` reads, so
 that starting the control command is not counted (a ``subprocess.Popen`` would be, and its count
@@ -98,16 +99,16 @@ def child(batch: int, steps: int) -> dict[str, int]:
         installed.watch_optimizer(opt)
         removers.append(installed.remove)
 
-    mechanisms: dict[str, Callable[[], None]] = {
+    mechanisms: dict[str, Callable[[], None]] = {  # (names: a dump's label has no other characters)
         "plain": lambda: None,
         "forward pre and post hooks": hooks,
         "forward wrapper": lambda: on_output(mark),
-        "output: node.register_prehook": lambda: on_output(lambda out: out.grad_fn.register_prehook(mark)),
-        "output: Tensor.register_hook": lambda: on_output(lambda out: out.register_hook(mark)),
-        "output: register_hook's two steps": lambda: on_output(direct(mark)),
-        "output: two steps + autograd callback": lambda: on_output(direct(queue_mark)),
+        "output node.register_prehook": lambda: on_output(lambda out: out.grad_fn.register_prehook(mark)),
+        "output Tensor.register_hook": lambda: on_output(lambda out: out.register_hook(mark)),
+        "output hooks dict": lambda: on_output(direct(mark)),
+        "output hooks dict and autograd callback": lambda: on_output(direct(queue_mark)),
         "optimizer step hooks": optimizer_hooks,
-        "the anatomy (forward, backward, optimizer)": anatomy,
+        "the anatomy": anatomy,
     }
     taken: dict[str, int] = {}
     for name, install in mechanisms.items():
@@ -121,7 +122,7 @@ def child(batch: int, steps: int) -> dict[str, int]:
             parts = clock.take(time.perf_counter())  # (the anatomy's step end; all zero otherwise)
             if parts[1] > 0 and parts[2] > 0 and parts[3] > 0:  # forward, backward, optimizer timed
                 marks.append(1)
-        _control(fifo, "D " + name.replace(" ", "_"))
+        _control(fifo, "D " + name.replace(" ", "-"))
         taken[name] = len(marks)
         for remove in removers:
             remove()
@@ -164,7 +165,7 @@ def count(batch: int, steps: int) -> list[dict[str, Any]]:
         counts: dict[str, int] = {}
         for path in sorted(Path(tmp).glob("cg.*-01"), key=lambda p: int(p.name.split(".")[1].split("-")[0])):
             text = path.read_text()
-            name = text.split("desc: Trigger: dump ", 1)[1].split("\n", 1)[0].replace("_", " ")
+            name = text.split("desc: Trigger: dump ", 1)[1].split("\n", 1)[0].replace("-", " ")
             counts[name] = int(text.split("\nsummary: ", 1)[1].split()[0])
     plain = counts["plain"] / steps
     return [

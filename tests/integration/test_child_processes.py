@@ -20,7 +20,7 @@ import pytest
 
 import traincard_otel
 from traincard_otel._schema import Event
-from traincard_otel._store import layout, segment
+from traincard_otel._store import layout, part_format, segment
 
 from tests.support.helpers import REPO, subprocess_env
 
@@ -50,10 +50,17 @@ def run_script(mode: str, store: Path) -> tuple[int, str]:
 
 
 def raw_system_points(store: Path, writer: Path) -> dict[str, list[float]]:
-    """Each system series' stored times, in the order the writer wrote them."""
+    """Each system series' stored times, in the order the writer wrote them: its segments and the
+    parts it compacted them into (a slow machine can write enough segments for a part)."""
+    files = [*writer.glob("seg-*.jsonl"), *writer.glob("part-*.parquet")]
     out: dict[str, list[float]] = {}
-    for path in sorted(writer.glob("seg-*.jsonl")):
-        records, corrupt = segment.decode(path.read_bytes())
+    for path in sorted(files, key=lambda p: int(p.stem.split("-")[1])):  # by first segment
+        if path.suffix == ".parquet":
+            rest = part_format.read_parquet(path.read_bytes(), ["rest"])["rest"].to_pylist()
+            data = "".join(f"{line}\n" for line in rest if line is not None).encode()
+        else:
+            data = path.read_bytes()
+        records, corrupt = segment.decode(data)
         assert not corrupt
         for rec in records:
             if rec.get("k") == "x":
