@@ -52,10 +52,11 @@ def run_script(mode: str, store: Path) -> tuple[int, str]:
 def raw_system_points(store: Path, writer: Path) -> dict[str, list[float]]:
     """Each system series' stored times, in the order the writer wrote them: its segments and the
     parts it compacted them into (a slow machine can write enough segments for a part)."""
-    files = [*writer.glob("seg-*.jsonl"), *writer.glob("part-*.parquet")]
+    names = ((layout.parse(str(path.relative_to(store))), path) for path in writer.iterdir())
+    named = [(name, path) for name, path in names if name is not None]
     out: dict[str, list[float]] = {}
-    for path in sorted(files, key=lambda p: int(p.stem.split("-")[1])):  # by first segment
-        if path.suffix == ".parquet":
+    for name, path in sorted(n for n in named if n[0].kind in ("segment", "part")):  # by first segment
+        if name.kind == "part":
             rest = part_format.read_parquet(path.read_bytes(), ["rest"])["rest"].to_pylist()
             data = "".join(f"{line}\n" for line in rest if line is not None).encode()
         else:
