@@ -93,9 +93,22 @@ def child(batch: int, steps: int) -> dict[str, int]:
 
     clock = PartClock((True,) * 5)
 
-    def anatomy() -> None:
+    def bracketed() -> None:
+        inner = torch.autograd.backward
+
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            mark()
+            out = inner(*args, **kwargs)
+            mark()
+            return out
+
+        torch.autograd.backward = backward
+        removers.append(lambda: setattr(torch.autograd, "backward", inner))
+
+    def anatomy() -> None:  # as a raw loop's adapter installs it (adapters/_anatomy.py install())
         installed = Anatomy(clock)
         installed.watch_forward(model)
+        installed.bracket_backward(torch.autograd)
         installed.watch_optimizer(opt)
         removers.append(installed.remove)
 
@@ -107,6 +120,7 @@ def child(batch: int, steps: int) -> dict[str, int]:
         "output Tensor.register_hook": lambda: on_output(lambda out: out.register_hook(mark)),
         "output hooks dict": lambda: on_output(direct(mark)),
         "output hooks dict and autograd callback": lambda: on_output(direct(queue_mark)),
+        "torch.autograd.backward wrapped": bracketed,
         "optimizer step hooks": optimizer_hooks,
         "the anatomy": anatomy,
     }

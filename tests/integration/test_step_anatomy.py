@@ -367,3 +367,58 @@ def test_torchrun_ddp_names_the_slow_rank_and_its_slow_forward(tmp_path: Path) -
         and t.endswith("the other ranks wait in communication")
         for t in headline
     ), headline
+
+
+def test_a_raw_loops_backward_is_timed_around_torch_autograd_backward(store_dir: Path) -> None:
+    """Without a process group, a raw loop's ``loss.backward()`` is the backward: timed around
+    ``torch.autograd.backward``, which it calls, so after the first step no hook goes on the
+    forward's output; closing puts ``torch.autograd.backward`` back."""
+    original = torch.autograd.backward
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    tracker = traincard_otel.instrument(opt, model=model)
+    armed = []
+    for _ in range(4):
+        out = model(torch.randn(8, 16))
+        armed.append(out._backward_hooks is not None)
+        loss = out.pow(2).mean()
+        loss.register_hook(lambda grad: time.sleep(SLOW_S))  # backward starts slow
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        tracker.log(loss=loss.detach())
+    assert torch.autograd.backward is not original
+    tracker.close()
+    assert torch.autograd.backward is original
+    assert armed == [True, False, False, False]
+    traincard_otel.shutdown()
+    part, rank = _largest(store_dir)
+    assert part == "backward" and rank.unmeasured == () and rank.steps == 4
+    rows = traincard_otel.load(store_dir).to_rows("anatomy")
+    assert all(r["seconds"] >= SLOW_S for r in rows if r["part"] == "backward")
+
+
+def test_a_backward_inside_the_backward_is_part_of_it(store_dir: Path) -> None:
+    """Reentrant activation checkpointing runs a backward inside the backward: the backward part
+    lasts until the outer call returns, here past a slow gradient hook on the first layer, which
+    fires after the checkpointed block's own backward."""
+    from torch.utils.checkpoint import checkpoint
+
+    class Checkpointed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first, self.block, self.last = torch.nn.Linear(16, 32), mlp(32, 32), torch.nn.Linear(1, 1)
+
+        def forward(self, x: Any) -> Any:
+            h = self.first(x)
+            return self.last(checkpoint(self.block, h, use_reentrant=True))
+
+    model = Checkpointed()
+    model.first.weight.register_hook(lambda grad: time.sleep(SLOW_S))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    train(traincard_otel.instrument(opt, model=model), model, opt, 4)
+    traincard_otel.shutdown()
+    rows = traincard_otel.load(store_dir).to_rows("anatomy")
+    backward = [r["seconds"] for r in rows if r["part"] == "backward"]
+    other = [r["seconds"] for r in rows if r["part"] == "other"]
+    assert len(backward) == 4 and min(backward) >= SLOW_S and max(other) < SLOW_S

@@ -4,12 +4,13 @@ optimizer and communication into the reporter's :class:`~traincard_otel._write.q
 * forward: the root module's ``forward`` wrapped on the instance (only while autograd records: an
   evaluation's forward is no training step's), or the framework's own hooks (Lightning). A wrapper
   rather than the module's forward pre and post hooks: hooks take every call of the root module
-  off ``nn.Module.__call__``'s fast path into its general one, 15 k instructions a step where the
-  wrapper costs 0.6 k (``benchmarks/bench_anatomy.py --mechanisms``);
-* backward: where the framework calls backward through a method of its own (``Accelerator.backward``,
-  which HF's Trainer calls too; Lightning's ``on_before_backward``/``on_after_backward``) and no
-  ``torch.distributed`` process group exists, that call is the backward: timed around it, with no
-  hook inside autograd. Otherwise (a raw loop, or any run with a process group) a hook on the
+  off ``nn.Module.__call__``'s fast path into its general one, 15.5 k instructions a step where
+  the wrapper costs nothing the count can tell (``benchmarks/bench_anatomy.py --mechanisms``);
+* backward: where no ``torch.distributed`` process group exists, the call that makes the backward
+  is timed around it, with no hook inside autograd: the framework's own (``Accelerator.backward``,
+  which HF's Trainer calls too; Lightning's ``on_before_backward``/``on_after_backward``), or in a
+  raw loop ``torch.autograd.backward``, which ``loss.backward()`` calls. Otherwise (any run with a
+  process group, or a backward made another way, as ``torch.autograd.grad``) a hook on the
   forward's output (its ``loss`` where it has one) fires when backward reaches it, which is where
   backward starts; from there an autograd callback marks the end of the graph, and where a process
   group exists a second one, queued from the first, runs after every callback queued during
@@ -79,9 +80,9 @@ class BackwardMarks:
         """Mark the backward pass that reaches ``tensor`` (a tensor that requires grad).
 
         ``Tensor.register_hook``'s own two steps, a hooks dict on the tensor registered with the
-        node that made it, without the handle it builds in Python: 11.9 k instructions a step
-        (registered and called) where ``node.register_prehook`` costs 16.9 k and ``register_hook``
-        27 k (both make a ``RemovableHandle``, which nothing here removes; ``bench_anatomy
+        node that made it, without the handle it builds in Python: 10.2 k instructions a step
+        (registered and called) where ``node.register_prehook`` costs 16.1 k and ``register_hook``
+        26.5 k (both make a ``RemovableHandle``, which nothing here removes; ``bench_anatomy
         --mechanisms``). A tensor that has hooks already, a tensor subclass, or a torch without
         those steps gets the pre-hook on its node; a leaf, a tensor hook."""
         node = tensor.grad_fn
@@ -268,21 +269,28 @@ class Anatomy:
         self.measure((True, True, True, False, True))
 
     def bracket_backward(self, obj: Foreign, name: str = "backward") -> None:
-        """Time ``obj.<name>(...)`` (a framework's own backward call: ``Accelerator.backward``) as
-        the backward where no process group exists; with one, the output's hooks time it."""
+        """Time ``obj.<name>(...)`` (a framework's own backward call, ``Accelerator.backward``, or
+        ``torch.autograd.backward``) as the backward where no process group exists; with one, the
+        output's hooks time it. Only the outermost call marks: reentrant activation checkpointing
+        runs a backward inside the backward."""
         inner: Callable[..., Foreign] = getattr(obj, name)
         clock, grouped, on = self.clock, self.marks.grouped, self._on
+        depth = [0]  # calls under way: a backward made inside one (reentrant checkpointing's) is its own
 
         @functools.wraps(inner)
         def backward(*args: Foreign, **kwargs: Foreign) -> Foreign:
-            if not on[0] or grouped():
+            if not on[0] or depth[0] or grouped():
                 return inner(*args, **kwargs)
             try:
                 clock.begin_backward()  # (a backward the output's hook marks too: marked once)
                 self.bracketed = True
             except Exception as exc:
                 internal_error("anatomy.backward", exc)
-            result = inner(*args, **kwargs)
+            depth[0] += 1
+            try:
+                result = inner(*args, **kwargs)
+            finally:
+                depth[0] -= 1
             try:
                 clock.end_backward(collectives=False)
             except Exception as exc:
@@ -333,14 +341,17 @@ def install(
     reporter: Reporter, *, model: Foreign = None, optimizer: Foreign = None, backward: Foreign = None
 ) -> Anatomy | None:
     """Hooks on ``model`` (forward, backward, communication) and ``optimizer``, and ``backward``'s
-    own ``backward`` method timed as the backward (an ``Accelerator``); None when off."""
+    own ``backward`` method (an ``Accelerator``), else ``torch.autograd.backward``, timed as the
+    backward; None when off."""
     anatomy = clock_for(reporter, model)
     if anatomy is None:
         return None
     if model is not None and callable(getattr(model, "register_forward_pre_hook", None)):
         anatomy.watch_forward(model)
-        if callable(getattr(backward, "backward", None)):
-            anatomy.bracket_backward(backward)
+        # A raw loop's ``loss.backward()`` (a GradScaler's scaled loss's too) goes through
+        # ``torch.autograd.backward``, looked up on the module at every call: that is the backward.
+        own = callable(getattr(backward, "backward", None))
+        anatomy.bracket_backward(backward if own else torch.autograd)
     if optimizer is not None:
         anatomy.watch_optimizer(optimizer)
     return anatomy
