@@ -1,6 +1,7 @@
 """The step anatomy's cost: a raw loop of 10 ms CPU steps with the anatomy's hooks and without.
 
-    python -m benchmarks.bench_anatomy [--pairs 600] [--block 10] [--step-ms 10] [--quick] [--json F]
+    python -m benchmarks.bench_anatomy [--pairs 600] [--block 10] [--step-ms 10] [--output-hooks] [--quick]
+        [--json F]
     python -m benchmarks.bench_anatomy --where [--pairs 150] [--json F]
     python -m benchmarks.bench_anatomy --instructions [--steps 40] [--json F]
     python -m benchmarks.bench_anatomy --mechanisms [--steps 200] [--batch 16] [--json F]
@@ -73,33 +74,46 @@ def _step(model: Any, opt: Any, x: Any) -> Any:
     return loss
 
 
+ON, OFF, HOOKS = "on", "off", "output hooks"
+
+
 class Switch:
-    """Turns the anatomy on and off between blocks: its hooks in or out, the clock there or not."""
+    """Turns the anatomy on and off between blocks: its hooks in or out, the clock there or not.
+
+    ``ON`` is the anatomy as a raw loop's ``instrument()`` installs it (the forward wrapped, the
+    backward bracketed around ``torch.autograd.backward``, the optimizer's hooks); ``HOOKS`` times
+    the backward from a hook on the forward's output instead, as it does where a process group
+    exists (to tell communication apart), so both ways are measured against the same ``OFF``."""
 
     def __init__(self, tracker: Any, model: Any, opt: Any) -> None:
         self.tracker, self.model, self.opt = tracker, model, opt
         self.anatomy = tracker.anatomy
         self.queue = tracker.reporter._queue
         self.clock = self.queue.parts
-        self.on = True
+        self.side = ON
 
-    def set(self, on: bool) -> None:
-        if on == self.on:
+    def set(self, side: str) -> None:
+        if side == self.side:
             return
-        self.on = on
-        if on:
-            self.anatomy.watch_forward(self.model)
-            self.anatomy.watch_optimizer(self.opt, end=False)
-            self.queue.parts, self.tracker.anatomy = self.clock, self.anatomy
-        else:
+        if self.side != OFF:
             self.anatomy.remove()
             self.queue.parts, self.tracker.anatomy = None, None
+        self.side = side
+        if side != OFF:
+            import torch
+
+            self.anatomy.watch_forward(self.model)
+            if side == ON:
+                self.anatomy.bracket_backward(torch.autograd)
+            self.anatomy.watch_optimizer(self.opt, end=False)
+            self.queue.parts, self.tracker.anatomy = self.clock, self.anatomy
 
 
-Sides = dict[bool, list[tuple[float, float]]]  # anatomy on/off -> (wall s, thread CPU s) per step
+Sides = dict[str, list[tuple[float, float]]]  # side -> (wall s, thread CPU s) per step
 
 
-def _pairs(step_ms: float, pairs: int, block: int, store: str) -> tuple[Sides, int]:
+def _pairs(step_ms: float, pairs: int, block: int, store: str, kinds: Sequence[str]) -> tuple[Sides, int]:
+    """Blocks of each side in ``kinds`` (``OFF`` among them), in an order drawn per round."""
     import traincard_otel
 
     torch, model, opt, batch = _setup(step_ms)
@@ -109,17 +123,19 @@ def _pairs(step_ms: float, pairs: int, block: int, store: str) -> tuple[Sides, i
     switch = Switch(tracker, model, opt)
     x = torch.randn(batch, 256)
     rng = random.Random(0)
-    sides: Sides = {True: [], False: []}
+    sides: Sides = {side: [] for side in kinds}
     for _ in range(20):  # warm-up
         tracker.log(loss=_step(model, opt, x).detach(), batch=x)
     for _ in range(pairs):
-        for side in rng.sample([True, False], 2):
+        for side in rng.sample(list(kinds), len(kinds)):
             switch.set(side)
             t0, c0 = time.perf_counter(), time.thread_time()
             for _ in range(block):
                 tracker.log(loss=_step(model, opt, x).detach(), batch=x)
             sides[side].append(((time.perf_counter() - t0) / block, (time.thread_time() - c0) / block))
-    switch.set(True)
+            # each side as it says: the bracket taken on ON, the output's hooks on HOOKS
+            assert side == OFF or switch.anatomy.bracketed == (side == ON), side
+    switch.set(ON)
     traincard_otel.shutdown()
     return sides, batch
 
@@ -159,19 +175,19 @@ def _where(step_ms: float, pairs: int, block: int, store: str) -> list[dict[str,
     for _ in range(20):  # warm-up
         step([0.0] * len(SEGMENTS))
     rng = random.Random(0)
-    sides: dict[bool, list[list[float]]] = {True: [], False: []}
+    sides: dict[str, list[list[float]]] = {ON: [], OFF: []}
     for _ in range(pairs):
-        for side in rng.sample([True, False], 2):
+        for side in rng.sample([ON, OFF], 2):
             switch.set(side)
             spent = [0.0] * len(SEGMENTS)
             for _ in range(block):
                 step(spent)
             sides[side].append([1e6 * s / block for s in spent])
-    switch.set(True)
+    switch.set(ON)
     traincard_otel.shutdown()
     rows: list[dict[str, Any]] = []
     for i, name in enumerate(SEGMENTS):
-        on, off = [b[i] for b in sides[True]], [b[i] for b in sides[False]]
+        on, off = [b[i] for b in sides[ON]], [b[i] for b in sides[OFF]]
         rows.append(
             {
                 "case": f"{name}: thread CPU µs / step",
@@ -198,17 +214,17 @@ def _hook_cost(steps: int, rounds: int, store: str) -> tuple[float, float]:
     )
     switch = Switch(tracker, model, opt)
     x = torch.randn(2, 4)
-    sides: dict[bool, list[float]] = {True: [], False: []}
+    sides: dict[str, list[float]] = {ON: [], OFF: []}
     for r in range(rounds):
-        for side in (True, False) if r % 2 else (False, True):
+        for side in (ON, OFF) if r % 2 else (OFF, ON):
             switch.set(side)
             t0 = time.thread_time()
             for _ in range(steps):
                 tracker.log(loss=_step(model, opt, x).detach())
             sides[side].append(1e6 * (time.thread_time() - t0) / steps)
-    switch.set(True)
+    switch.set(ON)
     traincard_otel.shutdown()
-    return statistics.median(sides[True]), statistics.median(sides[False])
+    return statistics.median(sides[ON]), statistics.median(sides[OFF])
 
 
 def _child(anatomy: bool, batch: int, steps: int) -> None:
@@ -287,6 +303,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--output-hooks",
+        action="store_true",
+        help="also time the backward from the output's hooks (as with a process group), in the same rounds",
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
@@ -316,26 +337,33 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             where = _where(args.step_ms, 4 if args.quick else args.pairs, args.block, store)
         return report("bench_anatomy", where, None, args.json, mode="where", pairs=args.pairs)
     pairs, block, hook_steps, rounds = (6, 3, 200, 2) if args.quick else (args.pairs, args.block, 5000, 8)
+    kinds = (ON, OFF, HOOKS) if args.output_hooks else (ON, OFF)
     with tempfile.TemporaryDirectory() as store:
-        sides, batch = _pairs(args.step_ms, pairs, block, store + "/pairs")
+        sides, batch = _pairs(args.step_ms, pairs, block, store + "/pairs", kinds)
         hooks_on, hooks_off = _hook_cost(hook_steps, rounds, store + "/hooks")
     rows: list[dict[str, Any]] = []
-    for k, clock in ((0, "wall"), (1, "thread CPU")):
-        on, off = [s[k] for s in sides[True]], [s[k] for s in sides[False]]
-        lo, hi = bootstrap_interval(
-            [list(zip(on, off, strict=True))], lambda ps: sum(a for a, _ in ps) / sum(b for _, b in ps) - 1
-        )
-        rows += [
-            {"case": f"{clock}: anatomy on, ms / step", "value": 1000 * statistics.mean(on)},
-            {"case": f"{clock}: anatomy off, ms / step", "value": 1000 * statistics.mean(off)},
-            {"case": f"{clock}: overhead % (sum on / sum off - 1)", "value": 100 * (sum(on) / sum(off) - 1)},
-            {"case": f"{clock}: overhead % 95% interval, low", "value": 100 * lo},
-            {"case": f"{clock}: overhead % 95% interval, high", "value": 100 * hi},
-            {
-                "case": f"{clock}: median pair difference, µs / step",
-                "value": statistics.median(1e6 * (a - b) for a, b in zip(on, off, strict=True)),
-            },
-        ]
+    for side in (s for s in kinds if s != OFF):
+        label = "anatomy on" if side == ON else "anatomy on, backward from output hooks"
+        for k, clock in ((0, "wall"), (1, "thread CPU")):
+            on, off = [s[k] for s in sides[side]], [s[k] for s in sides[OFF]]
+            lo, hi = bootstrap_interval(
+                [list(zip(on, off, strict=True))],
+                lambda ps: sum(a for a, _ in ps) / sum(b for _, b in ps) - 1,
+            )
+            rows += [
+                {"case": f"{clock}: {label}, ms / step", "value": 1000 * statistics.mean(on)},
+                {"case": f"{clock}: anatomy off, ms / step", "value": 1000 * statistics.mean(off)},
+                {
+                    "case": f"{clock}: {label}: overhead % (sum on / sum off - 1)",
+                    "value": 100 * (sum(on) / sum(off) - 1),
+                },
+                {"case": f"{clock}: {label}: overhead % 95% interval, low", "value": 100 * lo},
+                {"case": f"{clock}: {label}: overhead % 95% interval, high", "value": 100 * hi},
+                {
+                    "case": f"{clock}: {label}: median pair difference, µs / step",
+                    "value": statistics.median(1e6 * (a - b) for a, b in zip(on, off, strict=True)),
+                },
+            ]
     rows += [
         {"case": "tiny model, anatomy on: CPU µs / step", "value": hooks_on},
         {"case": "tiny model, anatomy off: CPU µs / step", "value": hooks_off},
