@@ -251,9 +251,15 @@ def test_exit_is_bounded_when_the_s3_store_dies_mid_run(tmp_path: Path) -> None:
 
 
 def _started(tmp_path: Path, code: str, **env: str) -> subprocess.Popen[str]:
-    """``code`` running as a script whose store is ``tmp_path/store``, once it has printed "ready"."""
+    """``code`` running as a script whose store is ``tmp_path/store``, once it has printed "ready".
+
+    Its threads' stacks go to ``tmp_path/stacks.txt`` on a fatal signal (SIGABRT included): a
+    file of its own, as console capture makes descriptor 2 a pipe that a stuck process may never
+    empty."""
     script = tmp_path / "loop.py"
-    script.write_text(textwrap.dedent(code))
+    stacks = tmp_path / "stacks.txt"
+    header = f"import faulthandler\nfaulthandler.enable(open({str(stacks)!r}, 'w'), all_threads=True)\n"
+    script.write_text(header + textwrap.dedent(code))
     proc = subprocess.Popen(
         [sys.executable, str(script)],
         stdout=subprocess.PIPE,
@@ -312,14 +318,15 @@ def test_ctrl_c_ends_the_run_terminated_by_sigint_not_finished(tmp_path: Path) -
                     print("ready", flush=True)
                 time.sleep(0.002)
         """
-    proc = _started(tmp_path, code, PYTHONFAULTHANDLER="1")
+    proc = _started(tmp_path, code)
     proc.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal sends
     try:
         _out, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:  # where every thread is (faulthandler prints them on SIGABRT)
+    except subprocess.TimeoutExpired:  # where every thread is (faulthandler writes them on SIGABRT)
         proc.send_signal(signal.SIGABRT)
         _out, err = proc.communicate(timeout=30)
-        pytest.fail(f"the interrupted loop did not end within 30 s:\n{err[-6000:]}")
+        stacks = (tmp_path / "stacks.txt").read_text(errors="replace")
+        pytest.fail(f"the interrupted loop did not end within 30 s:\n{stacks[-8000:]}\n{err[-2000:]}")
     assert proc.returncode == -signal.SIGINT and err.rstrip().endswith("KeyboardInterrupt")  # as without us
     run = traincard_otel.load(store)
     assert run.status["status"] == "terminated" and run.status["terminated_by"] == "SIGINT"
