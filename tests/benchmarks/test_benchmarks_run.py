@@ -460,3 +460,17 @@ def test_the_anatomy_mechanisms_each_take_their_marks(tmp_path) -> None:  # type
     taken = {row["mechanism"]: row["marks in 3 steps"] for row in out["results"]}
     assert taken.pop("plain") == 0 and len(taken) == 9
     assert all(n >= 3 for n in taken.values()), taken
+
+
+def test_the_anatomy_benchmark_times_each_backward_path_as_installed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``bench_anatomy --output-hooks``, quick: the raw loop's side runs bracketed and the other
+    from the output's hooks after every switch (the benchmark asserts it per block), each against
+    the one side without the anatomy."""
+    from benchmarks.bench_anatomy import main
+
+    out = main(["--quick", "--output-hooks", "--json", str(tmp_path / "r.json")])
+    cases = [row["case"] for row in out["results"]]
+    assert len(cases) == len(set(cases)), cases
+    for label in ("anatomy on", "anatomy on, backward from output hooks"):
+        assert f"wall: {label}: overhead % (sum on / sum off - 1)" in cases
+    assert cases.count("wall: anatomy off, ms / step") == 1
