@@ -255,10 +255,16 @@ def _started(tmp_path: Path, code: str, **env: str) -> subprocess.Popen[str]:
 
     Its threads' stacks go to ``tmp_path/stacks.txt`` on a fatal signal (SIGABRT included): a
     file of its own, as console capture makes descriptor 2 a pipe that a stuck process may never
-    empty."""
+    empty. SIGINT raises ``KeyboardInterrupt`` in it, as in a terminal: a suite started in the
+    background of a shell (``make test &``) hands its children SIGINT ignored, and Python then
+    installs no handler of its own."""
     script = tmp_path / "loop.py"
     stacks = tmp_path / "stacks.txt"
-    header = f"import faulthandler\nfaulthandler.enable(open({str(stacks)!r}, 'w'), all_threads=True)\n"
+    header = (
+        "import faulthandler, signal\n"
+        f"faulthandler.enable(open({str(stacks)!r}, 'w'), all_threads=True)\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    )
     script.write_text(header + textwrap.dedent(code))
     proc = subprocess.Popen(
         [sys.executable, str(script)],
